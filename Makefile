@@ -1,0 +1,31 @@
+# Two entry points: `make plan` (the main job, offline) and `make test` (what CI runs).
+PYTHON ?= python3
+VENV := .venv
+PIP := $(VENV)/bin/pip
+STACK ?= dev
+
+.PHONY: plan test clean
+
+$(VENV)/.installed-runtime: requirements.txt constraints.txt
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -c constraints.txt -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed-runtime requirements-dev.txt policy/requirements.txt
+	$(PIP) install -q -c constraints.txt -r requirements-dev.txt
+	# PyPI's torchvision/torchaudio (pulled by vllm) do not import beside the CPU torch, and the
+	# validation tier needs neither.
+	$(PIP) uninstall -q -y torchvision torchaudio
+	test -x .venv-policy/bin/python || $(PYTHON) -m venv .venv-policy
+	.venv-policy/bin/pip install -q -r policy/requirements.txt
+	touch $@
+
+plan: $(VENV)/.installed-runtime
+	$(VENV)/bin/python -m pdctl plan --stack $(STACK)
+
+test: $(VENV)/.installed-dev
+	$(VENV)/bin/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .venv-policy

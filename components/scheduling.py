@@ -1,0 +1,28 @@
+"""Labels and taints that tie node groups, device plugins and Ray pods together.
+
+They live in one place because a mismatch between a node group's taint and a pod's toleration
+does not fail: the pod just stays Pending while GPU nodes bill by the hour.
+"""
+
+ROLE_LABEL = "role"
+SYSTEM_ROLE = "system"
+GPU_ROLE = "gpu-worker"
+
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "true"
+GPU_TAINT_EFFECT = "NoSchedule"
+
+SYSTEM_NODE_SELECTOR = {ROLE_LABEL: SYSTEM_ROLE}
+GPU_NODE_SELECTOR = {ROLE_LABEL: GPU_ROLE}
+
+# Kubernetes form of the GPU taint's toleration (pod specs, Helm values).
+GPU_TOLERATION = {
+    "key": GPU_TAINT_KEY,
+    "operator": "Equal",
+    "value": GPU_TAINT_VALUE,
+    "effect": GPU_TAINT_EFFECT,
+}
+
+# Extended resources the device plugins advertise.
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"

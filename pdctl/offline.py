@@ -1,0 +1,296 @@
+"""Run the real Pulumi program with no CLI, no plugins and no cloud: Pulumi's mocks, recorded.
+
+What the Pulumi CLI would do before starting the program, this module does itself:
+- merge the project's `config:` defaults from `Pulumi.yaml` with `Pulumi.<stack>.yaml` and hand the
+  result to the SDK as the engine would (every value a string; arrays and objects as JSON text);
+- mark secret keys. Values stored as `secure:` cannot be decrypted offline: they are replaced by a
+  placeholder and stay marked secret, so the program takes the same code path as with a real token.
+
+Then it runs `__main__.py` under `pulumi.runtime` mocks with `preview=False` (under `preview=True`
+unknown outputs skip `.apply` and a failing check inside one passes silently) and records every
+resource registration with its parent, explicit dependencies and provider. Each run happens in a
+fresh `contextvars.Context` and a fresh event loop, so runs are independent within one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import os
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+_SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG_VALUE = "1b47061264138c4ac30d75fd1eb44270"
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+def offline_secret_placeholder(key: str) -> str:
+    return f"offline-placeholder-for-secret-{key}"
+
+
+@dataclass(frozen=True)
+class RegisteredResource:
+    """One resource registration as the engine received it (inputs camelCase, numbers as floats)."""
+
+    type: str
+    name: str
+    urn: str
+    inputs: dict[str, Any]
+    parent: str
+    dependencies: tuple[str, ...]
+    provider: str
+    custom: bool
+    secret_paths: frozenset[str] = frozenset()
+
+
+@dataclass
+class OfflineRun:
+    stack: str
+    config: dict[str, str]
+    resources: list[RegisteredResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    secret_outputs: set[str] = field(default_factory=set)
+    error: BaseException | None = None
+
+    def all(self, type_: str) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name: str | None = None) -> RegisteredResource:
+        found = [r for r in self.all(type_) if name is None or r.name == name]
+        if len(found) != 1:
+            names = [r.name for r in self.all(type_)]
+            raise LookupError(f"expected one {type_} named {name!r}, found {len(found)} among {names}")
+        return found[0]
+
+    def by_urn(self, urn: str) -> RegisteredResource:
+        for r in self.resources:
+            if r.urn == urn:
+                return r
+        raise LookupError(urn)
+
+    def children(self, parent: RegisteredResource) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.parent == parent.urn]
+
+    def depends_on(self, resource: RegisteredResource, other: RegisteredResource) -> bool:
+        """True if the engine will create `resource` only after `other`: through its own recorded
+        dependencies, transitively. A dependency on a resource inside the component `other` counts.
+        A parent's dependencies do not: Pulumi does not pass them on to children, so a component
+        whose children must wait has to say so on each child."""
+        seen: set[str] = set()
+        pending = list(resource.dependencies)
+        while pending:
+            urn = pending.pop()
+            if urn in seen:
+                continue
+            seen.add(urn)
+            if urn == other.urn or self._is_ancestor(urn, other.urn):
+                return True
+            node = self._maybe(urn)
+            if node is not None:
+                pending.extend(node.dependencies)
+        return False
+
+    def _maybe(self, urn: str) -> RegisteredResource | None:
+        return next((r for r in self.resources if r.urn == urn), None)
+
+    def _is_ancestor(self, descendant: str, ancestor: str) -> bool:
+        node = self._maybe(descendant)
+        while node is not None and node.parent:
+            if node.parent == ancestor:
+                return True
+            node = self._maybe(node.parent)
+        return False
+
+    @property
+    def registered(self) -> list[RegisteredResource]:
+        """Everything but the root Stack: what a failed run must leave empty."""
+        return [r for r in self.resources if r.type != STACK_TYPE]
+
+
+def read_project(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
+    return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+
+
+def _as_config_string(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)
+
+
+def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[dict[str, str], set[str]]:
+    """The config the CLI would hand the program: (key -> string, secret keys). Keys are
+    fully qualified (`<project>:<key>`, `aws:region`)."""
+    project = read_project(project_dir)
+    name = project["name"]
+    merged: dict[str, str] = {}
+    secret_keys: set[str] = set()
+    for key, spec in (project.get("config") or {}).items():
+        full = key if ":" in key else f"{name}:{key}"
+        if isinstance(spec, dict):
+            if "default" in spec:
+                merged[full] = _as_config_string(spec["default"])
+            elif "value" in spec:
+                merged[full] = _as_config_string(spec["value"])
+            if spec.get("secret"):
+                secret_keys.add(full)
+        else:
+            merged[full] = _as_config_string(spec)
+    stack_file = project_dir / f"Pulumi.{stack}.yaml"
+    if not stack_file.exists():
+        from serve_app.errors import ConfigError
+
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
+        raise ConfigError("stack", stack, ", ".join(known), f"no file {stack_file.name}")
+    stack_doc = yaml.safe_load(stack_file.read_text()) or {}
+    for key, value in (stack_doc.get("config") or {}).items():
+        full = key if ":" in key else f"{name}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            merged[full] = offline_secret_placeholder(key.split(":")[-1])
+            secret_keys.add(full)
+        else:
+            merged[full] = _as_config_string(value)
+    return merged, secret_keys
+
+
+def _unwrap_secrets(value: Any, path: str, secret_paths: set[str]) -> Any:
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG_KEY) == _SECRET_SIG_VALUE:
+            secret_paths.add(path)
+            return _unwrap_secrets(value.get("value"), path, secret_paths)
+        return {k: _unwrap_secrets(v, f"{path}.{k}" if path else k, secret_paths) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap_secrets(v, f"{path}[{i}]", secret_paths) for i, v in enumerate(value)]
+    return value
+
+
+def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
+    from pulumi.runtime import mocks as pulumi_mocks
+    from pulumi.runtime import rpc
+
+    class RecordingMonitor(pulumi_mocks.MockMonitor):
+        def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+            response = super().RegisterResource(request)
+            secret_paths: set[str] = set()
+            inputs = _unwrap_secrets(rpc.deserialize_properties(request.object), "", secret_paths)
+            run.resources.append(
+                RegisteredResource(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    inputs=inputs,
+                    parent=request.parent,
+                    dependencies=tuple(request.dependencies),
+                    provider=request.provider,
+                    custom=bool(request.custom),
+                    secret_paths=frozenset(secret_paths),
+                )
+            )
+            return response
+
+    return RecordingMonitor(mocks)
+
+
+def _execute(run: OfflineRun, project: str, stack: str, secret_keys: set[str], mocks: Any,
+             project_dir: Path) -> None:
+    """Body of one offline run; called inside a fresh contextvars.Context."""
+    import pulumi
+    from pulumi.runtime import config as pulumi_config
+    from pulumi.runtime import mocks as pulumi_mocks
+    from pulumi.runtime import settings as pulumi_settings
+    from pulumi.runtime.stack import run_in_stack
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        pulumi_config.set_all_config(dict(run.config), sorted(secret_keys))
+        monitor = _recording_monitor(mocks, run)
+        pulumi_settings.ROOT.set(None)
+        pulumi_settings.configure(
+            pulumi_mocks.MockSettings(
+                monitor=monitor,
+                monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
+                engine=pulumi_mocks.MockEngine(None),
+                project=project,
+                stack=stack,
+                dry_run=False,
+                organization="organization",
+                callbacks=None,
+                root_directory=str(project_dir),
+            )
+        )
+        program = str(project_dir / "__main__.py")
+        # The root Stack lives in the context of the task that runs the program: catch it there.
+        roots: list[Any] = []
+
+        def main() -> None:
+            roots.append(pulumi_settings.get_root_resource())
+            runpy.run_path(program, run_name="__main__")
+
+        try:
+            loop.run_until_complete(run_in_stack(main))
+        except BaseException as exc:  # noqa: BLE001 - recorded; the caller decides to raise
+            run.error = exc
+            return
+        for key, value in roots[0].outputs.items():
+            out = pulumi.Output.from_input(value)
+            run.outputs[key] = loop.run_until_complete(out.future(with_unknowns=True))
+            if loop.run_until_complete(out.is_secret()):
+                run.secret_outputs.add(key)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+def try_run_offline(
+    stack: str,
+    *,
+    overrides: Mapping[str, str] | None = None,
+    secrets: Mapping[str, str] | None = None,
+    project_dir: Path = PROJECT_DIR,
+    mocks: Any = None,
+) -> OfflineRun:
+    """Run the program for `stack`; a failure is recorded in `.error`, never raised.
+
+    `overrides` and `secrets` take config keys as a user writes them (`gpuNodeCount`, `aws:region`)
+    and string values as `pulumi config set` stores them. `mocks` defaults to the fake AWS account
+    of `pdctl.mock_cloud` for the stack's region.
+    """
+    project = read_project(project_dir)["name"]
+    config, secret_keys = stack_config(stack, project_dir)
+
+    def qualify(key: str) -> str:
+        return key if ":" in key else f"{project}:{key}"
+
+    for key, value in (overrides or {}).items():
+        config[qualify(key)] = value
+    for key, value in (secrets or {}).items():
+        config[qualify(key)] = value
+        secret_keys.add(qualify(key))
+    run = OfflineRun(stack=stack, config=config)
+    if mocks is None:
+        from pdctl.mock_cloud import CloudMocks
+
+        mocks = CloudMocks(config.get("aws:region", "us-west-2"))
+    saved_env = {k: os.environ.pop(k) for k in ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS") if k in os.environ}
+    try:
+        contextvars.Context().run(_execute, run, project, stack, secret_keys, mocks, project_dir)
+    finally:
+        os.environ.update(saved_env)
+    return run
+
+
+def run_offline(stack: str, **kwargs: Any) -> OfflineRun:
+    """Like `try_run_offline`, but a failed run raises its error (a `ConfigError` for a user mistake)."""
+    run = try_run_offline(stack, **kwargs)
+    if run.error is not None:
+        raise run.error
+    return run

@@ -1,0 +1,104 @@
+"""The offline runner must feed a program what the Pulumi CLI would, or every other offline test lies.
+
+These tests use a tiny project of their own, so they pin the runner's contract (config merge, secret
+handling, dependency recording, isolation between runs) independently of the real stack.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from pdctl.offline import offline_secret_placeholder, stack_config, try_run_offline
+
+
+class EchoMocks(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args):
+        return {}
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "Pulumi.yaml").write_text(textwrap.dedent("""\
+        name: demo
+        runtime: python
+        config:
+          count: {type: integer, default: 2}
+          zones: {type: array, default: ["a"]}
+          token: {type: string, secret: true, default: ""}
+          label: {type: string, default: from-project}
+        """))
+    (tmp_path / "Pulumi.dev.yaml").write_text(textwrap.dedent("""\
+        config:
+          aws:region: eu-west-1
+          demo:count: 3
+          demo:token:
+            secure: AAABAGVuY3J5cHRlZA==
+        """))
+    (tmp_path / "__main__.py").write_text(textwrap.dedent("""\
+        import pulumi
+        cfg = pulumi.Config()
+        if cfg.require_int("count") > 5:
+            raise ValueError("count too big")
+
+        class Box(pulumi.ComponentResource):
+            def __init__(self, name, opts=None):
+                super().__init__("demo:index:Box", name, None, opts)
+                self.inner = pulumi.CustomResource("demo:index:Inner", f"{name}-inner", {"n": 1},
+                                                   opts=pulumi.ResourceOptions(parent=self))
+                self.register_outputs({})
+
+        box = Box("box")
+        after = pulumi.CustomResource("demo:index:After", "after", {"secret": cfg.require_secret("token")},
+                                      opts=pulumi.ResourceOptions(depends_on=[box]))
+        pulumi.export("count", cfg.require_int("count"))
+        pulumi.export("zones", cfg.require_object("zones"))
+        pulumi.export("label", cfg.get("label"))
+        pulumi.export("token", cfg.require_secret("token"))
+        """))
+    return tmp_path
+
+
+def test_stack_file_overrides_project_defaults_and_secure_values_stay_secret(project: Path):
+    config, secret_keys = stack_config("dev", project)
+    assert config["demo:count"] == "3"  # stack file wins
+    assert config["demo:label"] == "from-project"  # project default kept
+    assert config["demo:zones"] == '["a"]'  # arrays travel as JSON text, as the CLI sends them
+    assert config["aws:region"] == "eu-west-1"
+    assert config["demo:token"] == offline_secret_placeholder("token")
+    assert secret_keys == {"demo:token"}
+
+
+def test_run_records_graph_outputs_and_secrets(project: Path):
+    run = try_run_offline("dev", project_dir=project, mocks=EchoMocks(), secrets={"token": "s3cr3t"})
+    assert run.error is None
+    assert run.outputs == {"count": 3, "zones": ["a"], "label": "from-project", "token": "s3cr3t"}
+    assert run.secret_outputs == {"token"}
+    after = run.one("demo:index:After")
+    assert run.depends_on(after, run.one("demo:index:Box"))
+    assert run.depends_on(after, run.one("demo:index:Inner"))
+    assert not run.depends_on(run.one("demo:index:Box"), after)
+    assert "secret" in after.secret_paths and after.inputs["secret"] == "s3cr3t"
+    assert run.one("demo:index:Inner").parent == run.one("demo:index:Box").urn
+
+
+def test_failed_run_reports_error_and_runs_are_isolated(project: Path):
+    failed = try_run_offline("dev", project_dir=project, mocks=EchoMocks(), overrides={"count": "9"})
+    assert isinstance(failed.error, ValueError) and "count too big" in str(failed.error)
+    assert failed.registered == []
+    again = try_run_offline("dev", project_dir=project, mocks=EchoMocks())
+    assert again.error is None and again.outputs["count"] == 3
+    assert len(again.all("demo:index:Inner")) == 1
+
+
+def test_unknown_stack_names_the_stacks_that_exist(project: Path):
+    from serve_app.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"stack: got 'prod'; allowed: dev"):
+        try_run_offline("prod", project_dir=project, mocks=EchoMocks())
