@@ -1,0 +1,16 @@
+"""The Pulumi program: validated settings in, the whole PD serving stack out.
+
+Everything is checked (`load_settings`) before the first resource is registered; the Hugging Face
+token is only ever handled as a Pulumi secret.
+"""
+
+import pulumi
+
+from components.settings import HF_TOKEN_KEY, load_settings
+from components.stack import build_stack
+
+settings = load_settings()
+hf_token = pulumi.Config().get_secret(HF_TOKEN_KEY) if settings.hf_token_configured else None
+stack = build_stack(settings, hf_token)
+for name, value in stack.outputs.items():
+    pulumi.export(name, value)

@@ -1,0 +1,169 @@
+"""The EKS control plane (pulumi-eks `eks.Cluster`), its secrets key, the node IAM role, and the one
+Kubernetes provider everything in the cluster goes through.
+
+Secure by default: Kubernetes secrets are envelope-encrypted with a customer KMS key (rotation on);
+authentication is EKS access entries only (no aws-auth ConfigMap); the API endpoint is always
+reachable privately and publicly only from `apiPublicAccessCidrs` (or not at all); nodes get no
+public IPs; every control-plane log type goes to CloudWatch.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from components.network import Network
+from components.settings import ClusterSettings
+
+# Every EKS control-plane log type (audit is the one an incident review needs).
+CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+
+# AWS managed policies an EKS node needs: join the cluster, run the VPC CNI, pull from ECR (the Ray
+# image), and be reachable by SSM Session Manager instead of SSH.
+NODE_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+
+CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+
+
+def admin_entry_name(principal_arn: str) -> str:
+    """Stable logical name of an admin's access entry: account + role/user path, not list order."""
+    return re.sub(r"[^A-Za-z0-9-]", "-", principal_arn.split(":", 4)[4])
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    """Inputs of `Cluster`.
+
+    settings: validated control-plane settings (name, version, admins, API CIDRs, protection).
+    network: the VPC; nodes go to its private subnets, load balancers to its public ones.
+    log_types: control-plane log types sent to CloudWatch; default all of them.
+    node_policies: AWS managed policy names attached to the node role; default the EKS node set + SSM.
+    """
+
+    settings: ClusterSettings
+    network: Network
+    log_types: tuple[str, ...] = CONTROL_PLANE_LOG_TYPES
+    node_policies: tuple[str, ...] = NODE_POLICIES
+
+
+class Cluster(pulumi.ComponentResource):
+    """EKS cluster with KMS-encrypted secrets, access-entry admins, OIDC and a Kubernetes provider.
+
+    No default node group: node groups are their own components and use `node_role`. Only the
+    EKS-created cluster security group is used (`skip_default_security_groups`): managed nodes get
+    it automatically, and it already allows all traffic among nodes and the control plane.
+    """
+
+    eks_cluster: eks.Cluster
+    core: pulumi.Output[eks.CoreDataArgs]
+    cluster_name: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    cluster_security_group_id: pulumi.Output[str]
+    oidc_provider_arn: pulumi.Output[str]
+    node_role: aws.iam.Role
+    node_role_policies: list[aws.iam.RolePolicyAttachment]
+    secrets_key: aws.kms.Key
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("eks-pd-llm:cluster:Cluster", name, None, opts)
+        settings = args.settings
+        partition = aws.get_partition().partition
+        child = pulumi.ResourceOptions(parent=self)
+        protected = pulumi.ResourceOptions(parent=self, protect=settings.protect)
+        tags = {"eks-pd-llm/cluster": settings.name}
+
+        self.secrets_key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {settings.name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=tags,
+            opts=protected,
+        )
+        aws.kms.Alias(
+            f"{name}-secrets", name=f"alias/{settings.name}-eks-secrets", target_key_id=self.secrets_key.key_id,
+            opts=child)
+
+        self.node_role = aws.iam.Role(
+            f"{name}-node",
+            description=f"EC2 role of the nodes of EKS cluster {settings.name}",
+            assume_role_policy=json.dumps({
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                               "Action": "sts:AssumeRole"}],
+            }),
+            tags=tags,
+            opts=child,
+        )
+        self.node_role_policies = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-{policy}", role=self.node_role.name,
+                policy_arn=f"arn:{partition}:iam::aws:policy/{policy}", opts=child)
+            for policy in args.node_policies
+        ]
+
+        admin_policy_arn = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
+        self.eks_cluster = eks.Cluster(
+            f"{name}-eks",
+            name=settings.name,
+            version=settings.kubernetes_version,
+            vpc_id=args.network.vpc_id,
+            public_subnet_ids=args.network.public_subnet_ids,
+            private_subnet_ids=args.network.private_subnet_ids,
+            node_associate_public_ip_address=False,
+            skip_default_node_group=True,
+            skip_default_security_groups=True,
+            authentication_mode=eks.AuthenticationMode.API,
+            access_entries={
+                admin_entry_name(arn): eks.AccessEntryArgs(
+                    principal_arn=arn,
+                    access_policies={"cluster-admin": eks.AccessPolicyAssociationArgs(
+                        policy_arn=admin_policy_arn,
+                        access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"))},
+                )
+                for arn in settings.admin_principal_arns
+            },
+            create_oidc_provider=True,
+            enabled_cluster_log_types=list(args.log_types),
+            encryption_config_key_arn=self.secrets_key.arn,
+            endpoint_private_access=True,
+            endpoint_public_access=settings.endpoint_public_access,
+            public_access_cidrs=list(settings.api_public_access_cidrs) or None,
+            deletion_protection=settings.protect,
+            tags=tags,
+            opts=protected,
+        )
+
+        # The name is ours (set above); deriving it from the cluster's URN makes every consumer wait
+        # for the cluster without pulling a resource reference through the engine.
+        self.cluster_name = pulumi.Output.all(self.eks_cluster.urn, settings.name).apply(lambda values: values[1])
+        # What node groups take as `cluster`. Not the eks.Cluster object: it would travel as a resource
+        # reference, which the mock engine re-creates on its own event loop and the run hangs ("attached
+        # to a different loop") once the kubeconfig is consumed. Not `eks_cluster.core` as is either:
+        # an output-type value is sent with Python key names (instance_roles), which the provider does
+        # not read. As CoreDataArgs (same field names) it is sent as the provider expects (instanceRoles).
+        self.core = self.eks_cluster.core.apply(lambda core: eks.CoreDataArgs(**core))
+        self.kubeconfig = pulumi.Output.secret(self.eks_cluster.kubeconfig_json)
+        self.cluster_security_group_id = self.eks_cluster.cluster_security_group_id
+        self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
+        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=child)
+
+        self.register_outputs({
+            "cluster_name": self.cluster_name,
+            "kubeconfig": self.kubeconfig,
+            "cluster_security_group_id": self.cluster_security_group_id,
+            "oidc_provider_arn": self.oidc_provider_arn,
+            "node_role_arn": self.node_role.arn,
+        })

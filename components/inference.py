@@ -1,0 +1,128 @@
+"""The serving side: the namespace the EFA workers may run privileged in, the Hugging Face token
+Secret, and the KubeRay RayService that runs the prefill/decode Ray Serve LLM app.
+
+The objects themselves are built by `components/manifests.py` (pure data); this module only
+registers them, in order, through the cluster's provider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import manifests
+from components.addons import explicit_dependencies
+from components.manifests import ServingSettings
+from facts.instances import InstanceType
+
+# `pulumi up` waits for the RayService's Ready condition (KubeRay sets it once Serve has endpoints),
+# so a deploy that cannot serve fails the update instead of reporting success.
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+WAIT_FOR_READY = "condition=Ready"
+# Pulumi gives up a little after KubeRay would: KubeRay's own timeout then explains the failure
+# in the RayService status.
+AWAIT_MARGIN_SECONDS = 10 * 60
+
+
+@dataclass(frozen=True)
+class InferenceServiceArgs:
+    """Inputs of `InferenceService`.
+
+    provider: the cluster's Kubernetes provider.
+    serving: the validated serving settings (namespace, RayService name, image, Ray version,
+      initializing timeout, upgrade strategy, the PD app).
+    gpu_instance: the GPU node type; worker CPU/memory/GPU/EFA requests are derived from it.
+    gpu_node_count: GPU nodes in the node group; one Ray worker each.
+    hf_token: Hugging Face token (a Pulumi secret) for gated models; None = no Secret, no env.
+    """
+
+    provider: k8s.Provider
+    serving: ServingSettings
+    gpu_instance: InstanceType
+    gpu_node_count: int
+    hf_token: pulumi.Input[str] | None = None
+
+
+class InferenceService(pulumi.ComponentResource):
+    """Namespace (Pod Security: privileged here only) → HF token Secret → RayService.
+
+    Pass the KubeRay release, the device plugins and the GPU node group in `opts.depends_on`: the
+    RayService's CRD comes with KubeRay, and its workers need the GPU and EFA resources the device
+    plugins advertise on those nodes.
+    """
+
+    namespace: str
+    ray_service_name: str
+    serve_service_name: str
+    serve_port: int
+
+    def __init__(self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        # Every setting is checked before the component (or anything in it) is registered.
+        spec = manifests.ray_service_spec(args.serving, args.gpu_instance, args.gpu_node_count,
+                                          hf_token_configured=args.hf_token is not None)
+        super().__init__("eks-pd-llm:inference:InferenceService", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        namespace_body = manifests.serving_namespace_manifest(spec.namespace)
+        self.namespace_resource = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata=namespace_body["metadata"], opts=child)
+        # The RayService also names the component's own dependencies (KubeRay, device plugins, GPU
+        # nodes) rather than relying on its parent for the ordering: those are what it really waits for.
+        ray_service_deps: list[pulumi.Resource] = [self.namespace_resource, *explicit_dependencies(opts)]
+
+        self.hf_token_secret: k8s.core.v1.Secret | None = None
+        if args.hf_token is not None:
+            self.hf_token_secret = k8s.core.v1.Secret(
+                f"{name}-hf-token",
+                metadata={"name": manifests.HF_TOKEN_SECRET_NAME, "namespace": spec.namespace},
+                type="Opaque",
+                string_data={manifests.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token)},
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    depends_on=[self.namespace_resource],
+                    additional_secret_outputs=["data", "stringData"])),
+            )
+            ray_service_deps.append(self.hf_token_secret)
+
+        if spec.upgrade_strategy == "NewCluster":
+            pulumi.log.warn(
+                f"upgradeStrategy NewCluster: a RayService cluster change starts a second RayCluster that needs "
+                f"{spec.gpu_node_count} more {spec.gpu_instance.name} nodes; with a fixed GPU node group it stays "
+                "Pending and the old cluster keeps serving the old version", resource=self)
+
+        body = manifests.ray_service_manifest(spec)
+        metadata = dict(body["metadata"])
+        metadata["annotations"] = {**metadata["annotations"], WAIT_FOR_ANNOTATION: WAIT_FOR_READY}
+        await_limit = f"{int(manifests.duration_seconds(spec.initializing_timeout)) + AWAIT_MARGIN_SECONDS}s"
+        self.ray_service = k8s.apiextensions.CustomResource(
+            f"{name}-rayservice",
+            api_version=body["apiVersion"],
+            kind=body["kind"],
+            metadata=metadata,
+            spec=body["spec"],
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                depends_on=ray_service_deps,
+                custom_timeouts=pulumi.CustomTimeouts(create=await_limit, update=await_limit),
+                **_replacement_options(spec.upgrade_strategy))),
+        )
+
+        self.namespace = spec.namespace
+        self.ray_service_name = spec.name
+        self.serve_service_name = spec.serve_service_name
+        self.serve_port = manifests.SERVE_PORT
+        self.register_outputs({
+            "namespace": self.namespace,
+            "ray_service_name": self.ray_service_name,
+            "serve_service_name": self.serve_service_name,
+            "serve_port": self.serve_port,
+        })
+
+
+def _replacement_options(upgrade_strategy: str) -> dict[str, object]:
+    """With upgradeStrategy None KubeRay ignores RayCluster spec changes; replace the RayService
+    instead, so a changed image, Ray version or worker spec reaches the cluster (with an outage
+    while it restarts). serveConfigV2 changes stay in-place Serve updates."""
+    if upgrade_strategy != "None":
+        return {}
+    return {"replace_on_changes": ["spec.rayClusterConfig"], "delete_before_replace": True}

@@ -1,0 +1,154 @@
+"""The VPC the cluster lives in, from pulumi-aws primitives so every piece shows in previews and tests.
+
+Per AZ: one public subnet (NAT gateways, internet-facing load balancers) and one private subnet
+(nodes and pods; the VPC CNI gives every pod a VPC address, hence the large private subnets). Private
+subnets reach the internet through NAT: one gateway in the GPU AZ (`natMode: single`), or one per
+AZ (`perAz`) so losing an AZ does not cut the others' egress. Model weights and image layers come
+from S3, so an S3 gateway endpoint on the private route tables keeps them off the NAT bill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from components.settings import NetworkSettings
+
+# Subnet tags the AWS Load Balancer Controller and EKS use to find subnets
+# (https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html).
+PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
+INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+
+
+def cluster_tag(cluster_name: str) -> str:
+    return f"kubernetes.io/cluster/{cluster_name}"
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    """Inputs of `Network`.
+
+    settings: validated VPC settings (CIDR, AZ count, NAT mode, protection).
+    availability_zones: the VPC's AZs, GPU AZ first, decided from EC2's offerings before any
+        resource exists (`settings.plan_availability_zones`); `len == settings.az_count`.
+    """
+
+    settings: NetworkSettings
+    availability_zones: Sequence[str]
+
+
+class Network(pulumi.ComponentResource):
+    """VPC, internet gateway, public + private subnet per AZ, NAT, routes and an S3 gateway endpoint."""
+
+    vpc: aws.ec2.Vpc
+    vpc_id: pulumi.Output[str]
+    public_subnet_ids: list[pulumi.Output[str]]
+    private_subnet_ids: list[pulumi.Output[str]]
+    private_subnet_id_by_az: dict[str, pulumi.Output[str]]
+    nat_gateways: list[aws.ec2.NatGateway]
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("eks-pd-llm:network:Network", name, None, opts)
+        settings = args.settings
+        zones = list(args.availability_zones)
+        if len(zones) != settings.az_count:
+            raise ValueError(f"NetworkArgs: {len(zones)} AZs given for azCount {settings.az_count}")
+        # AZ names are the region's name plus a letter.
+        region = zones[0][:-1]
+        child = pulumi.ResourceOptions(parent=self)
+        shared = {cluster_tag(settings.cluster_name): "shared"}
+
+        self.vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=str(settings.vpc_cidr),
+            enable_dns_support=True,
+            enable_dns_hostnames=True,  # EKS private endpoint and the S3 endpoint need DNS names
+            tags={"Name": f"{settings.cluster_name}-vpc"},
+            opts=pulumi.ResourceOptions(parent=self, protect=settings.protect),
+        )
+        self.vpc_id = self.vpc.id
+        internet_gateway = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=self.vpc.id, tags={"Name": f"{settings.cluster_name}-igw"}, opts=child)
+        public_routes = aws.ec2.RouteTable(
+            f"{name}-public",
+            vpc_id=self.vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=internet_gateway.id)],
+            tags={"Name": f"{settings.cluster_name}-public"},
+            opts=child,
+        )
+
+        public_subnets: list[aws.ec2.Subnet] = []
+        private_subnets: list[aws.ec2.Subnet] = []
+        for zone, (private_cidr, public_cidr) in zip(zones, settings.subnet_cidrs()):
+            public = aws.ec2.Subnet(
+                f"{name}-public-{zone}",
+                vpc_id=self.vpc.id,
+                cidr_block=str(public_cidr),
+                availability_zone=zone,
+                map_public_ip_on_launch=False,  # only NAT gateways and load balancers live here
+                tags={"Name": f"{settings.cluster_name}-public-{zone}", PUBLIC_ELB_TAG: "1", **shared},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_routes.id, opts=child)
+            private = aws.ec2.Subnet(
+                f"{name}-private-{zone}",
+                vpc_id=self.vpc.id,
+                cidr_block=str(private_cidr),
+                availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags={"Name": f"{settings.cluster_name}-private-{zone}", INTERNAL_ELB_TAG: "1", **shared},
+                opts=child,
+            )
+            public_subnets.append(public)
+            private_subnets.append(private)
+
+        nat_zones = zones if settings.nat_mode == "perAz" else zones[:1]
+        self.nat_gateways = []
+        for zone, public in zip(nat_zones, public_subnets):
+            address = aws.ec2.Eip(
+                f"{name}-nat-{zone}", domain="vpc", tags={"Name": f"{settings.cluster_name}-nat-{zone}"}, opts=child)
+            self.nat_gateways.append(aws.ec2.NatGateway(
+                f"{name}-nat-{zone}",
+                allocation_id=address.allocation_id,
+                subnet_id=public.id,
+                connectivity_type="public",
+                tags={"Name": f"{settings.cluster_name}-nat-{zone}"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[internet_gateway]),
+            ))
+
+        private_route_tables: list[aws.ec2.RouteTable] = []
+        for index, (zone, private) in enumerate(zip(zones, private_subnets)):
+            nat = self.nat_gateways[index if settings.nat_mode == "perAz" else 0]
+            routes = aws.ec2.RouteTable(
+                f"{name}-private-{zone}",
+                vpc_id=self.vpc.id,
+                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
+                tags={"Name": f"{settings.cluster_name}-private-{zone}"},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{zone}", subnet_id=private.id, route_table_id=routes.id, opts=child)
+            private_route_tables.append(routes)
+
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=self.vpc.id,
+            service_name=f"com.amazonaws.{region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[table.id for table in private_route_tables],
+            tags={"Name": f"{settings.cluster_name}-s3"},
+            opts=child,
+        )
+
+        self.public_subnet_ids = [subnet.id for subnet in public_subnets]
+        self.private_subnet_ids = [subnet.id for subnet in private_subnets]
+        self.private_subnet_id_by_az = {zone: subnet.id for zone, subnet in zip(zones, private_subnets)}
+        self.register_outputs({
+            "vpc_id": self.vpc_id,
+            "public_subnet_ids": self.public_subnet_ids,
+            "private_subnet_ids": self.private_subnet_ids,
+        })

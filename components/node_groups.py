@@ -1,0 +1,242 @@
+"""EKS managed node groups: the system group (CPU) and the EFA GPU group prefill and decode run on.
+
+Both use a launch template this module creates, so what every node gets is in the Pulumi graph:
+IMDSv2 required (hop limit 2 so pods that need instance metadata, like the VPC CNI, still reach it),
+an encrypted gp3 root volume, and for GPU nodes the EFA interface and the cluster placement group.
+
+Why an explicit launch template + placement group + EFA security group, rather than pulumi-eks's
+`enable_efa_support`: that option builds the same three things inside the remote ManagedNodeGroup
+component, where a preview shows one opaque resource and mocked tests see nothing. Built here, each
+piece is a resource of its own: a preview diff shows a change to the EFA interface or the placement
+group, the offline plan lists them, and the tests assert them. (pulumi-eks refuses to combine a custom
+`launch_template` with `enable_efa_support`/`enable_imd_sv2`, so it is one approach or the other.)
+
+The node groups receive the cluster's core data (`Cluster.core`), `cluster_name` and `node_role_arn`
+rather than the `eks.Cluster` and `aws.iam.Role` objects: a resource object travels as a resource
+reference, which the mock engine re-creates on its own event loop, and the mocked run hangs
+("attached to a different loop") once the kubeconfig is consumed. The values carry the same
+dependencies, and an explicit `cluster_name` is known at preview time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+
+from components.cluster import Cluster
+from components.network import Network
+from components.scheduling import (
+    GPU_ROLE, GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE, ROLE_LABEL, SYSTEM_ROLE,
+)
+from components.settings import GpuNodeSettings, SystemNodeSettings
+from facts.instances import InstanceType
+
+SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+# AL2023 NVIDIA AMIs carry the NVIDIA driver and the EFA kernel driver (REFERENCE.md §2).
+GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+ROOT_DEVICE = "/dev/xvda"  # root volume of AL2023 AMIs
+IMDS_HOP_LIMIT = 2
+
+# The EKS API spells taint effects in upper snake case; Kubernetes in camel case.
+_EKS_TAINT_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+
+
+def _launch_template(
+    name: str,
+    *,
+    disk_gib: int,
+    tags: dict[str, str],
+    parent: pulumi.Resource,
+    network_interfaces: Sequence[aws.ec2.LaunchTemplateNetworkInterfaceArgs] | None = None,
+    placement_group: pulumi.Input[str] | None = None,
+) -> aws.ec2.LaunchTemplate:
+    """A managed-node-group launch template: IMDSv2, encrypted gp3 root; EFA and placement optional."""
+    return aws.ec2.LaunchTemplate(
+        name,
+        description=f"EKS managed nodes: {name}",
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=IMDS_HOP_LIMIT),
+        block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+            device_name=ROOT_DEVICE,
+            ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                volume_size=disk_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"),
+        )],
+        network_interfaces=list(network_interfaces) if network_interfaces else None,
+        placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group) if placement_group else None,
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
+            for kind in ("instance", "volume")
+        ],
+        update_default_version=True,
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def _template_ref(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTemplateArgs:
+    return aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str))
+
+
+def _scaling(count: int) -> aws.eks.NodeGroupScalingConfigArgs:
+    # desired = min = max: the serving layout is sized for exactly this many nodes.
+    return aws.eks.NodeGroupScalingConfigArgs(desired_size=count, min_size=count, max_size=count)
+
+
+@dataclass(frozen=True)
+class SystemNodeGroupArgs:
+    """Inputs of `SystemNodeGroup`.
+
+    settings: instance type and count (validated).
+    cluster: the cluster to join (its node role and core data).
+    network: nodes go to its private subnets, in every AZ.
+    disk_gib: root volume size; default 50 GiB (operator, Ray head image, logs).
+    """
+
+    settings: SystemNodeSettings
+    cluster: Cluster
+    network: Network
+    disk_gib: int = 50
+
+
+class SystemNodeGroup(pulumi.ComponentResource):
+    """CPU nodes labelled role=system for the KubeRay operator, the Ray head and cluster add-ons."""
+
+    node_group: eks.ManagedNodeGroup
+    launch_template: aws.ec2.LaunchTemplate
+
+    def __init__(self, name: str, args: SystemNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("eks-pd-llm:nodes:SystemNodeGroup", name, None, opts)
+        cluster = args.cluster
+        tags = {"eks-pd-llm/node-role": SYSTEM_ROLE}
+        self.launch_template = _launch_template(f"{name}-lt", disk_gib=args.disk_gib, tags=tags, parent=self)
+        self.node_group = eks.ManagedNodeGroup(
+            name,
+            cluster=cluster.core,
+            cluster_name=cluster.cluster_name,
+            node_role_arn=cluster.node_role.arn,
+            ami_type=SYSTEM_AMI_TYPE,
+            capacity_type="ON_DEMAND",
+            instance_types=[args.settings.instance_type],
+            scaling_config=_scaling(args.settings.count),
+            subnet_ids=args.network.private_subnet_ids,
+            labels={ROLE_LABEL: SYSTEM_ROLE},
+            launch_template=_template_ref(self.launch_template),
+            tags=tags,
+            # Nodes without their policies never become Ready; EKS would wait 20+ minutes to say so.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.node_role_policies),
+        )
+        self.register_outputs({"launch_template_id": self.launch_template.id})
+
+
+@dataclass(frozen=True)
+class GpuNodeGroupArgs:
+    """Inputs of `GpuNodeGroup`.
+
+    settings: GPU instance type, count and disk (validated: an EFA-capable GPU type).
+    cluster: the cluster to join; its EKS security group goes on the EFA interface.
+    network: the node group takes the private subnet of `availability_zone` only.
+    availability_zone: the one AZ of all GPU nodes (EFA does not cross AZs); it offers the type.
+    """
+
+    settings: GpuNodeSettings
+    cluster: Cluster
+    network: Network
+    availability_zone: str
+
+
+class GpuNodeGroup(pulumi.ComponentResource):
+    """GPU nodes in one AZ and one cluster placement group, each with its EFA interface(s),
+    labelled role=gpu-worker and tainted nvidia.com/gpu=true:NoSchedule so only GPU pods land there."""
+
+    node_group: eks.ManagedNodeGroup
+    launch_template: aws.ec2.LaunchTemplate
+    placement_group: aws.ec2.PlacementGroup
+    efa_security_group: aws.ec2.SecurityGroup
+    availability_zone: str
+    instance: InstanceType
+
+    def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("eks-pd-llm:nodes:GpuNodeGroup", name, None, opts)
+        cluster, settings = args.cluster, args.settings
+        self.availability_zone = args.availability_zone
+        self.instance = settings.instance
+        child = pulumi.ResourceOptions(parent=self)
+        tags = {"eks-pd-llm/node-role": GPU_ROLE}
+
+        # A cluster placement group packs the nodes onto one low-latency segment: full EFA bandwidth.
+        self.placement_group = aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=tags, opts=child)
+
+        # EFA traffic must be allowed to and from the group itself, all protocols (EFA's SRD is not
+        # TCP/UDP). The default allow-all egress is not kept: the cluster security group on the same
+        # interface covers ordinary egress.
+        self.efa_security_group = aws.ec2.SecurityGroup(
+            f"{name}-efa",
+            description="EFA: all traffic between the GPU nodes",
+            vpc_id=args.network.vpc_id,
+            tags={**tags, "Name": f"{name}-efa"},
+            opts=child,
+        )
+        for direction, rule in (("ingress", aws.vpc.SecurityGroupIngressRule),
+                                ("egress", aws.vpc.SecurityGroupEgressRule)):
+            rule(
+                f"{name}-efa-{direction}",
+                security_group_id=self.efa_security_group.id,
+                referenced_security_group_id=self.efa_security_group.id,
+                ip_protocol="-1",
+                description=f"EFA {direction} within the GPU node group",
+                opts=child,
+            )
+
+        self.launch_template = _launch_template(
+            f"{name}-lt",
+            disk_gib=settings.disk_gib,
+            tags=tags,
+            parent=self,
+            network_interfaces=_efa_interfaces(
+                self.instance, [cluster.cluster_security_group_id, self.efa_security_group.id]),
+            placement_group=self.placement_group.name,
+        )
+        self.node_group = eks.ManagedNodeGroup(
+            name,
+            cluster=cluster.core,
+            cluster_name=cluster.cluster_name,
+            node_role_arn=cluster.node_role.arn,
+            ami_type=GPU_AMI_TYPE,
+            capacity_type="ON_DEMAND",
+            instance_types=[settings.instance_type],
+            scaling_config=_scaling(settings.count),
+            subnet_ids=[args.network.private_subnet_id_by_az[args.availability_zone]],
+            labels={ROLE_LABEL: GPU_ROLE},
+            taints=[aws.eks.NodeGroupTaintArgs(
+                key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=_EKS_TAINT_EFFECT[GPU_TAINT_EFFECT])],
+            launch_template=_template_ref(self.launch_template),
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.node_role_policies),
+        )
+        self.register_outputs({
+            "availability_zone": self.availability_zone,
+            "placement_group": self.placement_group.name,
+            "launch_template_id": self.launch_template.id,
+        })
+
+
+def _efa_interfaces(
+    instance: InstanceType, security_group_ids: list[pulumi.Input[str]],
+) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
+    """One EFA interface per network card: card 0 carries the primary (EFA + IP) interface at device
+    index 0; further cards (p5 has 32) get EFA-only interfaces at device index 1."""
+    return [
+        aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            network_card_index=card,
+            device_index=0 if card == 0 else 1,
+            interface_type="efa" if card == 0 else "efa-only",
+            security_groups=security_group_ids,
+            associate_public_ip_address="false",
+            delete_on_termination="true",
+        )
+        for card in range(instance.efa_interfaces)
+    ]

@@ -1,0 +1,461 @@
+"""Stack settings: every config key read once, typed, validated and frozen before any resource.
+
+`Pulumi.yaml`'s `config:` block is the one list of settings: this module reads it to learn which
+keys exist, their types and their defaults, so a key in a stack file that is not declared there is
+refused as a typo (the most common stack-file mistake), and a default is written down once.
+
+`settings_from_config(raw, project=, stack=)` is pure (no Pulumi call): `raw` maps config keys to
+strings exactly as `pulumi.Config.get` returns them (arrays as JSON text). Keys of the project
+namespace may be given bare (`azCount`) or qualified (`eks-pd-llm:azCount`); other namespaces keep
+their prefix (`aws:region`). Every mistake raises `ConfigError` naming the config key, the value and
+what is allowed; a pydantic `ValidationError` never escapes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import ipaddress
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Mapping
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from components import manifests
+from facts.instances import InstanceType, instance_type
+from serve_app.checks import ACCEPT_UCX_ON_EFA_KEY, DeploymentTarget, check_app
+from serve_app.config import PDAppConfig
+from serve_app.errors import ConfigError
+from serve_app.stack_config import pd_app_from_config, ray_image_from_config
+
+PROJECT_FILE = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
+REGION_KEY = "aws:region"
+HF_TOKEN_KEY = "hfToken"
+
+# EKS Kubernetes versions in standard support (EKS version calendar, read 2026-11). The node AMIs
+# (AL2023 standard and NVIDIA) are published for exactly these.
+SUPPORTED_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35")
+
+# The Ray head pod requests 2 CPU / 8 GiB beside the KubeRay operator and CoreDNS on these nodes.
+MIN_SYSTEM_NODE_VCPUS = 4
+
+_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
+_AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d[a-z]$")
+# EKS access entries take IAM roles and users (not STS assumed-role session ARNs).
+_IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
+_CHART_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+
+
+# ── The declared keys (Pulumi.yaml) ───────────────────────────────────────────────────────────
+
+ConfigType = Literal["string", "integer", "boolean", "array"]
+
+
+@dataclass(frozen=True)
+class DeclaredKey:
+    """One `config:` entry of Pulumi.yaml; `default` is in the string form Config.get returns."""
+
+    name: str
+    type: ConfigType
+    default: str | None
+    description: str
+
+
+def _as_config_string(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+@functools.cache
+def declared_keys(project_file: Path = PROJECT_FILE) -> Mapping[str, DeclaredKey]:
+    """The settings Pulumi.yaml declares, by the name a stack file uses (bare for the project)."""
+    config = yaml.safe_load(project_file.read_text())["config"]
+    keys: dict[str, DeclaredKey] = {}
+    for name, entry in config.items():
+        if not isinstance(entry, dict):  # `key: value` short form
+            entry = {"value": entry}
+        default = entry.get("default", entry.get("value"))
+        keys[name] = DeclaredKey(
+            name=name,
+            type=entry.get("type", "string"),
+            default=None if default is None else _as_config_string(default),
+            description=" ".join(str(entry.get("description", "")).split()),
+        )
+    return keys
+
+
+def project_name(project_file: Path = PROJECT_FILE) -> str:
+    return yaml.safe_load(project_file.read_text())["name"]
+
+
+# ── Typed slices ──────────────────────────────────────────────────────────────────────────────
+# Each field's alias is the config key it comes from, so a validation error names that key; each
+# field's description says what is allowed (it becomes ConfigError.allowed).
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+
+def _cluster_name(value: str) -> str:
+    # IAM role and security group names are derived from it and must stay within AWS limits.
+    if len(value) > 40 or not _DNS_1035_LABEL.match(value):
+        raise ValueError("not a DNS-1035 label of at most 40 characters")
+    return value
+
+
+ClusterName = Annotated[str, AfterValidator(_cluster_name)]
+
+
+class NetworkSettings(_Settings):
+    """The VPC: its CIDR, how many AZs it spans and how private subnets reach the internet."""
+
+    cluster_name: ClusterName = Field(alias="clusterName", description="a DNS-1035 label, at most 40 characters")
+    vpc_cidr: ipaddress.IPv4Network = Field(
+        alias="vpcCidr", description="a private (RFC 1918) IPv4 network, prefix /16 to /20, no host bits set")
+    az_count: int = Field(alias="azCount", ge=2, le=6, description="an integer from 2 to 6")
+    nat_mode: Literal["single", "perAz"] = Field(alias="natMode", description="single or perAz")
+    protect: bool = Field(alias="deletionProtection", description="true or false")
+
+    @field_validator("vpc_cidr", mode="before")
+    @classmethod
+    def _strict_network(cls, value: Any) -> Any:
+        # ip_network's default (strict) refuses host bits: 10.0.0.1/16 is a typo, not a network.
+        return ipaddress.IPv4Network(value) if isinstance(value, str) else value
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _private_and_sized(cls, value: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+        if not any(value.subnet_of(block) for block in _RFC1918):
+            raise ValueError("not inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16")
+        if not 16 <= value.prefixlen <= 20:
+            raise ValueError(f"/{value.prefixlen} leaves no room for the subnets (allowed /16 to /20)")
+        return value
+
+    def subnet_cidrs(self) -> list[tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]]:
+        """(private, public) CIDR per AZ, in network AZ order.
+
+        Private subnets take 1/8 of the VPC each (VPC CNI gives every pod a VPC address); public
+        subnets only hold NAT gateways and load balancers, so they share the last eighth in 1/64ths.
+        """
+        eighths = list(self.vpc_cidr.subnets(prefixlen_diff=3))
+        public = list(eighths[-1].subnets(prefixlen_diff=3))
+        return [(eighths[i], public[i]) for i in range(self.az_count)]
+
+
+_RFC1918 = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
+
+class ClusterSettings(_Settings):
+    """The EKS control plane: version, who administers it, who can reach its API."""
+
+    name: ClusterName = Field(alias="clusterName", description="a DNS-1035 label, at most 40 characters")
+    kubernetes_version: str = Field(
+        alias="kubernetesVersion", description=", ".join(SUPPORTED_KUBERNETES_VERSIONS))
+    admin_principal_arns: tuple[str, ...] = Field(
+        alias="adminPrincipalArns",
+        description="IAM role or user ARNs (arn:aws:iam::<12-digit account>:role/<name> or :user/<name>)")
+    api_public_access_cidrs: tuple[str, ...] = Field(
+        alias="apiPublicAccessCidrs", description="IPv4 CIDRs without host bits, e.g. 203.0.113.0/24; [] = private only")
+    protect: bool = Field(alias="deletionProtection", description="true or false")
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _supported_version(cls, value: str) -> str:
+        if value not in SUPPORTED_KUBERNETES_VERSIONS:
+            raise ValueError("not a Kubernetes version EKS supports (a minor version like 1.35)")
+        return value
+
+    @field_validator("admin_principal_arns")
+    @classmethod
+    def _principal_arns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for arn in value:
+            if not _IAM_PRINCIPAL_ARN.match(arn):
+                raise ValueError(f"{arn!r} is not an IAM role or user ARN")
+        if len(set(value)) != len(value):
+            raise ValueError("an ARN is listed twice")
+        return value
+
+    @field_validator("api_public_access_cidrs")
+    @classmethod
+    def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for cidr in value:
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError as error:
+                raise ValueError(f"{cidr!r} is not an IPv4 CIDR ({error})") from None
+        return value
+
+    @property
+    def endpoint_public_access(self) -> bool:
+        return bool(self.api_public_access_cidrs)
+
+
+class SystemNodeSettings(_Settings):
+    """The CPU node group for the KubeRay operator, the Ray head and cluster add-ons."""
+
+    instance_type: str = Field(alias="systemNodeType", description="a non-GPU type with at least 4 vCPUs")
+    count: int = Field(alias="systemNodeCount", ge=1, le=10, description="an integer from 1 to 10")
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known_cpu_type(cls, value: str) -> str:
+        found = instance_type(value, "systemNodeType", gpu=False)
+        if found.vcpus < MIN_SYSTEM_NODE_VCPUS:
+            raise ConfigError("systemNodeType", value, f"a non-GPU type with at least {MIN_SYSTEM_NODE_VCPUS} vCPUs",
+                              "the Ray head requests 2 CPU / 8 GiB next to the KubeRay operator and CoreDNS")
+        return value
+
+    @property
+    def instance(self) -> InstanceType:
+        return instance_type(self.instance_type, "systemNodeType", gpu=False)
+
+
+class GpuNodeSettings(_Settings):
+    """The EFA GPU node group prefill and decode run on."""
+
+    instance_type: str = Field(alias="gpuNodeType", description="a GPU type with an EFA interface")
+    count: int = Field(alias="gpuNodeCount", ge=1, le=64, description="an integer from 1 to 64")
+    availability_zone: str | None = Field(
+        alias="gpuAvailabilityZone", description='"" or an AZ name of the region, e.g. us-west-2b')
+    disk_gib: int = Field(alias="gpuDiskGiB", ge=100, le=16384, description="an integer from 100 to 16384")
+
+    @field_validator("instance_type")
+    @classmethod
+    def _efa_gpu_type(cls, value: str) -> str:
+        instance_type(value, "gpuNodeType", gpu=True, efa=True)
+        return value
+
+    @field_validator("availability_zone", mode="before")
+    @classmethod
+    def _empty_is_auto(cls, value: Any) -> Any:
+        return value or None
+
+    @field_validator("availability_zone")
+    @classmethod
+    def _az_name(cls, value: str | None) -> str | None:
+        if value is not None and not _AVAILABILITY_ZONE.match(value):
+            raise ValueError("not an availability zone name")
+        return value
+
+    @property
+    def instance(self) -> InstanceType:
+        return instance_type(self.instance_type, "gpuNodeType", gpu=True, efa=True)
+
+
+def _chart_version(value: str) -> str:
+    if not _CHART_VERSION.match(value):
+        raise ValueError("not a pinned chart version")
+    return value
+
+
+ChartVersion = Annotated[str, AfterValidator(_chart_version)]
+
+
+class ChartSettings(_Settings):
+    """Pinned Helm chart versions (never a range, never latest)."""
+
+    kuberay: ChartVersion = Field(alias="kuberayChartVersion", description="an exact chart version like 1.7.0")
+    nvidia_device_plugin: ChartVersion = Field(
+        alias="nvidiaDevicePluginChartVersion", description="an exact chart version like 0.20.0")
+    efa_device_plugin: ChartVersion = Field(
+        alias="efaDevicePluginChartVersion", description="an exact chart version like v0.5.30")
+
+
+class ServingSettings(_Settings):
+    """What the RayService needs (components.manifests.ServingSettings): where it runs, which image,
+    how it starts and upgrades, and serve_app's typed PD application."""
+
+    namespace: str
+    ray_service_name: str
+    ray_image: str
+    ray_version: str
+    initializing_timeout: str
+    upgrade_strategy: str
+    app: PDAppConfig
+
+
+class StackSettings(_Settings):
+    """Everything the program needs, validated."""
+
+    project: str
+    stack: str
+    region: str
+    network: NetworkSettings
+    cluster: ClusterSettings
+    system_nodes: SystemNodeSettings
+    gpu_nodes: GpuNodeSettings
+    charts: ChartSettings
+    serving: ServingSettings
+    hf_token_configured: bool
+
+    @property
+    def namespace(self) -> str:
+        return self.serving.namespace
+
+
+# ── Raw strings → typed values ────────────────────────────────────────────────────────────────
+
+def _parse(key: DeclaredKey, text: str) -> Any:
+    if key.type == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(key.name, text, "an integer") from None
+    if key.type == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise ConfigError(key.name, text, "true or false")
+        return text.lower() == "true"
+    if key.type == "array":
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError:
+            items = None
+        if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+            raise ConfigError(key.name, text, "a list of strings")
+        return tuple(items)
+    return text
+
+
+def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
+    """Bare names for the project's keys, and only the keys this program reads."""
+    known = declared_keys()
+    values: dict[str, str] = {}
+    for name, text in raw.items():
+        namespace, _, bare = name.rpartition(":")
+        if namespace and namespace != project:
+            if name in known:
+                values[name] = text
+            continue  # other providers' settings (aws:profile, …) are theirs to check
+        if bare not in known:
+            project_keys = sorted(k for k in known if ":" not in k)
+            close = difflib.get_close_matches(bare, project_keys, n=1)
+            why = f"unknown setting; did you mean {close[0]}?" if close else "unknown setting"
+            raise ConfigError(bare, text, "one of " + ", ".join(project_keys), why)
+        values[bare] = text
+    return values
+
+
+def _build(model: type[BaseModel], typed: Mapping[str, Any], texts: Mapping[str, str]) -> Any:
+    fields = {field.alias: field for field in model.model_fields.values()}
+    try:
+        return model.model_validate({alias: typed[alias] for alias in fields})
+    except ValidationError as error:
+        first = error.errors()[0]
+        original = (first.get("ctx") or {}).get("error")
+        if isinstance(original, ConfigError):
+            raise original from None
+        setting = str(first["loc"][0])
+        raise ConfigError(setting, texts.get(setting), fields[setting].description, first["msg"]) from None
+
+
+def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str) -> StackSettings:
+    """Validate and type a stack's configuration (Pulumi.yaml defaults fill what `raw` lacks)."""
+    known = declared_keys()
+    texts = {name: key.default for name, key in known.items() if key.default is not None}
+    texts.update(_normalized(raw, project))
+    missing = sorted(name for name in known if name not in texts)
+    if missing:
+        raise ConfigError(missing[0], None, "a value", "required and has no default")
+
+    typed = {name: _parse(known[name], text) for name, text in texts.items()}
+
+    region = typed[REGION_KEY]
+    if not _REGION.match(region):
+        raise ConfigError(REGION_KEY, region, "an AWS region name, e.g. us-west-2")
+
+    gpu_nodes = _build(GpuNodeSettings, typed, texts)
+    if gpu_nodes.availability_zone and not gpu_nodes.availability_zone.startswith(region):
+        raise ConfigError("gpuAvailabilityZone", gpu_nodes.availability_zone, f"an AZ of {region}, or \"\"")
+
+    return StackSettings(
+        project=project,
+        stack=stack,
+        region=region,
+        network=_build(NetworkSettings, typed, texts),
+        cluster=_build(ClusterSettings, typed, texts),
+        system_nodes=_build(SystemNodeSettings, typed, texts),
+        gpu_nodes=gpu_nodes,
+        charts=_build(ChartSettings, typed, texts),
+        serving=_serving(texts, region, gpu_nodes),
+        hf_token_configured=bool(texts.get(HF_TOKEN_KEY)),
+    )
+
+
+def _serving(texts: Mapping[str, str], region: str, gpu_nodes: GpuNodeSettings) -> ServingSettings:
+    """serve_app's app and the RayService settings, checked against the GPU node group it runs on."""
+    instance = gpu_nodes.instance
+    app = pd_app_from_config(texts.get, efa=instance.efa_capable)
+    check_app(app, DeploymentTarget(
+        gpu_instance=instance, gpu_node_count=gpu_nodes.count, efa=instance.efa_capable,
+        accept_ucx_on_efa=texts.get(ACCEPT_UCX_ON_EFA_KEY, "").lower() == "true"))
+    image = ray_image_from_config(texts.get, region=region)
+    return ServingSettings(
+        namespace=manifests.validate_serving_namespace(texts["namespace"]),
+        ray_service_name=manifests.validate_ray_service_name(texts["rayServiceName"]),
+        ray_image=image.image,
+        ray_version=image.ray_version,
+        initializing_timeout=manifests.validate_initializing_timeout(texts["initializingTimeout"]),
+        upgrade_strategy=manifests.validate_upgrade_strategy(texts["upgradeStrategy"]),
+        app=app,
+    )
+
+
+# ── AZ choice (pure; the program feeds it what EC2 reports) ───────────────────────────────────
+
+@dataclass(frozen=True)
+class AvailabilityZonePlan:
+    gpu_zone: str
+    network_zones: tuple[str, ...]  # gpu_zone first
+
+
+def plan_availability_zones(
+    settings: StackSettings, region_zones: list[str], zones_offering_gpu: set[str],
+) -> AvailabilityZonePlan:
+    """Pick the GPU AZ (the configured one, or the first by name that offers the GPU type) and the
+    VPC's AZs: the GPU AZ plus the next ones by name, `azCount` in all."""
+    gpu = settings.gpu_nodes
+    zones = sorted(region_zones)
+    offering = sorted(z for z in zones if z in zones_offering_gpu)
+    if gpu.availability_zone is not None:
+        if gpu.availability_zone not in offering:
+            raise ConfigError("gpuAvailabilityZone", gpu.availability_zone,
+                              ", ".join(offering) or f'none: no AZ of {settings.region} offers {gpu.instance_type}',
+                              f"{gpu.instance_type} is not offered there")
+        gpu_zone = gpu.availability_zone
+    elif offering:
+        gpu_zone = offering[0]
+    else:
+        raise ConfigError("gpuNodeType", gpu.instance_type, "a GPU type offered in some AZ of " + settings.region,
+                          f"no AZ of {settings.region} offers it")
+    count = settings.network.az_count
+    if count > len(zones):
+        raise ConfigError("azCount", count, f"at most {len(zones)} ({settings.region} has {', '.join(zones)})")
+    network_zones = (gpu_zone, *[z for z in zones if z != gpu_zone][: count - 1])
+    return AvailabilityZonePlan(gpu_zone=gpu_zone, network_zones=network_zones)
+
+
+# ── Reading the running stack's config ────────────────────────────────────────────────────────
+
+def load_settings() -> StackSettings:
+    """Read the running program's configuration (what the CLI merged) and validate it."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    project = pulumi.get_project()
+    entries = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    secret_keys = set(runtime_config.get_config_secret_keys_env()) | {
+        k for k in entries if runtime_config.is_config_secret(k)}
+    token_key = f"{project}:{HF_TOKEN_KEY}"
+    if entries.get(token_key) and token_key not in secret_keys:
+        raise ConfigError(HF_TOKEN_KEY, "<plaintext value>", "a secret: pulumi config set --secret hfToken <token>",
+                          "a plaintext token would sit unencrypted in the stack file and state")
+    raw = {key: str(value) for key, value in entries.items()}
+    return settings_from_config(raw, project=project, stack=pulumi.get_stack())

@@ -1,0 +1,125 @@
+"""The whole system as one dependency graph: `build_stack(settings, hf_token) -> InferenceStack`.
+
+Order of work:
+1. Ask EC2 which AZs exist and which offer the GPU type, and pick the GPU AZ and the VPC's AZs
+   (a wrong `gpuAvailabilityZone` stops here, before any resource).
+2. Network → Cluster → node groups → add-ons → RayService, each waiting on what it really needs:
+   device plugins on the GPU nodes they run on, KubeRay on the system nodes, the RayService on
+   KubeRay (its CRD), both device plugins (GPU and EFA resources) and the GPU nodes.
+`pulumi destroy` walks the same edges backwards, so nothing is left orphaned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.addons import GpuDevicePlugins, GpuDevicePluginsArgs, KubeRayOperator, KubeRayOperatorArgs
+from components.cluster import Cluster, ClusterArgs
+from components.inference import InferenceService, InferenceServiceArgs
+from components.network import Network, NetworkArgs
+from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, SystemNodeGroup, SystemNodeGroupArgs
+from components.settings import AvailabilityZonePlan, StackSettings, plan_availability_zones
+
+# OpenAI-compatible API after `kubectl port-forward` to the serve Service (a ClusterIP Service:
+# the endpoint is private unless the user exposes it).
+LOCAL_HOST = "localhost"
+API_KEY_PLACEHOLDER = "not-needed"  # Ray Serve LLM does not check keys; OpenAI SDKs insist on one
+
+
+def discover_availability_zones(settings: StackSettings) -> AvailabilityZonePlan:
+    """EC2's AZs of the region and those offering the GPU type → the GPU AZ and the VPC's AZs."""
+    zones = aws.get_availability_zones(
+        state="available",
+        # Local Zones and Wavelength Zones need opting in and have no GPU capacity to speak of.
+        filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
+    )
+    offerings = aws.ec2.get_instance_type_offerings(
+        location_type="availability-zone",
+        filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(
+            name="instance-type", values=[settings.gpu_nodes.instance_type])],
+    )
+    return plan_availability_zones(settings, list(zones.names), set(offerings.locations))
+
+
+@dataclass(frozen=True)
+class InferenceStack:
+    """Every component of one stack, and the outputs a client consumes."""
+
+    settings: StackSettings
+    zones: AvailabilityZonePlan
+    network: Network
+    cluster: Cluster
+    system_nodes: SystemNodeGroup
+    gpu_nodes: GpuNodeGroup
+    device_plugins: GpuDevicePlugins
+    kuberay: KubeRayOperator
+    inference: InferenceService
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Stack outputs, by the names `pulumi stack output` shows. The kubeconfig stays secret."""
+        settings, inference = self.settings, self.inference
+        port = inference.serve_port
+        model_id = settings.serving.app.model.model_id
+        port_forward = (f"kubectl --namespace {inference.namespace} port-forward "
+                        f"service/{inference.serve_service_name} {port}:{port}")
+        kubeconfig_command = f"aws eks update-kubeconfig --region {settings.region} --name {settings.cluster.name}"
+        return {
+            "region": settings.region,
+            "clusterName": self.cluster.cluster_name,
+            "kubeconfig": self.cluster.kubeconfig,
+            "namespace": inference.namespace,
+            "rayServiceName": inference.ray_service_name,
+            "serveServiceName": inference.serve_service_name,
+            "servePort": port,
+            "modelId": model_id,
+            "portForwardCommand": port_forward,
+            "gpuAvailabilityZone": self.zones.gpu_zone,
+            "clientConfig": {
+                "base_url": f"http://{LOCAL_HOST}:{port}/v1",
+                "model": model_id,
+                "api_key": API_KEY_PLACEHOLDER,
+                "reach": f"{kubeconfig_command} && {port_forward}",
+            },
+        }
+
+
+def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> InferenceStack:
+    """Register the whole graph for validated `settings`; `hf_token` is a Pulumi secret or None."""
+    zones = discover_availability_zones(settings)
+
+    network = Network("network", NetworkArgs(settings.network, zones.network_zones))
+    cluster = Cluster("cluster", ClusterArgs(settings.cluster, network))
+    system_nodes = SystemNodeGroup("system-nodes", SystemNodeGroupArgs(settings.system_nodes, cluster, network))
+    gpu_nodes = GpuNodeGroup(
+        "gpu-nodes", GpuNodeGroupArgs(settings.gpu_nodes, cluster, network, availability_zone=zones.gpu_zone))
+
+    charts = settings.charts
+    device_plugins = GpuDevicePlugins(
+        "gpu-device-plugins",
+        GpuDevicePluginsArgs(cluster.provider, charts.nvidia_device_plugin, charts.efa_device_plugin),
+        opts=pulumi.ResourceOptions(depends_on=[gpu_nodes]),
+    )
+    kuberay = KubeRayOperator(
+        "kuberay", KubeRayOperatorArgs(cluster.provider, charts.kuberay),
+        opts=pulumi.ResourceOptions(depends_on=[system_nodes]),
+    )
+    inference = InferenceService(
+        "inference",
+        InferenceServiceArgs(
+            provider=cluster.provider,
+            serving=settings.serving,
+            gpu_instance=gpu_nodes.instance,
+            gpu_node_count=settings.gpu_nodes.count,
+            hf_token=hf_token,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, gpu_nodes]),
+    )
+    return InferenceStack(
+        settings=settings, zones=zones, network=network, cluster=cluster, system_nodes=system_nodes,
+        gpu_nodes=gpu_nodes, device_plugins=device_plugins, kuberay=kuberay, inference=inference,
+    )

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Build an offline bundle of the serving stack (Ray 2.58.0 + vLLM 0.26.0 + NIXL 1.3.1, the versions of
+# the Ray LLM DLC image) for a GPU host that already has Python 3.12 and torch 2.11.0+cu130 but no
+# package index. Output: OUT/part.00 … (each <= 59 MiB), OUT/SHA256, OUT/UNPACK.
+# Usage: lab/build-bundle.sh .bundle        (takes ~5 min and ~3 GB of scratch space here)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:?usage: build-bundle.sh OUTDIR}; mkdir -p "$out"; out=$(cd "$out" && pwd)
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+plat=(--platform manylinux2014_x86_64 --platform linux_x86_64)
+for n in $(seq 5 39); do plat+=(--platform "manylinux_2_${n}_x86_64"); done
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  "${plat[@]}" -d "$work/wheels" -r "$here/packages.txt"
+python3 -m pip install -q --no-deps --no-compile --target "$work/site" \
+  --python-version 3.12 --implementation cp "${plat[@]}" --only-binary=:all: "$work"/wheels/*.whl
+cd "$work/site"
+# Parts the serving path does not load on Hopper, left out to keep the bundle small:
+rm -rf vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so \
+       vllm/_moe_C_stable_libtorch.abi3.so vllm/vllm-rs \
+       vllm/third_party/deep_gemm/include vllm/third_party/fmha_sm100 \
+       ray/jars nixl_ep nixl_ep_cu13 nixl_cu13.libs/ucx/libucx_perftest* bin
+find vllm/third_party/deep_gemm -name '_C.cpython-3*' ! -name '_C.cpython-312-*' -delete
+find . -name '__pycache__' -type d -prune -exec rm -rf {} +
+du -sh "$work/site" >&2
+tar -cf - . | xz -T0 -6 > "$work/bundle.tar.xz"
+split -b 59m -d "$work/bundle.tar.xz" "$out/part."
+(cd "$work" && sha256sum bundle.tar.xz | cut -d' ' -f1) > "$out/SHA256"
+cat > "$out/UNPACK" <<'EOT'
+# On the GPU host, with all part.* in one folder DIR:
+#   cat DIR/part.* > /tmp/bundle.tar.xz && echo "$(cat DIR/SHA256)  /tmp/bundle.tar.xz" | sha256sum -c -
+#   mkdir -p /tmp/site && xz -dc -T0 /tmp/bundle.tar.xz | tar -x -C /tmp/site && export PYTHONPATH=/tmp/site
+# (no xz? python3 -c "import lzma,tarfile;tarfile.open(fileobj=lzma.open('/tmp/bundle.tar.xz')).extractall('/tmp/site')")
+EOT
+ls -la "$out"

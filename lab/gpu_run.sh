@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole lab run on a one-GPU host with no package index (run from the repository root).
+#   1. bundle parts (lab/build-bundle.sh → .bundle/part.NN, SHA256) copied to $PARTS on the host
+#   2. bash lab/gpu_run.sh [extra `python -m serve_app.local_runner run` options]
+# Results (lab-result.json, lab-report.md, run.log, ray-log-excerpt.txt) go to $OUT (default lab-out/).
+set -uo pipefail
+OUT=${OUT:-lab-out}
+PARTS=${PARTS:-/tmp/parts}
+SITE=${SITE:-/tmp/site}
+mkdir -p "$OUT"
+if [ ! -f "$SITE/.unpacked" ]; then
+  cat "$PARTS"/part.* > /tmp/bundle.tar.xz || exit 3
+  echo "$(cat "$PARTS/SHA256")  /tmp/bundle.tar.xz" | sha256sum -c - || exit 3
+  mkdir -p "$SITE"
+  if command -v xz >/dev/null; then
+    xz -dc -T0 /tmp/bundle.tar.xz | tar -x -C "$SITE" || exit 3
+  else
+    python3 -c "import lzma,tarfile;tarfile.open(fileobj=lzma.open('/tmp/bundle.tar.xz')).extractall('$SITE')" || exit 3
+  fi
+  touch "$SITE/.unpacked"
+fi
+export PYTHONPATH="$SITE:$PWD" PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -m serve_app.local_runner run --stack dev --out "$OUT" "$@" 2>&1 | tee "$OUT/run.log"
+status=${PIPESTATUS[0]}
+echo "local_runner exit status: $status"
+exit "$status"

@@ -1,0 +1,105 @@
+"""Rehearse the lab runner on a CPU machine: the real runner, Ray and Serve, with fake engines.
+
+Each lab app is replaced by a small Serve app that speaks the same OpenAI routes (streamed and
+greedy completions with token-id logprobs, chat, models) and prints the NIXL log lines vLLM would.
+Everything else — deploy, readiness polling, endpoint checks, comparison, timing, evidence scan,
+results JSON, report — runs as it will on the GPU host. Usage:
+    python lab/rehearse_cpu.py OUT_DIR
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from ray import serve
+
+from serve_app.local_runner import runner
+from serve_app.local_runner.stack import rendered_pd_serving_args
+
+fake_api = FastAPI()
+
+
+def _next_token(context: list[int]) -> tuple[int, float]:
+    value = (sum((i + 1) * t for i, t in enumerate(context[-8:])) * 2654435761) % 1000
+    return 4 + value % 500, (value % 37) / 10  # token, margin over the runner-up
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0})
+@serve.ingress(fake_api)
+class FakeEngine:
+    def __init__(self, name: str, pd: bool) -> None:
+        self.name = name
+        if pd:
+            for engine in ("prefill", "decode"):
+                print(f"Creating v1 connector with name: NixlConnector and engine_id: {engine}-10.0.0.1-21{name[:1]}00",
+                      flush=True)
+                print("Backend UCX was instantiated", flush=True)
+            print("NIXL compatibility check passed (hash: abc)", flush=True)
+            print("Transfer plan: TransferTopology(tp_ratio=1)", flush=True)
+
+    @fake_api.get("/v1/models")
+    def models(self):
+        return {"data": [{"id": "qwen3.5-9b"}]}
+
+    @fake_api.post("/v1/chat/completions")
+    async def chat(self, request: Request):
+        return {"choices": [{"message": {"content": "fake reply"}}]}
+
+    @fake_api.post("/v1/completions")
+    async def completions(self, request: Request):
+        body = await request.json()
+        context = list(body["prompt"])
+        steps = []
+        for _ in range(body["max_tokens"]):
+            token, margin = _next_token(context)
+            steps.append((token, margin))
+            context.append(token)
+        if not body.get("stream"):
+            logprobs = {"tokens": [f"token_id:{t}" for t, _ in steps],
+                        "top_logprobs": [{f"token_id:{t}": -0.1, f"token_id:{t + 1}": -0.1 - m} for t, m in steps]}
+            return JSONResponse({"choices": [{"text": "x" * len(steps), "logprobs": logprobs}]})
+
+        async def stream():
+            await asyncio.sleep(0.02)
+            for token, _ in steps:
+                await asyncio.sleep(0.002)
+                yield f"data: {json.dumps({'choices': [{'text': 'x', 'token_ids': [token]}]})}\n\n"
+            usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": len(steps)}
+            yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+def fake_deploy(apps):
+    serve.run_many([serve.RunTarget(target=FakeEngine.bind(app.name, app.mode == "pd"), name=app.name,
+                                    route_prefix=app.route_prefix) for app in apps],
+                   wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
+
+
+def main() -> int:
+    out = Path(sys.argv[1])
+    runner._deploy = fake_deploy
+    rendered, source = rendered_pd_serving_args("dev")
+    models = [
+        runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500)),
+        runner.LabModel("llama3-8b-shape", "/tmp/lab-models/llama3-8b-shape", True, False, (4, 500)),
+    ]
+    spec = runner.Workload(prompt_tokens=64, output_tokens=16)
+    started = time.perf_counter()
+    data = runner.run_lab(rendered_args=rendered, source=source + " [CPU rehearsal, fake engines]",
+                          models=models, out_dir=out, spec=spec, ready_timeout_s=120, deadline_s=300)
+    from serve_app.local_runner.report import markdown_report
+    print(markdown_report(data))
+    print(f"rehearsal took {time.perf_counter() - started:.0f} s; verdict {data['checks']['verdict']['passed']}")
+    return 0 if data["checks"]["verdict"]["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+from pdctl.cli import app
+
+app(prog_name="pdctl")

@@ -1,0 +1,84 @@
+"""Stream N chat completions at concurrency C and time every chunk (arithmetic in `pdctl.metrics`)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from pdctl.metrics import RequestSample
+
+# Short common English words: about one token each in the tokenizers of current LLMs, so a prompt
+# of N words is about N tokens. The server's usage.prompt_tokens reports the exact count.
+_WORDS = (
+    "time year people way day man thing woman life child world school state family student group "
+    "country problem hand part place case week company system program question work number night "
+    "point home water room mother area money story fact month lot right study book eye job word"
+).split()
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    requests: int
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+    ignore_eos: bool = True  # vLLM extension: always produce output_tokens tokens
+    seed: int = 0
+
+
+def synthetic_prompt(n_words: int, rng: random.Random) -> str:
+    """A random word sequence (distinct per request, so prefix caching cannot flatter TTFT)."""
+    return " ".join(rng.choice(_WORDS) for _ in range(n_words))
+
+
+async def _one_request(client, model: str, prompt: str, spec: BenchSpec) -> RequestSample:
+    start = time.perf_counter()
+    token_times: list[float] = []
+    usage = None
+    try:
+        stream = await client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=spec.output_tokens,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True} if spec.ignore_eos else None,
+        )
+        async for chunk in stream:
+            now = time.perf_counter()
+            if chunk.usage is not None:
+                usage = chunk.usage
+            if any(choice.delta.content for choice in chunk.choices):
+                token_times.append(now)
+    except Exception as exc:  # one failed request is data for the summary, not a crash
+        return RequestSample(start=start, end=time.perf_counter(), token_times=token_times,
+                             error=f"{type(exc).__name__}: {exc}")
+    return RequestSample(
+        start=start, end=time.perf_counter(), token_times=token_times,
+        output_tokens=usage.completion_tokens if usage else None,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+    )
+
+
+async def run_bench(client, model: str, spec: BenchSpec,
+                    on_done: Callable[[RequestSample], None] | None = None) -> tuple[list[RequestSample], float]:
+    """(samples, wall seconds). `client` is an `openai.AsyncOpenAI`."""
+    rng = random.Random(spec.seed)
+    prompts = [synthetic_prompt(spec.input_tokens, rng) for _ in range(spec.requests)]
+    gate = asyncio.Semaphore(spec.concurrency)
+    samples: list[RequestSample] = []
+
+    async def worker(prompt: str) -> None:
+        async with gate:
+            sample = await _one_request(client, model, prompt, spec)
+        samples.append(sample)
+        if on_done is not None:
+            on_done(sample)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(p) for p in prompts))
+    return samples, time.perf_counter() - started

@@ -1,0 +1,125 @@
+"""The stack's OpenAI-compatible endpoint: client configuration from stack outputs, and smoke checks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+# Stack outputs pdctl reads (exported by __main__.py).
+OUTPUT_NAMESPACE = "namespace"
+OUTPUT_RAY_SERVICE = "rayServiceName"
+OUTPUT_SERVE_SERVICE = "serveServiceName"
+OUTPUT_SERVE_PORT = "servePort"
+OUTPUT_MODEL_ID = "modelId"
+OUTPUT_KUBECONFIG = "kubeconfig"
+
+API_KEY_PLACEHOLDER = "not-needed"  # Ray Serve LLM does not check keys; the SDK insists on one
+DEFAULT_LOCAL_PORT = 8000
+
+
+class EndpointError(RuntimeError):
+    """The endpoint or the stack outputs are not what the user needs; the message says why."""
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    base_url: str
+    model: str
+    api_key: str = API_KEY_PLACEHOLDER
+
+    def to_dict(self) -> dict:
+        return {"base_url": self.base_url, "model": self.model, "api_key": self.api_key}
+
+    def env(self) -> dict[str, str]:
+        return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": self.api_key,
+                "OPENAI_MODEL": self.model}
+
+    def env_text(self) -> str:
+        return "".join(f"export {k}={v}\n" for k, v in self.env().items())
+
+
+def read_stack_outputs(stack: str | None, from_file: Path | None, *, cwd: Path | None = None) -> dict:
+    """Stack outputs from a saved `pulumi stack output --json` file, or from the pulumi CLI."""
+    if from_file is not None:
+        try:
+            return json.loads(from_file.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise EndpointError(f"cannot read stack outputs from {from_file}: {exc}") from None
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        raise EndpointError(
+            "the pulumi CLI is not on PATH: save `pulumi stack output --json --show-secrets` "
+            "to a file and pass it with --from-file"
+        )
+    command = [pulumi, "stack", "output", "--json", "--show-secrets"]
+    if stack:
+        command += ["--stack", stack]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=cwd, check=False)
+    if result.returncode != 0:
+        raise EndpointError(f"`{' '.join(command[1:])}` failed: {result.stderr.strip()}")
+    return json.loads(result.stdout)
+
+
+def required_output(outputs: dict, key: str) -> str:
+    value = outputs.get(key)
+    if value in (None, ""):
+        raise EndpointError(
+            f"stack output {key!r} is missing (have: {', '.join(sorted(outputs)) or 'none'})"
+        )
+    return str(value)
+
+
+def client_config(outputs: dict, *, base_url: str | None = None,
+                  local_port: int = DEFAULT_LOCAL_PORT) -> ClientConfig:
+    """The serve Service is ClusterIP (private by default): the client reaches it through
+    `pdctl connect` on localhost unless `base_url` says otherwise."""
+    return ClientConfig(
+        base_url=base_url or f"http://127.0.0.1:{local_port}/v1",
+        model=required_output(outputs, OUTPUT_MODEL_ID),
+    )
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    models: list[str]
+    answer: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+def smoke(client, model: str, prompt: str, *, max_tokens: int = 64) -> SmokeResult:
+    """List models and send one chat completion; raise EndpointError on any mismatch or empty answer."""
+    import openai
+
+    try:
+        models = [m.id for m in client.models.list()]
+    except openai.APIError as exc:
+        raise EndpointError(f"GET /v1/models failed: {exc}") from None
+    if model not in models:
+        raise EndpointError(
+            f"the endpoint serves {models or 'no model'}, not the stack's model {model!r}"
+        )
+    try:
+        completion = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
+        )
+    except openai.APIError as exc:
+        raise EndpointError(f"POST /v1/chat/completions failed: {exc}") from None
+    if completion.model != model:
+        raise EndpointError(f"the completion came from model {completion.model!r}, not {model!r}")
+    choice = completion.choices[0] if completion.choices else None
+    answer = (choice.message.content or "") if choice else ""
+    if not answer.strip():
+        raise EndpointError(
+            f"the model returned an empty answer (finish_reason={choice.finish_reason if choice else None})"
+        )
+    usage = completion.usage
+    return SmokeResult(
+        models=models, answer=answer, finish_reason=choice.finish_reason,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+    )

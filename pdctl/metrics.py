@@ -1,0 +1,115 @@
+"""Latency and throughput arithmetic for streamed LLM requests. Pure functions, stable API.
+
+Definitions (the same as `vllm bench serve`, so numbers compare):
+- TTFT: request sent → first streamed chunk with content. Under PD this includes prefill, the KV
+  transfer to the decode GPU and the first decode step, so it is measured on the client.
+- ITL (inter-token latency): gap between consecutive content chunks, pooled over all requests. A
+  server that packs several tokens into one chunk (Ray Serve batches stream chunks) shows larger,
+  fewer gaps: TPOT, which divides by the server's own token count, is the per-token figure.
+- TPOT (time per output token): (E2E − TTFT) / (output tokens − 1), per request with ≥ 2 tokens.
+- E2E: request sent → stream closed.
+- Throughput: output tokens (and input + output tokens) over the wall time of the whole run.
+Percentiles interpolate linearly between closest ranks (numpy's default method).
+
+Times are seconds from one monotonic clock (`time.perf_counter`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class RequestSample:
+    start: float
+    end: float
+    token_times: Sequence[float] = field(default_factory=tuple)  # arrival of each content chunk
+    output_tokens: int | None = None  # from the server's usage; None: one token per chunk
+    prompt_tokens: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and len(self.token_times) > 0
+
+    @property
+    def tokens_out(self) -> int:
+        return self.output_tokens if self.output_tokens is not None else len(self.token_times)
+
+    @property
+    def ttft(self) -> float:
+        return self.token_times[0] - self.start
+
+    @property
+    def e2e(self) -> float:
+        return self.end - self.start
+
+    @property
+    def tpot(self) -> float | None:
+        if self.tokens_out < 2:
+            return None
+        return (self.e2e - self.ttft) / (self.tokens_out - 1)
+
+    @property
+    def itls(self) -> list[float]:
+        return [b - a for a, b in zip(self.token_times, self.token_times[1:])]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """q-th percentile (0–100) with linear interpolation between closest ranks."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile q must be within 0..100, got {q}")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def distribution(values: Sequence[float]) -> dict[str, float] | None:
+    """mean and p50/p90/p99 of `values`; None when there are none."""
+    if not values:
+        return None
+    out = {"mean": sum(values) / len(values)}
+    for q in PERCENTILES:
+        out[f"p{q}"] = percentile(values, q)
+    return out
+
+
+def summarize(samples: Iterable[RequestSample], wall_seconds: float | None = None) -> dict:
+    """Summary of a benchmark run.
+
+    `wall_seconds`: duration of the whole run; defaults to first start → last end of the samples.
+    Keys: requests{total,succeeded,failed}, errors (distinct messages), ttft_s/itl_s/tpot_s/e2e_s
+    (each {mean,p50,p90,p99} or None), input_tokens, output_tokens, wall_s, requests_per_s,
+    output_tokens_per_s, total_tokens_per_s.
+    """
+    samples = list(samples)
+    ok = [s for s in samples if s.ok]
+    if wall_seconds is None:
+        wall_seconds = (max(s.end for s in samples) - min(s.start for s in samples)) if samples else 0.0
+    output_tokens = sum(s.tokens_out for s in ok)
+    input_tokens = sum(s.prompt_tokens or 0 for s in ok)
+
+    def rate(amount: float) -> float | None:
+        return amount / wall_seconds if wall_seconds > 0 else None
+
+    return {
+        "requests": {"total": len(samples), "succeeded": len(ok), "failed": len(samples) - len(ok)},
+        "errors": sorted({s.error or "empty stream" for s in samples if not s.ok}),
+        "ttft_s": distribution([s.ttft for s in ok]),
+        "itl_s": distribution([gap for s in ok for gap in s.itls]),
+        "tpot_s": distribution([t for s in ok if (t := s.tpot) is not None]),
+        "e2e_s": distribution([s.e2e for s in ok]),
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "wall_s": wall_seconds,
+        "requests_per_s": rate(len(ok)),
+        "output_tokens_per_s": rate(output_tokens),
+        "total_tokens_per_s": rate(input_tokens + output_tokens),
+    }

@@ -1,0 +1,303 @@
+"""A fake AWS/EKS for running the real Pulumi program with no account: `CloudMocks(region)`.
+
+Under `pulumi.runtime.set_mocks` the engine asks these mocks for every resource's id and outputs and
+for every provider function (invoke) the program calls. The answers are shaped like the real ones,
+so code that consumes them (subnet ids by AZ, the kubeconfig, the cluster security group, the
+offering of a GPU type per AZ) runs as it would against AWS:
+
+- ids and ARNs are derived from the resource name, so two runs of one stack register the same graph;
+- `eks:index:Cluster` and `eks:index:ManagedNodeGroup` are pulumi-eks remote components: under
+  mocks they are one resource each, with only the outputs returned here (kubeconfigJson,
+  clusterSecurityGroupId, oidcProviderArn, core, …). No pulumi-eks validation runs.
+- Instance type offerings per AZ are data (`OFFERINGS`): in us-west-2, g6.8xlarge is offered in only
+  some AZs, so the program's AZ choice is exercised rather than trivially true.
+
+Unlisted invokes answer `{}` (what the mock engine does anyway); unlisted resource types echo their
+inputs with an id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pulumi
+
+ACCOUNT_ID = "123456789012"
+
+# AZs per region and which of them offer each instance type (illustrative, shaped like
+# `aws ec2 describe-instance-type-offerings --location-type availability-zone`). A type missing
+# from a region's table is offered in every AZ of it; a region missing here gets AZs a, b and c.
+REGION_ZONES: dict[str, tuple[str, ...]] = {
+    "us-west-2": ("us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"),
+    "us-east-1": ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"),
+    "us-east-2": ("us-east-2a", "us-east-2b", "us-east-2c"),
+}
+OFFERINGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "us-west-2": {
+        "g6.8xlarge": ("us-west-2b", "us-west-2c"),
+        "g6.12xlarge": ("us-west-2b", "us-west-2c"),
+        "g5.8xlarge": ("us-west-2a", "us-west-2b", "us-west-2c"),
+        "p5.48xlarge": ("us-west-2b",),
+    },
+    "us-east-1": {
+        "g6.8xlarge": ("us-east-1a", "us-east-1c", "us-east-1d"),
+        "p5.48xlarge": ("us-east-1a",),
+    },
+}
+
+
+def _digest(*parts: str, length: int = 17) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
+
+
+class CloudMocks(pulumi.runtime.Mocks):
+    """Deterministic AWS answers for one region."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+
+    # ── invokes ───────────────────────────────────────────────────────────────────────────────
+    def zones(self) -> tuple[str, ...]:
+        return REGION_ZONES.get(self.region, tuple(f"{self.region}{s}" for s in "abc"))
+
+    def zones_offering(self, instance_type: str) -> tuple[str, ...]:
+        return OFFERINGS.get(self.region, {}).get(instance_type, self.zones())
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        token, inputs = args.token, args.args
+        if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            zones = self.zones()
+            return {
+                "id": self.region,
+                "names": list(zones),
+                "zoneIds": [f"{self.region.replace('-', '')[:4]}-az{i + 1}" for i in range(len(zones))],
+                "groupNames": [self.region] * len(zones),
+                "state": inputs.get("state"),
+            }
+        if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            return self._instance_type_offerings(inputs)
+        if token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {
+                "id": ACCOUNT_ID,
+                "accountId": ACCOUNT_ID,
+                "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/offline-plan",
+                "userId": "AIDAOFFLINEPLAN000000",
+            }
+        if token in ("aws:index/getRegion:getRegion",):
+            return {"id": self.region, "name": self.region, "region": self.region,
+                    "endpoint": f"ec2.{self.region}.amazonaws.com",
+                    "description": self.region}
+        if token == "aws:index/getPartition:getPartition":
+            return {"id": "aws", "partition": "aws", "dnsSuffix": "amazonaws.com",
+                    "reverseDnsPrefix": "com.amazonaws"}
+        return {}
+
+    def _instance_type_offerings(self, inputs: dict) -> dict:
+        filters = {f["name"]: list(f["values"]) for f in inputs.get("filters") or []}
+        location_type = inputs.get("locationType", "region")
+        types = filters.get("instance-type") or sorted(OFFERINGS.get(self.region, {}))
+        locations_filter = set(filters.get("location") or [])
+        found_types, found_locations = [], []
+        for name in types:
+            places = self.zones_offering(name) if location_type == "availability-zone" else (self.region,)
+            for place in places:
+                if not locations_filter or place in locations_filter:
+                    found_types.append(name)
+                    found_locations.append(place)
+        return {
+            "id": self.region,
+            "instanceTypes": found_types,
+            "locations": found_locations,
+            "locationTypes": [location_type] * len(found_types),
+            "filters": inputs.get("filters"),
+            "locationType": location_type,
+        }
+
+    # ── resources ─────────────────────────────────────────────────────────────────────────────
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        if not args.custom and not args.typ.startswith("eks:index:"):
+            return "", dict(args.inputs)  # our own ComponentResources: nothing to fake
+        handler = getattr(self, "_" + args.typ.replace(":", "_").replace("/", "_").replace(".", "_"), None)
+        if handler is None and args.typ.startswith("kubernetes:"):
+            handler = self._kubernetes_object
+        outputs = dict(args.inputs)
+        resource_id = f"{args.name}-{_digest(args.typ, args.name, length=8)}"
+        if handler is not None:
+            resource_id, extra = handler(args)
+            outputs.update(extra)
+        return resource_id, outputs
+
+    def _arn(self, service: str, resource: str, *, region: bool = True) -> str:
+        return f"arn:aws:{service}:{self.region if region else ''}:{ACCOUNT_ID}:{resource}"
+
+    def _ec2_id(self, prefix: str, args: pulumi.runtime.MockResourceArgs) -> str:
+        return f"{prefix}-{_digest(args.typ, args.name)}"
+
+    def _aws_ec2_vpc_Vpc(self, args):
+        vpc_id = self._ec2_id("vpc", args)
+        return vpc_id, {
+            "arn": self._arn("ec2", f"vpc/{vpc_id}"),
+            "defaultRouteTableId": f"rtb-{_digest('default', vpc_id)}",
+            "mainRouteTableId": f"rtb-{_digest('main', vpc_id)}",
+            "defaultSecurityGroupId": f"sg-{_digest('default', vpc_id)}",
+            "ownerId": ACCOUNT_ID,
+        }
+
+    def _aws_ec2_subnet_Subnet(self, args):
+        subnet_id = self._ec2_id("subnet", args)
+        return subnet_id, {"arn": self._arn("ec2", f"subnet/{subnet_id}"), "ownerId": ACCOUNT_ID}
+
+    def _aws_ec2_internetGateway_InternetGateway(self, args):
+        igw_id = self._ec2_id("igw", args)
+        return igw_id, {"arn": self._arn("ec2", f"internet-gateway/{igw_id}")}
+
+    def _aws_ec2_eip_Eip(self, args):
+        allocation = self._ec2_id("eipalloc", args)
+        octets = bytes.fromhex(_digest(args.name, length=4))
+        return allocation, {"allocationId": allocation, "publicIp": f"198.51.100.{octets[0] % 254 + 1}",
+                            "arn": self._arn("ec2", f"elastic-ip/{allocation}")}
+
+    def _aws_ec2_natGateway_NatGateway(self, args):
+        return self._ec2_id("nat", args), {"privateIp": "10.0.0.10"}
+
+    def _aws_ec2_routeTable_RouteTable(self, args):
+        rtb = self._ec2_id("rtb", args)
+        return rtb, {"arn": self._arn("ec2", f"route-table/{rtb}")}
+
+    def _aws_ec2_route_Route(self, args):
+        return f"r-{_digest(args.typ, args.name)}", {}
+
+    def _aws_ec2_routeTableAssociation_RouteTableAssociation(self, args):
+        return self._ec2_id("rtbassoc", args), {}
+
+    def _aws_ec2_vpcEndpoint_VpcEndpoint(self, args):
+        vpce = self._ec2_id("vpce", args)
+        return vpce, {"arn": self._arn("ec2", f"vpc-endpoint/{vpce}"),
+                      "prefixListId": f"pl-{_digest('s3', self.region, length=8)}"}
+
+    def _aws_ec2_securityGroup_SecurityGroup(self, args):
+        sg = self._ec2_id("sg", args)
+        return sg, {"arn": self._arn("ec2", f"security-group/{sg}"), "ownerId": ACCOUNT_ID}
+
+    def _aws_vpc_securityGroupIngressRule_SecurityGroupIngressRule(self, args):
+        rule = self._ec2_id("sgr", args)
+        return rule, {"securityGroupRuleId": rule, "arn": self._arn("ec2", f"security-group-rule/{rule}")}
+
+    _aws_vpc_securityGroupEgressRule_SecurityGroupEgressRule = _aws_vpc_securityGroupIngressRule_SecurityGroupIngressRule
+
+    def _aws_ec2_placementGroup_PlacementGroup(self, args):
+        name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
+        return name, {"name": name, "placementGroupId": self._ec2_id("pg", args),
+                      "arn": self._arn("ec2", f"placement-group/{name}")}
+
+    def _aws_ec2_launchTemplate_LaunchTemplate(self, args):
+        lt = self._ec2_id("lt", args)
+        return lt, {"arn": self._arn("ec2", f"launch-template/{lt}"), "latestVersion": 1, "defaultVersion": 1,
+                    "name": args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"}
+
+    def _aws_kms_key_Key(self, args):
+        key_id = f"{_digest(args.name, length=8)}-{_digest('a', args.name, length=4)}-4{_digest('b', args.name, length=3)}" \
+                 f"-8{_digest('c', args.name, length=3)}-{_digest('d', args.name, length=12)}"
+        return key_id, {"keyId": key_id, "arn": self._arn("kms", f"key/{key_id}")}
+
+    def _aws_kms_alias_Alias(self, args):
+        name = args.inputs.get("name", f"alias/{args.name}")
+        return name, {"arn": self._arn("kms", name)}
+
+    def _aws_iam_role_Role(self, args):
+        name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
+        return name, {"name": name, "arn": self._arn("iam", f"role/{name}", region=False),
+                      "uniqueId": f"AROA{_digest(name, length=17).upper()}"}
+
+    def _aws_iam_rolePolicyAttachment_RolePolicyAttachment(self, args):
+        return f"{args.inputs.get('role')}-{_digest(args.name, length=8)}", {}
+
+    def _aws_iam_instanceProfile_InstanceProfile(self, args):
+        name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
+        return name, {"name": name, "arn": self._arn("iam", f"instance-profile/{name}", region=False)}
+
+    def _eks_index_Cluster(self, args):
+        """pulumi-eks Cluster: the outputs a program reads (names follow the eks schema, camelCase)."""
+        name = args.inputs.get("name") or f"{args.name}-eksCluster-{_digest(args.name, length=7)}"
+        endpoint = f"https://{_digest('endpoint', name, length=32).upper()}.gr7.{self.region}.eks.amazonaws.com"
+        oidc_id = _digest("oidc", name, length=32).upper()
+        issuer = f"oidc.eks.{self.region}.amazonaws.com/id/{oidc_id}"
+        cluster_sg = f"sg-{_digest('cluster', name)}"
+        kubeconfig = _kubeconfig(name, endpoint, self.region)
+        return f"{args.name}-{_digest(name, length=8)}", {
+            "kubeconfig": kubeconfig,
+            "kubeconfigJson": json.dumps(kubeconfig),
+            "clusterSecurityGroupId": cluster_sg,
+            "nodeSecurityGroupId": f"sg-{_digest('node', name)}",
+            "oidcProviderArn": self._arn("iam", f"oidc-provider/{issuer}", region=False),
+            "oidcProviderUrl": f"https://{issuer}",
+            "oidcIssuer": issuer,
+            "clusterIngressRuleId": f"sgr-{_digest('ingress', name)}",
+            "defaultNodeGroupAsgName": "",
+            "fargateProfileId": "",
+            "fargateProfileStatus": "",
+            "autoModeNodeRoleName": "",
+            # CoreData without its resource-typed fields (cluster, clusterIamRole, provider,
+            # oidcProvider, …): the SDK refuses plain data in their place, and resource references
+            # would be re-created by the mock engine on another event loop. They arrive as None.
+            "core": {
+                "endpoint": endpoint,
+                "vpcId": args.inputs.get("vpcId"),
+                "subnetIds": list(args.inputs.get("privateSubnetIds") or []) + list(
+                    args.inputs.get("publicSubnetIds") or []),
+                "privateSubnetIds": args.inputs.get("privateSubnetIds"),
+                "publicSubnetIds": args.inputs.get("publicSubnetIds"),
+                "instanceRoles": [],
+                "nodeGroupOptions": {},
+                "tags": args.inputs.get("tags") or {},
+            },
+        }
+
+    def _eks_index_ManagedNodeGroup(self, args):
+        group = args.inputs.get("nodeGroupName") or f"{args.name}-{_digest(args.name, length=8)}"
+        return f"{args.inputs.get('clusterName', 'cluster')}:{group}", {"placementGroupName": ""}
+
+    def _pulumi_providers_kubernetes(self, args):
+        return f"{args.name}-{_digest(args.name, length=8)}", {}
+
+    def _kubernetes_helm_sh_v3_Release(self, args):
+        name = args.inputs.get("name") or args.name
+        namespace = args.inputs.get("namespace", "default")
+        return f"{namespace}/{name}", {
+            "name": name,
+            "status": {"name": name, "namespace": namespace, "chart": args.inputs.get("chart"),
+                       "version": args.inputs.get("version"), "revision": 1, "status": "deployed",
+                       "appVersion": args.inputs.get("version")},
+        }
+
+    def _kubernetes_object(self, args):
+        metadata = dict(args.inputs.get("metadata") or {})
+        metadata.setdefault("name", f"{args.name}-{_digest(args.name, length=8)}")
+        metadata.setdefault("uid", _digest("uid", args.name, length=32))
+        namespace = metadata.get("namespace")
+        return (f"{namespace}/{metadata['name']}" if namespace else metadata["name"]), {"metadata": metadata}
+
+
+def _kubeconfig(cluster_name: str, endpoint: str, region: str) -> dict[str, Any]:
+    """A kubeconfig shaped like pulumi-eks's: exec auth through `aws eks get-token`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{
+            "name": "kubernetes",
+            "cluster": {"server": endpoint, "certificate-authority-data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="},
+        }],
+        "contexts": [{"name": "aws", "context": {"cluster": "kubernetes", "user": "aws"}}],
+        "current-context": "aws",
+        "preferences": {},
+        "users": [{
+            "name": "aws",
+            "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1beta1",
+                "command": "aws",
+                "args": ["--region", region, "eks", "get-token", "--cluster-name", cluster_name, "--output", "json"],
+            }},
+        }],
+    }

@@ -1,0 +1,310 @@
+"""What a stack will create, cost and need, from the resources the real program registers offline.
+
+`build_plan(run, ...)` turns an `OfflineRun` into plain data (`Plan.to_dict()` is the `--output json`
+document); `pdctl.views.render_plan` draws it for a terminal. Nothing here calls Pulumi or AWS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import yaml
+
+from facts.instances import INSTANCE_TYPES
+from facts.models import known_model
+from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, hourly_cost
+from pdctl.critical_path import CriticalPath, critical_path
+from serve_app.capacity import CapacityReport, capacity_report
+
+NODE_GROUP_TYPES = ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup")
+LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
+NAT_GATEWAY_TYPE = "aws:ec2/natGateway:NatGateway"
+CLUSTER_TYPES = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
+SUBNET_TYPE = "aws:ec2/subnet:Subnet"
+RAY_SERVICE_TYPE = "kubernetes:ray.io/v1:RayService"
+# EKS gives a managed node group without a launch-template disk a 20 GiB root volume.
+EKS_DEFAULT_DISK_GIB = 20.0
+
+# The settings a reviewer checks, per resource type: (label, dotted path into the inputs).
+KEY_SETTINGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "aws:ec2/vpc:Vpc": (("cidr", "cidrBlock"),),
+    SUBNET_TYPE: (("az", "availabilityZone"), ("cidr", "cidrBlock"),
+                  ("public IPs", "mapPublicIpOnLaunch")),
+    NAT_GATEWAY_TYPE: (("connectivity", "connectivityType"),),
+    "eks:index:Cluster": (("version", "version"), ("public access", "endpointPublicAccess"),
+                          ("public CIDRs", "publicAccessCidrs"),
+                          ("private access", "endpointPrivateAccess"),
+                          ("auth", "authenticationMode"), ("OIDC", "createOidcProvider"),
+                          ("secrets KMS key", "encryptionConfigKeyArn")),
+    "aws:kms/key:Key": (("rotation", "enableKeyRotation"),),
+    "eks:index:ManagedNodeGroup": (("instance types", "instanceTypes"), ("capacity", "capacityType"),
+                                   ("ami", "amiType"), ("desired", "scalingConfig.desiredSize"),
+                                   ("min", "scalingConfig.minSize"), ("max", "scalingConfig.maxSize"),
+                                   ("disk GiB", "diskSize"), ("subnets", "subnetIds"),
+                                   ("labels", "labels"), ("taints", "taints")),
+    LAUNCH_TEMPLATE_TYPE: (("instance type", "instanceType"),
+                           ("IMDS tokens", "metadataOptions.httpTokens"),
+                           ("hop limit", "metadataOptions.httpPutResponseHopLimit"),
+                           ("interfaces", "networkInterfaces.*.interfaceType"),
+                           ("placement group", "placement.groupName"),
+                           ("disk GiB", "blockDeviceMappings.*.ebs.volumeSize"),
+                           ("disk type", "blockDeviceMappings.*.ebs.volumeType"),
+                           ("encrypted", "blockDeviceMappings.*.ebs.encrypted")),
+    "aws:ec2/placementGroup:PlacementGroup": (("strategy", "strategy"),),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": (("protocol", "ipProtocol"),),
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": (("protocol", "ipProtocol"),),
+    "kubernetes:helm.sh/v3:Release": (("chart", "chart"), ("version", "version"),
+                                      ("repo", "repositoryOpts.repo"), ("namespace", "namespace")),
+    "kubernetes:core/v1:Namespace": (("name", "metadata.name"), ("labels", "metadata.labels")),
+    RAY_SERVICE_TYPE: (("name", "metadata.name"), ("namespace", "metadata.namespace"),
+                       ("annotations", "metadata.annotations"),
+                       ("upgrade", "spec.upgradeStrategy.type"),
+                       ("ray", "spec.rayClusterConfig.rayVersion"),
+                       ("image", "spec.rayClusterConfig.headGroupSpec.template.spec.containers.0.image"),
+                       ("worker replicas", "spec.rayClusterConfig.workerGroupSpecs.*.replicas")),
+}
+
+
+def lookup(data: Any, path: str) -> Any:
+    """Value at a dotted path; `*` maps over a list, a number indexes one. None when absent."""
+    head, _, rest = path.partition(".")
+    if isinstance(data, list):
+        if head == "*":
+            values = [lookup(item, rest) if rest else item for item in data]
+            values = [v for v in values if v is not None]
+            return values or None
+        if head.isdigit() and int(head) < len(data):
+            data = data[int(head)]
+        else:
+            return None
+    elif isinstance(data, dict):
+        data = data.get(head)
+    else:
+        return None
+    if not rest or data is None:
+        return data
+    return lookup(data, rest)
+
+
+def integral(value: Any) -> Any:
+    """The engine hands ints over as floats (2.0): give whole numbers back as ints, recursively."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    return value
+
+
+def key_settings(resource) -> dict[str, Any]:
+    settings = {}
+    for label, path in KEY_SETTINGS.get(resource.type, ()):
+        value = lookup(resource.inputs, path)
+        if value not in (None, [], {}, ""):
+            settings[label] = integral(value)
+    if resource.type == RAY_SERVICE_TYPE:
+        settings.update(serve_config_essentials(resource.inputs))
+    return settings
+
+
+def serve_applications(ray_service_inputs: dict) -> list[dict]:
+    """The Serve applications of a RayService's serveConfigV2 (a YAML string in the spec)."""
+    text = lookup(ray_service_inputs, "spec.serveConfigV2")
+    return (yaml.safe_load(text) or {}).get("applications", []) if text else []
+
+
+def phase_configs(application: dict) -> dict[str, dict]:
+    """{"prefill": LLMConfig dict, "decode": ...} of a build_pd_openai_app application."""
+    args = application.get("args") or {}
+    return {p.removesuffix("_config"): args[p] for p in ("prefill_config", "decode_config")
+            if isinstance(args.get(p), dict)}
+
+
+def serve_config_essentials(ray_service_inputs: dict) -> dict[str, Any]:
+    """Per application and phase: import path, model, engine id, KV connector + backends, replicas."""
+    out: dict[str, Any] = {}
+    for app in serve_applications(ray_service_inputs):
+        out[f"app {app.get('name')}"] = f"{app.get('import_path')} at {app.get('route_prefix', '/')}"
+        for phase, config in phase_configs(app).items():
+            engine = config.get("engine_kwargs") or {}
+            kv = engine.get("kv_transfer_config") or {}
+            deployment = config.get("deployment_config") or {}
+            auto = deployment.get("autoscaling_config")
+            out[phase] = {
+                "model": lookup(config, "model_loading_config.model_id"),
+                "source": lookup(config, "model_loading_config.model_source"),
+                "accelerator": config.get("accelerator_type"),
+                "engine_id": kv.get("engine_id"),
+                "kv": f"{kv.get('kv_connector')} {kv.get('kv_role')}",
+                "backends": lookup(kv, "kv_connector_extra_config.backends"),
+                "replicas": (f"{auto.get('min_replicas')}..{auto.get('max_replicas')}"
+                             if auto else deployment.get("num_replicas")),
+                "max_model_len": engine.get("max_model_len"),
+                "gpu_memory_utilization": engine.get("gpu_memory_utilization"),
+            }
+    return out
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    type: str
+    name: str
+    settings: dict[str, Any]
+    children: list["TreeNode"]
+
+    def to_dict(self) -> dict:
+        return {"type": self.type, "name": self.name, "settings": self.settings,
+                "children": [c.to_dict() for c in self.children]}
+
+
+def resource_tree(resources: list) -> list[TreeNode]:
+    """Resources nested under their parents (roots: the Stack), siblings sorted by name then type:
+    registration order changes from run to run, and the JSON plan must diff cleanly."""
+    by_urn = {r.urn: r for r in resources}
+    children: dict[str | None, list] = {}
+    for r in resources:
+        parent = r.parent if r.parent in by_urn else None
+        children.setdefault(parent, []).append(r)
+
+    def node(r) -> TreeNode:
+        return TreeNode(r.type, r.name, key_settings(r), [node(c) for c in children.get(r.urn, [])])
+
+    for siblings in children.values():
+        siblings.sort(key=lambda r: (r.name, r.type))
+    return [node(r) for r in children.get(None, [])]
+
+
+def resource_counts(resources: Iterable) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in resources:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def region_of(resources: Iterable, config_region: str | None) -> str | None:
+    """The stack's region: its `aws:region` config, else the one its subnets' AZs are in."""
+    if config_region:
+        return config_region
+    for r in resources:
+        if r.type == SUBNET_TYPE and r.inputs.get("availabilityZone"):
+            return r.inputs["availabilityZone"][:-1]
+    return None
+
+
+def cost_inputs(resources: list, region: str) -> CostInputs:
+    by_urn = {r.urn: r for r in resources}
+    groups = []
+    for r in resources:
+        if r.type not in NODE_GROUP_TYPES:
+            continue
+        template = next((by_urn[d] for d in r.dependencies
+                         if d in by_urn and by_urn[d].type == LAUNCH_TEMPLATE_TYPE), None)
+        template_inputs = template.inputs if template else {}
+        instance_type = (lookup(r.inputs, "instanceTypes.0")
+                         or template_inputs.get("instanceType") or "unknown")
+        disks = lookup(template_inputs, "blockDeviceMappings.*.ebs") or []
+        disk_gib = sum(float(d.get("volumeSize", 0)) for d in disks)
+        volume_type = disks[0].get("volumeType", "gp3") if disks else "gp3"
+        if not disk_gib:
+            disk_gib = float(r.inputs.get("diskSize") or EKS_DEFAULT_DISK_GIB)
+        groups.append(NodeGroupCost(
+            name=r.name, instance_type=instance_type,
+            count=int(lookup(r.inputs, "scalingConfig.desiredSize") or 0),
+            disk_gib=disk_gib, volume_type=volume_type,
+        ))
+    clusters = sum(1 for r in resources if r.type == CLUSTER_TYPES[0]) or sum(
+        1 for r in resources if r.type == CLUSTER_TYPES[1])
+    return CostInputs(
+        region=region, node_groups=groups,
+        nat_gateways=sum(1 for r in resources if r.type == NAT_GATEWAY_TYPE),
+        eks_clusters=clusters,
+    )
+
+
+def gpu_instance_type(resources: list) -> str | None:
+    """The GPU node group's instance type (the first node group whose type has a GPU)."""
+    for group in cost_inputs(resources, region="").node_groups:
+        known = INSTANCE_TYPES.get(group.instance_type)
+        if known is not None and known.has_gpu:
+            return group.instance_type
+    return None
+
+
+def capacity_reports(resources: list) -> tuple[dict[str, CapacityReport], str | None]:
+    """Capacity per phase from what the cluster receives: the GPU node type and each phase's
+    engine_kwargs in the RayService's first PD application. (reports, why there are none)."""
+    instance_name = gpu_instance_type(resources)
+    if instance_name is None:
+        return {}, "no GPU node group with a known instance type"
+    ray_service = next((r for r in resources if r.type == RAY_SERVICE_TYPE), None)
+    applications = serve_applications(ray_service.inputs) if ray_service else []
+    phases = next((p for p in map(phase_configs, applications) if p), {})
+    if not phases:
+        return {}, "no RayService serveConfigV2 with prefill/decode configs"
+    reports = {}
+    for phase, config in phases.items():
+        source = lookup(config, "model_loading_config.model_source") or lookup(
+            config, "model_loading_config.model_id")
+        model = known_model(str(source))
+        if model is None:
+            return {}, f"no architecture facts for model {source!r} (facts/models.py)"
+        engine = config.get("engine_kwargs") or {}
+        # An engine argument left out takes vLLM's default (EngineArgs): the same here.
+        reports[phase] = capacity_report(
+            model, INSTANCE_TYPES[instance_name],
+            dtype=engine.get("dtype", "auto"),
+            max_model_len=int(engine.get("max_model_len") or model.max_position_embeddings),
+            gpu_memory_utilization=float(engine.get("gpu_memory_utilization", 0.9)),
+            enforce_eager=bool(engine.get("enforce_eager", False)),
+            tensor_parallel_size=int(engine.get("tensor_parallel_size", 1)),
+            pipeline_parallel_size=int(engine.get("pipeline_parallel_size", 1)),
+            kv_cache_dtype=engine.get("kv_cache_dtype", "auto"),
+        )
+    return reports, None
+
+
+@dataclass(frozen=True)
+class Plan:
+    stack: str
+    region: str | None
+    counts: dict[str, int]
+    tree: list[TreeNode]
+    capacity: dict[str, CapacityReport]
+    capacity_note: str | None
+    cost: CostEstimate
+    critical_path: CriticalPath
+    outputs: dict
+
+    def to_dict(self) -> dict:
+        return {
+            "stack": self.stack,
+            "region": self.region,
+            "resources": {"total": sum(self.counts.values()), "by_type": self.counts},
+            "tree": [n.to_dict() for n in self.tree],
+            "capacity": {"per_phase": {p: r.to_dict() for p, r in self.capacity.items()},
+                         "note": self.capacity_note},
+            "cost": self.cost.to_dict(),
+            "critical_path": self.critical_path.to_dict(),
+            "outputs": self.outputs,
+        }
+
+
+def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
+    resources = list(run.resources)
+    region = region_of(resources, config_region)
+    reports, capacity_note = capacity_reports(resources)
+    secret = set(getattr(run, "secret_outputs", ()) or ())
+    outputs = {k: ("[secret]" if k in secret else integral(v)) for k, v in run.outputs.items()}
+    return Plan(
+        stack=stack,
+        region=region,
+        counts=resource_counts(resources),
+        tree=resource_tree(resources),
+        capacity=reports,
+        capacity_note=capacity_note,
+        cost=hourly_cost(cost_inputs(resources, region or "unknown")),
+        critical_path=critical_path(resources),
+        outputs=outputs,
+    )

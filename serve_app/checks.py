@@ -1,0 +1,221 @@
+"""Preview-time checks of the PD app against the GPU nodes it will run on. Pure; no ray/vllm import.
+
+`check_app(app, target)` raises `ConfigError` (naming the stack config key) on the first thing that
+would fail on the cluster, or silently crawl, and otherwise returns the capacity report of each
+phase. It runs before any resource is registered, so a wrong serve config costs nothing.
+
+The lists below are what Ray 2.60.0 and vLLM 0.29.0 accept, read from their sources (paths given);
+the real-validator tier (tests that import ray and vllm) keeps them honest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from facts.instances import InstanceType
+from facts.models import ModelArchitecture, known_model
+from serve_app.capacity import CapacityReport, capacity_report
+from serve_app.config import (
+    EFA_KV_BACKEND, KV_BACKENDS, KV_ROLES, PHASES, ROLES_FOR_PHASE, PDAppConfig, Phase, setting_name,
+)
+from serve_app.errors import ConfigError
+from serve_app.render import pd_serving_args
+
+# ray/llm/_internal/serve/serving_patterns/prefill_decode/builder.py PDServingArgs (extra=forbid).
+PD_SERVING_ARGS_KEYS = ("prefill_config", "decode_config", "ingress_cls_config", "ingress_deployment_config")
+# Accepted by Ray ≤ 2.59, refused by 2.60's PDServingArgs.
+REMOVED_PD_SERVING_ARGS_KEYS = ("proxy_cls_config", "proxy_deployment_config")
+# ray/llm/_internal/serve/core/configs/llm_config.py LLMConfig fields (extra=forbid).
+LLM_CONFIG_KEYS = (
+    "runtime_env", "model_loading_config", "llm_engine", "engine_kwargs", "accelerator_type",
+    "accelerator_config", "placement_group_config", "lora_config", "deployment_config", "server_cls",
+    "experimental_configs", "log_engine_metrics", "callback_config",
+)
+# vLLM KVTransferConfig.kv_role (vllm/config/kv_transfer.py KVRole): see serve_app.config.KV_ROLES.
+KV_ROLES_SOURCE = "vllm/config/kv_transfer.py KVRole (vLLM 0.26.0 and 0.29.0)"
+
+ACCEPT_UCX_ON_EFA_KEY = "acceptUcxOnEfaKvTransferIs100xSlower"
+
+
+@dataclass(frozen=True)
+class DeploymentTarget:
+    """The GPU node group the app will run on."""
+
+    gpu_instance: InstanceType
+    gpu_node_count: int
+    efa: bool
+    accept_ucx_on_efa: bool = False
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.gpu_instance.gpus
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpu_instance.gpus * self.gpu_node_count
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    capacity: Mapping[str, CapacityReport] = field(default_factory=dict)  # phase → report
+    notes: tuple[str, ...] = ()  # what was not checked, and why
+
+
+def check_kv_backends(backends: tuple[str, ...] | list[str], *, efa: bool, accept_ucx_on_efa: bool) -> None:
+    """EFA ⇒ LIBFABRIC; UCX on EFA only when the user accepts a ~100× slower KV transfer."""
+    key = setting_name("kv_transfer.backends")
+    allowed = f"a non-empty list of distinct names from {list(KV_BACKENDS)}"
+    unknown = [b for b in backends if b not in KV_BACKENDS]
+    if not backends or unknown or len(set(backends)) != len(backends):
+        raise ConfigError(key, list(backends), allowed,
+                          f"unknown NIXL backend {unknown[0]!r}" if unknown else None)
+    if efa:
+        if "UCX" in backends and not accept_ucx_on_efa:
+            raise ConfigError(
+                key, list(backends), f'["{EFA_KV_BACKEND}"] on EFA nodes',
+                "UCX over EFA moves KV at TCP-like speed (~0.3 GB/s; ~98 s vs ~1 s TTFT for an 8k prompt) and "
+                f"fails silently; set {ACCEPT_UCX_ON_EFA_KEY}: true only if you accept that")
+    elif EFA_KV_BACKEND in backends:
+        raise ConfigError(key, list(backends), '["UCX"] on nodes without EFA',
+                          "LIBFABRIC needs EFA: the Ray LLM image sets FI_PROVIDER=efa")
+
+
+def check_pd_serving_args(args: Mapping[str, Any]) -> None:
+    """Refuse PD args Ray 2.60's build_pd_openai_app would reject by key, and a P/D model mismatch."""
+    for key in args:
+        if key in REMOVED_PD_SERVING_ARGS_KEYS:
+            raise ConfigError(f"args.{key}", args[key], f"keys {list(PD_SERVING_ARGS_KEYS)}",
+                              "removed in Ray 2.60 (PDServingArgs forbids it)")
+        if key not in PD_SERVING_ARGS_KEYS:
+            raise ConfigError(f"args.{key}", args[key], f"keys {list(PD_SERVING_ARGS_KEYS)}")
+    for phase in PHASES:
+        config = args.get(f"{phase}_config")
+        if not isinstance(config, Mapping):
+            raise ConfigError(f"args.{phase}_config", config, "an LLMConfig mapping")
+        for key in config:
+            if key not in LLM_CONFIG_KEYS:
+                raise ConfigError(f"args.{phase}_config.{key}", config[key], f"LLMConfig keys {list(LLM_CONFIG_KEYS)}")
+        if "kv_transfer_config" not in config.get("engine_kwargs", {}):
+            raise ConfigError(f"args.{phase}_config.engine_kwargs.kv_transfer_config", None,
+                              "a kv_transfer_config", "P/D needs it on both phases")
+    model_ids = {phase: args[f"{phase}_config"]["model_loading_config"]["model_id"] for phase in PHASES}
+    if model_ids["prefill"] != model_ids["decode"]:
+        raise ConfigError(setting_name("model.model_id"), model_ids, "the same model id on both phases",
+                          "decode can only continue a prompt prefilled by the same model")
+
+
+def _check_kv_roles(app: PDAppConfig) -> None:
+    for phase in PHASES:
+        role = app.phase(phase).kv_role
+        if role not in KV_ROLES:
+            raise ConfigError(f"{phase}.kv_role", role, f"one of {list(KV_ROLES)} ({KV_ROLES_SOURCE})")
+        if role not in ROLES_FOR_PHASE[phase]:
+            raise ConfigError(f"{phase}.kv_role", role, f"one of {list(ROLES_FOR_PHASE[phase])}",
+                              f"the {phase} engine must {'produce' if phase == 'prefill' else 'consume'} KV")
+
+
+def _check_engine_ids(app: PDAppConfig) -> None:
+    if app.prefill.engine_id == app.decode.engine_id:
+        raise ConfigError(setting_name("decode.engine_id"), app.decode.engine_id,
+                          f"an id other than prefillEngineId ({app.prefill.engine_id!r})",
+                          "NIXL tells the two engines apart by id")
+
+
+def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) -> None:
+    gpus_used = 0
+    for phase in PHASES:
+        engine = app.engine_for(phase)
+        if engine.gpus_per_replica > target.gpus_per_node:
+            field_name = ("tensor_parallel_size" if engine.tensor_parallel_size > target.gpus_per_node
+                          else "pipeline_parallel_size")
+            raise ConfigError(
+                app.engine_setting(phase, field_name), getattr(engine, field_name),
+                f"tensorParallelSize × pipelineParallelSize ≤ {target.gpus_per_node} "
+                f"(GPUs per {target.gpu_instance.name} node)",
+                f"one {phase} replica needs {engine.gpus_per_replica} GPUs on one node")
+        gpus_used += app.phase(phase).replicas.most * engine.gpus_per_replica
+    if gpus_used > target.total_gpus:
+        # Name the phase that takes the most GPUs (decode on a tie): that is the setting to lower.
+        phase: Phase = max(("decode", "prefill"),
+                           key=lambda p: app.phase(p).replicas.most * app.engine_for(p).gpus_per_replica)
+        replicas = app.phase(phase).replicas
+        key = setting_name(f"{phase}.replicas.{'max_replicas' if replicas.autoscaling else 'min_replicas'}")
+        breakdown = " + ".join(
+            f"{app.phase(p).replicas.most} {p} × {app.engine_for(p).gpus_per_replica} GPU" for p in PHASES)
+        raise ConfigError(
+            key, replicas.most,
+            f"replicas that fit {target.total_gpus} GPUs ({target.gpu_node_count} × {target.gpu_instance.name})",
+            f"{breakdown} = {gpus_used} GPUs at most replicas; lower replicas or raise gpuNodeCount")
+
+
+def _check_accelerator(app: PDAppConfig, target: DeploymentTarget) -> None:
+    wanted = app.accelerator_type
+    if wanted is not None and wanted != target.gpu_instance.gpu_model:
+        raise ConfigError("accelerator_type", wanted,
+                          f"{target.gpu_instance.gpu_model} (the GPU of {target.gpu_instance.name}) or unset",
+                          "Ray would wait forever for a node with that accelerator")
+
+
+def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget,
+                   model: ModelArchitecture) -> CapacityReport:
+    engine = app.engine_for(phase)
+    extra = engine.extra_engine_kwargs
+    return capacity_report(
+        model, target.gpu_instance,
+        dtype=engine.dtype, max_model_len=engine.max_model_len,
+        gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
+        tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
+        kv_cache_dtype=str(extra.get("kv_cache_dtype", "auto")),
+    )
+
+
+def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArchitecture) -> dict[str, CapacityReport]:
+    reports: dict[str, CapacityReport] = {}
+    for phase in PHASES:
+        engine = app.engine_for(phase)
+        if model.max_position_embeddings and engine.max_model_len > model.max_position_embeddings:
+            raise ConfigError(app.engine_setting(phase, "max_model_len"), engine.max_model_len,
+                              f"≤ {model.max_position_embeddings} ({model.hf_id} max_position_embeddings)",
+                              "vLLM refuses a longer max_model_len")
+        report = phase_capacity(app, phase, target, model)
+        if not report.weights_fit:
+            raise ConfigError(
+                setting_name("model.model_source"), app.model.model_source,
+                f"a model whose weights fit {report.gpus_per_replica} × {report.usable_bytes / 2**20:,.0f} MiB "
+                f"(gpuMemoryUtilization × GPU memory), with room for the KV cache",
+                f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
+                f"{report.reserve_bytes_per_gpu / 2**20:,.0f} MiB reserve leave no KV cache; raise "
+                "tensorParallelSize on a bigger GPU node, or pick a smaller model")
+        if report.max_concurrent_sequences < 1:
+            raise ConfigError(
+                app.engine_setting(phase, "max_model_len"), engine.max_model_len,
+                f"a length whose KV cache fits: {report.kv_tokens:,} tokens fit in {phase}'s KV budget",
+                f"one {engine.max_model_len}-token sequence needs {report.transfer_bytes_per_max_prompt / 2**20:,.0f} MiB "
+                f"of KV{' + state' if report.hybrid else ''}, the budget is {report.kv_budget_bytes / 2**20:,.0f} MiB; "
+                "lower maxModelLen or raise gpuMemoryUtilization")
+        reports[phase] = report
+    return reports
+
+
+def check_app(app: PDAppConfig, target: DeploymentTarget, *,
+              model: ModelArchitecture | None = None) -> CheckResult:
+    """Refuse an app that would fail, or crawl, on `target`; return each phase's capacity report.
+
+    `model`: the architecture to size; default = the shipped facts for `app.model.model_source`.
+    An unknown model skips the capacity check (said in `notes`), nothing else.
+    """
+    check_pd_serving_args(pd_serving_args(app))
+    _check_kv_roles(app)
+    _check_engine_ids(app)
+    check_kv_backends(app.kv_transfer.backends, efa=target.efa, accept_ucx_on_efa=target.accept_ucx_on_efa)
+    if not target.gpu_instance.has_gpu:
+        raise ConfigError("gpuNodeType", target.gpu_instance.name, "a GPU instance type")
+    _check_accelerator(app, target)
+    _check_parallelism_and_replicas(app, target)
+    model = model or known_model(app.model.model_source)
+    if model is None:
+        return CheckResult(notes=(
+            f"capacity not checked: no architecture facts for {app.model.model_source!r} "
+            "(add it to facts/models.py or pass a local config.json)",))
+    return CheckResult(capacity=_check_capacity(app, target, model))

@@ -1,0 +1,256 @@
+"""The prefill/decode (PD) serving application as typed, frozen data.
+
+`PDAppConfig` is everything the RayService's serveConfigV2 says about the LLM: which model, how
+both vLLM engines run, how KV moves from prefill to decode, how many replicas of each phase, and
+where the app is mounted. `render.py` turns it into the exact dict Ray Serve receives;
+`checks.py` refuses a config that would fail or crawl on the GPU nodes.
+
+Every default reproduces the reference deployment (REFERENCE.md §1, "Its serve config per
+phase"): model `Qwen/Qwen3.5-9B` served as `qwen3.5-9b`, max_model_len 4096, bfloat16,
+gpu_memory_utilization 0.90, enforce_eager, NixlConnector over LIBFABRIC, one replica per phase.
+The only departure is the KV role, explained in `KV_ROLE_DECISION` below.
+
+Engine settings are shared by both phases (`engine`) and can be overridden per phase
+(`prefill.engine`, `decode.engine`): the two phases must agree on the model, but not on, say,
+gpu_memory_utilization. `PDAppConfig.engine_for(phase)` gives the effective settings.
+
+No ray or vllm import here: the Pulumi program imports this module.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Phase = Literal["prefill", "decode"]
+PHASES: tuple[Phase, Phase] = ("prefill", "decode")
+
+# vLLM's `--dtype` choices (vllm/config/model.py ModelDType, 0.26 and 0.29 alike).
+Dtype = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]
+DTYPES: tuple[str, ...] = Dtype.__args__  # type: ignore[attr-defined]
+
+# vLLM's KVTransferConfig.kv_role (vllm/config/kv_transfer.py KVRole, 0.26 and 0.29 alike).
+KvRole = Literal["kv_producer", "kv_consumer", "kv_both"]
+KV_ROLES: tuple[str, ...] = KvRole.__args__  # type: ignore[attr-defined]
+
+KV_ROLE_DECISION = """\
+Render per-phase roles: prefill `kv_producer`, decode `kv_consumer` (not the reference's kv_both).
+
+Why (read from the installed sources: Ray 2.60.0, vLLM 0.29.0):
+- vllm/config/kv_transfer.py: KVRole = Literal[kv_producer, kv_consumer, kv_both]; any other value,
+  or no kv_role when kv_connector is set, raises in KVTransferConfig.__post_init__. The same three
+  values exist in vLLM 0.26.0 (the image), so both renders parse on both versions.
+- vllm/distributed/kv_transfer/kv_connector/v1/nixl/connector.py (NixlBaseConnector.__init__) logs
+  "Using kv_role='kv_both' with NixlConnector is deprecated and will be removed in a future
+  release. Please set kv_role='kv_producer' for prefill instances and kv_role='kv_consumer' for
+  decode instances." vLLM 0.26 in the image logs the same deprecation (as the team reports from
+  running it); a render that keeps kv_both would break on the first vLLM that removes it.
+- NixlConnector is pull-based: decode READs prefill's blocks. What an engine does per request is
+  set by kv_transfer_params (do_remote_decode on prefill, do_remote_prefill on decode), which Ray
+  Serve LLM's PD orchestrator fills in; the role only gates side behaviours: a producer counts as
+  "requires_kv_delivery" (a preempted request is recomputed rather than handing off freed blocks)
+  and a consumer defers block frees under async scheduling (v1/core/sched/scheduler.py). Those
+  are exactly right for prefill and decode respectively.
+- Ray 2.60 (ray/llm/_internal/serve/serving_patterns/prefill_decode/builder.py PDServingArgs and
+  engines/vllm/kv_transfer/nixl.py) never reads kv_role: it requires kv_transfer_config on both
+  sides and rewrites engine_id to `<engine_id>-<host>-<port>`.
+kv_both stays allowed per phase (PhaseSettings.kv_role) for a byte-for-byte copy of the AWS sample;
+checks.py refuses only roles a phase cannot play (a kv_consumer prefill, a kv_producer decode).
+"""
+
+# The roles each phase may play: a prefill engine must be able to produce KV, a decode engine
+# must be able to consume it. kv_both can do either.
+ROLES_FOR_PHASE: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "prefill": ("kv_producer", "kv_both"),
+    "decode": ("kv_consumer", "kv_both"),
+})
+DEFAULT_KV_ROLE: Mapping[str, str] = MappingProxyType({"prefill": "kv_producer", "decode": "kv_consumer"})
+
+# NIXL transfer backends vLLM's NixlConnector passes to the NIXL agent. LIBFABRIC is the one that
+# uses EFA at full speed; UCX (vLLM's default) runs over EFA at TCP-like speed (REFERENCE.md §2).
+KV_BACKENDS: tuple[str, ...] = ("LIBFABRIC", "UCX")
+EFA_KV_BACKEND = "LIBFABRIC"
+
+
+# The Pulumi stack config key (docs/ARCHITECTURE.md) that sets each field, so every error names what
+# the user writes. Fields without a key (per-phase engine overrides, kv roles, app name, ingress) are
+# named by their path in this model.
+STACK_KEYS: Mapping[str, str] = MappingProxyType({
+    "model.model_id": "modelId",
+    "model.model_source": "modelSource",
+    "model.tokenizer_source": "tokenizerSource",
+    "engine.max_model_len": "maxModelLen",
+    "engine.dtype": "dtype",
+    "engine.gpu_memory_utilization": "gpuMemoryUtilization",
+    "engine.enforce_eager": "enforceEager",
+    "engine.tensor_parallel_size": "tensorParallelSize",
+    "engine.pipeline_parallel_size": "pipelineParallelSize",
+    "engine.extra_engine_kwargs": "extraEngineKwargs",
+    "prefill.replicas.min_replicas": "prefillReplicas",
+    "prefill.replicas.max_replicas": "prefillMaxReplicas",
+    "decode.replicas.min_replicas": "decodeReplicas",
+    "decode.replicas.max_replicas": "decodeMaxReplicas",
+    "prefill.engine_id": "prefillEngineId",
+    "decode.engine_id": "decodeEngineId",
+    "kv_transfer.backends": "kvBackends",
+})
+
+
+def setting_name(path: str) -> str:
+    """The stack config key for a field path, or the path itself when no key sets it."""
+    return STACK_KEYS.get(path, path)
+
+
+class FrozenModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelSettings(FrozenModel):
+    """The model both phases serve."""
+
+    model_id: str = Field("qwen3.5-9b", min_length=1,
+                          description="Name clients use in the OpenAI `model` field.")
+    model_source: str = Field("Qwen/Qwen3.5-9B", min_length=1,
+                              description="Hugging Face id, s3:// mirror or local path of the weights.")
+    tokenizer_source: str | None = Field(None, description="Tokenizer location when it differs from model_source.")
+
+    @field_validator("model_id")
+    @classmethod
+    def _model_id_names_a_deployment(cls, value: str) -> str:
+        # Ray Serve names the deployments Prefill:<id>/Decode:<id> and refuses '#' in a deployment name
+        # (ray/serve/deployment.py); spaces and control characters have no place in an API model name.
+        if "#" in value or any(c.isspace() or not c.isprintable() for c in value):
+            raise ValueError("model_id must be printable, without spaces or '#'")
+        return value
+
+
+class EngineSettings(FrozenModel):
+    """vLLM engine arguments both phases share (unless a phase overrides them)."""
+
+    max_model_len: int = Field(4096, gt=0, description="Longest prompt + completion, in tokens.")
+    dtype: Dtype = Field("bfloat16", description="Weight and activation dtype.")
+    gpu_memory_utilization: float = Field(0.90, gt=0, le=1,
+                                          description="Fraction of GPU memory vLLM may use (weights + KV cache).")
+    enforce_eager: bool = Field(True, description="Skip CUDA graph capture: faster start, slower decode.")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs one replica shards each layer across.")
+    pipeline_parallel_size: int = Field(1, ge=1, description="GPUs one replica splits its layers across.")
+    extra_engine_kwargs: Mapping[str, Any] = Field(
+        default_factory=dict,
+        description="Further vLLM engine arguments, passed through as given (checked by the real "
+                    "validator tier, not here).",
+    )
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+class EngineOverrides(FrozenModel):
+    """Per-phase departures from the shared `EngineSettings`; None keeps the shared value."""
+
+    max_model_len: int | None = Field(None, gt=0)
+    dtype: Dtype | None = None
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    enforce_eager: bool | None = None
+    tensor_parallel_size: int | None = Field(None, ge=1)
+    pipeline_parallel_size: int | None = Field(None, ge=1)
+    extra_engine_kwargs: Mapping[str, Any] = Field(
+        default_factory=dict, description="Merged over the shared extra_engine_kwargs, key by key.")
+
+    def apply_to(self, shared: EngineSettings) -> EngineSettings:
+        update: dict[str, Any] = {
+            name: value for name, value in self if value is not None and name != "extra_engine_kwargs"
+        }
+        update["extra_engine_kwargs"] = {**shared.extra_engine_kwargs, **self.extra_engine_kwargs}
+        return shared.model_copy(update=update)
+
+
+class Replicas(FrozenModel):
+    """Fixed replica count (max_replicas None) or Ray Serve autoscaling bounds."""
+
+    min_replicas: int = Field(1, ge=1, description="Replicas always running (the fixed count when not autoscaling).")
+    max_replicas: int | None = Field(None, ge=1, description="Upper autoscaling bound; None = fixed at min_replicas.")
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> Replicas:
+        if self.max_replicas is not None and self.max_replicas < self.min_replicas:
+            raise ValueError(f"max_replicas {self.max_replicas} < min_replicas {self.min_replicas}")
+        return self
+
+    @property
+    def autoscaling(self) -> bool:
+        return self.max_replicas is not None
+
+    @property
+    def most(self) -> int:
+        return self.max_replicas if self.max_replicas is not None else self.min_replicas
+
+
+class PhaseSettings(FrozenModel):
+    """What differs between the prefill and the decode deployment."""
+
+    engine_id: str = Field(min_length=1, description="NIXL engine id prefix (Ray appends host and port).")
+    kv_role: KvRole
+    replicas: Replicas = Replicas()
+    engine: EngineOverrides = EngineOverrides()
+
+
+class KvTransferSettings(FrozenModel):
+    """How KV blocks move from prefill to decode."""
+
+    connector: Literal["NixlConnector"] = "NixlConnector"
+    backends: tuple[str, ...] = Field((EFA_KV_BACKEND,), min_length=1,
+                                      description="NIXL backends; LIBFABRIC is the one that uses EFA.")
+
+
+class IngressSettings(FrozenModel):
+    """The OpenAI ingress deployment in front of decode. Empty = Ray Serve LLM's defaults."""
+
+    deployment_config: Mapping[str, Any] = Field(
+        default_factory=dict, description="Ray @serve.deployment options for the ingress (e.g. num_replicas).")
+
+
+class PDAppConfig(FrozenModel):
+    """The whole PD application, as serveConfigV2 will carry it."""
+
+    name: str = Field("llm", min_length=1, description="Serve application name.")
+    route_prefix: str = Field("/", description="HTTP path the OpenAI API is mounted under.")
+    model: ModelSettings = ModelSettings()
+    engine: EngineSettings = EngineSettings()
+    kv_transfer: KvTransferSettings = KvTransferSettings()
+    prefill: PhaseSettings = PhaseSettings(engine_id="prefill", kv_role=DEFAULT_KV_ROLE["prefill"])
+    decode: PhaseSettings = PhaseSettings(engine_id="decode", kv_role=DEFAULT_KV_ROLE["decode"])
+    accelerator_type: str | None = Field(
+        None, description="Ray accelerator type both phases require (L4, A10G, H100, …); None = any GPU.")
+    ingress: IngressSettings = IngressSettings()
+
+    @field_validator("route_prefix")
+    @classmethod
+    def _route_prefix_serve_accepts(cls, value: str) -> str:
+        # Ray Serve's rules (ray/serve/schema.py _route_prefix_format).
+        if not value.startswith("/") or (len(value) > 1 and value.endswith("/")) or "{" in value or "}" in value:
+            raise ValueError("route_prefix must start with '/', not end with '/' (unless it is '/'), "
+                             "and contain no '{' or '}'")
+        return value
+
+    def phase(self, phase: Phase) -> PhaseSettings:
+        return self.prefill if phase == "prefill" else self.decode
+
+    def engine_for(self, phase: Phase) -> EngineSettings:
+        return self.phase(phase).engine.apply_to(self.engine)
+
+    def engine_setting(self, phase: Phase, field: str) -> str:
+        """Name of the setting that decides `field` for `phase`: the override if set, else the shared key."""
+        if getattr(self.phase(phase).engine, field) not in (None, {}):
+            return f"{phase}.engine.{field}"
+        return setting_name(f"engine.{field}")
+
+
+__all__ = [
+    "DEFAULT_KV_ROLE", "DTYPES", "Dtype", "EFA_KV_BACKEND", "EngineOverrides", "EngineSettings",
+    "IngressSettings", "KV_BACKENDS", "KV_ROLES", "KV_ROLE_DECISION", "KvRole", "KvTransferSettings",
+    "ModelSettings", "PDAppConfig", "PHASES", "Phase", "PhaseSettings", "ROLES_FOR_PHASE", "Replicas",
+    "STACK_KEYS", "setting_name",
+]

@@ -1,0 +1,177 @@
+"""The single-host lab overlay: the few changes that let the stack's own serve config run on one GPU box.
+
+The stack renders per-phase `LLMConfig` dicts for EKS (`serve_app.render.pd_serving_args`). On one
+host with one GPU, a handful of settings cannot stay as rendered, and nothing else may change:
+
+| key (per LLMConfig)                                       | lab value                      | why |
+|-----------------------------------------------------------|--------------------------------|-----|
+| model_loading_config.model_source (+ tokenizer_source)    | local model directory          | no model hub on the lab host |
+| engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends | ["UCX"]              | no EFA on one host; LIBFABRIC needs it |
+| placement_group_config                                    | {bundles: [{GPU: f, CPU: 1}]}  | engines share the GPU: f = 1 / engines on it |
+| engine_kwargs.gpu_memory_utilization                      | 0.9 / engines on the GPU       | vLLM refuses to start when free memory < this share of the card |
+| engine_kwargs.kv_cache_memory_bytes                       | fixed bytes                    | memory profiling is wrong with another engine on the GPU |
+| engine_kwargs.seed                                        | fixed seed                     | reproducible runs |
+| engine_kwargs.load_format                                 | "dummy" (shaped models only)   | random weights of a real shape, no 16 GB checkpoint |
+| runtime_env.env_vars.VLLM_PORT / VLLM_NIXL_SIDE_CHANNEL_PORT | distinct per engine         | engines on one host otherwise pick the same torch.distributed / NIXL port |
+| accelerator_type (only if rendered)                       | removed                        | the lab GPU is not the cloud's GPU type |
+
+`overlay_paths` lists exactly the keys `apply_lab_overlay` sets for a given config, so a test can
+prove that the before/after difference is that list and nothing more.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+from serve_app.errors import ConfigError
+
+GiB = 1024 ** 3
+LAB_KV_BACKENDS = ("UCX",)
+# vLLM's own default share of the card, split between the engines that share it.
+WHOLE_CARD_MEMORY_UTILIZATION = 0.90
+# First ports of the per-engine windows (vLLM scans upward from VLLM_PORT; NIXL adds the TP rank to
+# its side-channel port). Windows are PORT_STRIDE apart so no two engines can meet.
+VLLM_PORT_BASE = 29600
+NIXL_SIDE_CHANNEL_PORT_BASE = 21000
+PORT_STRIDE = 100
+
+KV_BACKENDS_PATH = "engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends"
+
+
+@dataclass(frozen=True)
+class LabOverlay:
+    """What the lab host imposes on one engine's LLMConfig.
+
+    engine_slot: 0..engines_on_gpu-1, distinct per engine on the host (picks its port windows).
+    """
+
+    model_path: str
+    engines_on_gpu: int
+    engine_slot: int
+    kv_cache_memory_bytes: int = 4 * GiB
+    seed: int = 0
+    dummy_weights: bool = False
+    kv_backends: tuple[str, ...] = LAB_KV_BACKENDS
+
+    def __post_init__(self) -> None:
+        if self.engines_on_gpu < 1:
+            raise ConfigError("engines_on_gpu", self.engines_on_gpu, "at least 1")
+        if not 0 <= self.engine_slot < self.engines_on_gpu:
+            raise ConfigError("engine_slot", self.engine_slot, f"0..{self.engines_on_gpu - 1}")
+        if self.kv_cache_memory_bytes <= 0:
+            raise ConfigError("kv_cache_memory_bytes", self.kv_cache_memory_bytes, "a positive byte count")
+
+    @property
+    def gpu_share(self) -> float:
+        """Ray GPU fraction of each engine's bundle; floored to Ray's 1e-4 grain so the shares fit."""
+        return math.floor(10_000 / self.engines_on_gpu) / 10_000
+
+    @property
+    def gpu_memory_utilization(self) -> float:
+        return math.floor(100 * WHOLE_CARD_MEMORY_UTILIZATION / self.engines_on_gpu) / 100
+
+    @property
+    def vllm_port(self) -> int:
+        return VLLM_PORT_BASE + PORT_STRIDE * self.engine_slot
+
+    @property
+    def nixl_side_channel_port(self) -> int:
+        return NIXL_SIDE_CHANNEL_PORT_BASE + PORT_STRIDE * self.engine_slot
+
+
+def _has_kv_transfer(config: Mapping[str, Any]) -> bool:
+    return "kv_transfer_config" in config.get("engine_kwargs", {})
+
+
+def _check_single_gpu(config: Mapping[str, Any]) -> None:
+    engine = config.get("engine_kwargs", {})
+    gpus = engine.get("tensor_parallel_size", 1) * engine.get("pipeline_parallel_size", 1)
+    if gpus != 1:
+        raise ConfigError("tensorParallelSize/pipelineParallelSize", gpus,
+                          "1 GPU per replica for the single-GPU lab",
+                          "the lab shares one GPU between the engines")
+
+
+def overlay_values(config: Mapping[str, Any], overlay: LabOverlay) -> dict[str, Any]:
+    """{dotted key path: lab value} for every key the overlay sets on `config` (None = removed)."""
+    values: dict[str, Any] = {"model_loading_config.model_source": overlay.model_path}
+    if "tokenizer_source" in config.get("model_loading_config", {}):
+        values["model_loading_config.tokenizer_source"] = overlay.model_path
+    if _has_kv_transfer(config):
+        values[KV_BACKENDS_PATH] = list(overlay.kv_backends)
+    values["placement_group_config"] = {"bundles": [{"GPU": overlay.gpu_share, "CPU": 1}], "strategy": "PACK"}
+    values["engine_kwargs.gpu_memory_utilization"] = overlay.gpu_memory_utilization
+    values["engine_kwargs.kv_cache_memory_bytes"] = overlay.kv_cache_memory_bytes
+    values["engine_kwargs.seed"] = overlay.seed
+    if overlay.dummy_weights:
+        values["engine_kwargs.load_format"] = "dummy"
+    values["runtime_env.env_vars.VLLM_PORT"] = str(overlay.vllm_port)
+    if _has_kv_transfer(config):
+        values["runtime_env.env_vars.VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(overlay.nixl_side_channel_port)
+    if "accelerator_type" in config:
+        values["accelerator_type"] = None
+    return values
+
+
+def overlay_paths(config: Mapping[str, Any], overlay: LabOverlay) -> set[str]:
+    return set(overlay_values(config, overlay))
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value is None:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = copy.deepcopy(value)
+
+
+def apply_lab_overlay(config: Mapping[str, Any], overlay: LabOverlay) -> dict[str, Any]:
+    """A copy of one phase's rendered LLMConfig dict with the lab overlay applied (input untouched)."""
+    _check_single_gpu(config)
+    result = copy.deepcopy(dict(config))
+    for path, value in overlay_values(config, overlay).items():
+        _set_path(result, path, value)
+    return result
+
+
+def colocated_config(pd_phase_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The colocated baseline: one rendered PD phase's LLMConfig without its KV transfer.
+
+    Take it from the rendered config (before the overlay); the overlay then adds no NIXL port.
+    """
+    result = copy.deepcopy(dict(pd_phase_config))
+    result.get("engine_kwargs", {}).pop("kv_transfer_config", None)
+    return result
+
+
+def leaf_items(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted path, value) of every leaf; lists and empty dicts are leaves."""
+    if isinstance(data, Mapping) and data:
+        for key, value in data.items():
+            yield from leaf_items(value, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, data
+
+
+def changed_paths(before: Mapping[str, Any], after: Mapping[str, Any]) -> set[str]:
+    """Dotted paths of the leaves that differ between two nested dicts (added, removed or changed)."""
+    old, new = dict(leaf_items(before)), dict(leaf_items(after))
+    return {path for path in old.keys() | new.keys() if old.get(path, _MISSING) != new.get(path, _MISSING)}
+
+
+def collapse_to(paths: set[str], prefixes: set[str]) -> set[str]:
+    """Each path replaced by the overlay path it lies under (the overlay sets whole sub-dicts)."""
+    out = set()
+    for path in paths:
+        owner = [p for p in prefixes if path == p or path.startswith(p + ".")]
+        out.add(owner[0] if owner else path)
+    return out
+
+
+_MISSING = object()

@@ -1,0 +1,507 @@
+"""Run the stack's serve config on one GPU host: PD app and colocated baseline, side by side.
+
+`lab_apps` (pure) turns the rendered PD serving args into the Serve applications of the lab: per
+model, one PD app (`build_pd_openai_app`, overlay applied to both phases) and one colocated app
+(`build_openai_app`, the decode phase's engine settings without KV transfer). All engines of all
+apps start together and share the one GPU, each with its own slice (`LabOverlay`).
+
+`run_lab` starts Ray, deploys every app, waits until they are ready, checks that both endpoints
+answer, compares PD output with colocated output under greedy decoding, times both at each
+concurrency, collects the NIXL evidence from the logs and metrics, and shuts down. It writes the
+results JSON after every stage, so a run cut short still leaves what it measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import platform
+import re
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pdctl.metrics import summarize
+from serve_app.local_runner import compare, evidence, workload
+from serve_app.local_runner.models import SPECIAL_TOKENS
+from serve_app.local_runner.overlay import (
+    GiB, LabOverlay, apply_lab_overlay, colocated_config, overlay_values,
+)
+
+Mode = Literal["pd", "colocated"]
+HTTP_PORT = 8000
+METRICS_PORT = 8085
+RESULT_SCHEMA = "gpu-lab-result/1"
+# Process environment for every Ray worker (set before ray.init, which they inherit):
+# - VLLM_RAY_PER_WORKER_GPUS: the engine's GPU slice. Ray Serve LLM derives it from the
+#   placement group only for vLLM's worker actors; vLLM 0.26 also reads it in the engine process.
+# - VLLM_USE_FLASHINFER_SAMPLER=0: flashinfer is not in the lab bundle.
+# - HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE: there is no hub; fail fast instead of retrying.
+# - RAY_memory_monitor_refresh_ms=0: the lab VM's RAM grows on demand (MemTotal starts low), which
+#   Ray's OOM killer would read as memory pressure and kill engine workers.
+STATIC_ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+              "RAY_memory_monitor_refresh_ms": "0"}
+
+
+@dataclass(frozen=True)
+class LabModel:
+    key: str  # names the apps and the results: "tiny", "llama3-8b-shape"
+    path: str
+    dummy_weights: bool  # vLLM's load_format dummy (config + tokenizer only on disk)
+    compare_outputs: bool  # peaked logits: the greedy PD-vs-colocated comparison means something
+    prompt_token_range: tuple[int, int]  # ids the tokenizer was trained on, for prompts
+    card: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LabApp:
+    name: str
+    model: LabModel
+    mode: Mode
+    route_prefix: str
+    args: dict[str, Any]  # the builder's argument dict
+    overlays: dict[str, dict[str, Any]]  # config role → {key path: lab value}
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{HTTP_PORT}{self.route_prefix}"
+
+    @property
+    def model_id(self) -> str:
+        configs = self.args["llm_configs"] if self.mode == "colocated" else [self.args["decode_config"]]
+        return configs[0]["model_loading_config"]["model_id"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompt_tokens: int = 512
+    output_tokens: int = 128
+    concurrencies: tuple[int, ...] = (1, 8)
+    requests_per_concurrency_slot: int = 4  # requests = max(8, 4 × concurrency)
+    warmup_requests: int = 4
+    compare_prompts: int = 24
+    compare_prompt_tokens: int = 48
+    compare_output_tokens: int = 48
+    clear_margin: float = compare.DEFAULT_CLEAR_MARGIN
+    min_clear_positions: int = 100
+    seed: int = 0
+
+    def requests_at(self, concurrency: int) -> int:
+        return max(8, self.requests_per_concurrency_slot * concurrency)
+
+
+def engines_on_gpu(models: list[LabModel]) -> int:
+    return 3 * len(models)  # prefill + decode + colocated per model
+
+
+def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
+             kv_cache_memory_bytes: int = 4 * GiB, seed: int = 0) -> list[LabApp]:
+    """The lab's Serve applications for the rendered PD serving args (pure)."""
+    engines = engines_on_gpu(models)
+    apps: list[LabApp] = []
+    slot = 0
+
+    def overlay_for(model: LabModel) -> LabOverlay:
+        nonlocal slot
+        overlay = LabOverlay(model_path=model.path, engines_on_gpu=engines, engine_slot=slot,
+                             kv_cache_memory_bytes=kv_cache_memory_bytes, seed=seed,
+                             dummy_weights=model.dummy_weights)
+        slot += 1
+        return overlay
+
+    for model in models:
+        pd_args = copy.deepcopy(rendered_args)
+        overlays = {}
+        for role in ("prefill_config", "decode_config"):
+            overlay = overlay_for(model)
+            overlays[role] = overlay_values(rendered_args[role], overlay)
+            pd_args[role] = apply_lab_overlay(rendered_args[role], overlay)
+        apps.append(LabApp(f"{model.key}-pd", model, "pd", f"/{model.key}/pd", pd_args, overlays))
+
+        baseline = colocated_config(rendered_args["decode_config"])
+        overlay = overlay_for(model)
+        colocated_args: dict[str, Any] = {"llm_configs": [apply_lab_overlay(baseline, overlay)]}
+        if "ingress_deployment_config" in rendered_args:
+            colocated_args["ingress_deployment_config"] = copy.deepcopy(rendered_args["ingress_deployment_config"])
+        apps.append(LabApp(f"{model.key}-colocated", model, "colocated", f"/{model.key}/colocated",
+                           colocated_args, {"llm_configs[0]": overlay_values(baseline, overlay)}))
+    return apps
+
+
+def lab_environment(models: list[LabModel]) -> dict[str, str]:
+    overlay = LabOverlay(model_path="", engines_on_gpu=engines_on_gpu(models), engine_slot=0)
+    return {**STATIC_ENV, "VLLM_RAY_PER_WORKER_GPUS": str(overlay.gpu_share)}
+
+
+# ── host facts ─────────────────────────────────────────────────────────────────────────────────
+
+def _versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in ("ray", "vllm", "nixl", "nixl-cu13", "torch", "transformers", "tokenizers"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _gpu() -> dict[str, Any]:
+    try:
+        text = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as error:
+        return {"error": str(error)}
+    name, memory, driver = (part.strip() for part in text.splitlines()[0].split(","))
+    return {"name": name, "memory_total": memory, "driver": driver, "count": len(text.splitlines())}
+
+
+# ── the run ───────────────────────────────────────────────────────────────────────────────────
+
+class Results:
+    """The results document, written to disk after every stage."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path, self.data = path, data
+        self.save()
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, default=_jsonable))
+        tmp.replace(self.path)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return sorted(value) if isinstance(value, (set, frozenset)) else list(value)
+    if hasattr(value, "__dataclass_fields__"):
+        return asdict(value)
+    return str(value)
+
+
+def _log(message: str, started: float) -> None:
+    print(f"[lab +{time.perf_counter() - started:6.1f}s] {message}", flush=True)
+
+
+def _deploy(apps: list[LabApp]) -> None:
+    from ray import serve
+    from ray.serve.llm import build_openai_app, build_pd_openai_app
+
+    targets = []
+    for app in apps:
+        builder = build_pd_openai_app if app.mode == "pd" else build_openai_app
+        targets.append(serve.RunTarget(target=builder(copy.deepcopy(app.args)), name=app.name,
+                                       route_prefix=app.route_prefix))
+    serve.run_many(targets, wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
+
+
+def _wait_ready(apps: list[LabApp], timeout_s: float, started: float) -> dict[str, dict[str, Any]]:
+    """Poll Serve until every app is RUNNING or failed, or the timeout; returns per-app status."""
+    from ray import serve
+
+    deploy_started = time.perf_counter()
+    state: dict[str, dict[str, Any]] = {app.name: {"status": "NOT_STARTED"} for app in apps}
+    last_line = ""
+    while True:
+        status = serve.status().applications
+        for app in apps:
+            entry = state[app.name]
+            if "ready_after_s" in entry or entry["status"] == "DEPLOY_FAILED":
+                continue
+            overview = status.get(app.name)
+            if overview is None:
+                continue
+            entry["status"] = str(overview.status.value if hasattr(overview.status, "value") else overview.status)
+            if entry["status"] == "RUNNING":
+                entry["ready_after_s"] = round(time.perf_counter() - deploy_started, 1)
+            elif entry["status"] in ("DEPLOY_FAILED", "UNHEALTHY"):
+                entry["message"] = str(overview.message)[-2000:]
+                entry["deployments"] = {name: f"{d.status}: {str(d.message)[-500:]}"
+                                        for name, d in overview.deployments.items()}
+        line = ", ".join(f"{name}={entry['status']}" for name, entry in state.items())
+        if line != last_line:
+            _log(line, started)
+            last_line = line
+        pending = [n for n, e in state.items() if "ready_after_s" not in e and e["status"] != "DEPLOY_FAILED"]
+        if not pending:
+            return state
+        if time.perf_counter() - deploy_started > timeout_s:
+            for name in pending:
+                state[name]["timed_out_after_s"] = timeout_s
+                overview = status.get(name)
+                if overview is not None:
+                    state[name]["deployments"] = {d: f"{s.status}: {str(s.message)[-500:]}"
+                                                  for d, s in overview.deployments.items()}
+            return state
+        time.sleep(2)
+
+
+async def _endpoint_checks(app: LabApp) -> dict[str, Any]:
+    models_status, models_body = await workload.post_json(app.base_url, "/v1/models")
+    chat_status, chat_body = await workload.post_json(app.base_url, "/v1/chat/completions",
+                                                      workload.chat_smoke_body(app.model_id))
+    low, high = app.model.prompt_token_range
+    prompt = workload.random_prompts(1, 16, low=low, high=high, seed=99)[0]
+    completion_status, completion_body = await workload.post_json(
+        app.base_url, "/v1/completions", workload.completion_body(app.model_id, prompt, 8, stream=False))
+    served = [m.get("id") for m in models_body.get("data", [])] if isinstance(models_body, dict) else []
+    return {
+        "models": {"status": models_status, "served": served},
+        "chat_completions": {"status": chat_status, "text": _choice_text(chat_body, chat=True)},
+        "completions": {"status": completion_status, "text": _choice_text(completion_body, chat=False)},
+        "answers": models_status == 200 and chat_status == 200 and completion_status == 200,
+    }
+
+
+def _choice_text(body: Any, *, chat: bool) -> str:
+    if not isinstance(body, dict) or not body.get("choices"):
+        return str(body)[:300]
+    choice = body["choices"][0]
+    return (choice["message"]["content"] if chat else choice["text"]) or ""
+
+
+async def _compare_outputs(pd: LabApp, colocated: LabApp, spec: Workload) -> dict[str, Any]:
+    low, high = pd.model.prompt_token_range
+    prompts = workload.random_prompts(spec.compare_prompts, spec.compare_prompt_tokens,
+                                      low=low, high=high, seed=spec.seed + 1)
+    reference = await workload.greedy_completions(colocated.base_url, colocated.model_id, prompts,
+                                                  spec.compare_output_tokens)
+    candidate = await workload.greedy_completions(pd.base_url, pd.model_id, prompts, spec.compare_output_tokens)
+    errors = [r["error"] for r in (*reference, *candidate) if "error" in r]
+    if errors:
+        return {"passed": False, "errors": errors[:5]}
+    comparisons = []
+    for ref, cand in zip(reference, candidate):
+        ref_steps = compare.steps_from_logprobs(ref["logprobs"])
+        cand_tokens = [s.token for s in compare.steps_from_logprobs(cand["logprobs"])]
+        comparisons.append(compare.compare_greedy(ref_steps, cand_tokens, clear_margin=spec.clear_margin))
+    summary = compare.summarize_comparisons(comparisons, clear_margin=spec.clear_margin,
+                                            min_clear_positions=spec.min_clear_positions)
+    summary["prompts"] = {"count": len(prompts), "prompt_tokens": spec.compare_prompt_tokens,
+                          "output_tokens": spec.compare_output_tokens}
+    summary["per_sequence"] = [asdict(c) for c in comparisons]
+    return summary
+
+
+async def _time_app(app: LabApp, spec: Workload, concurrency: int) -> dict[str, Any]:
+    low, high = app.model.prompt_token_range
+    count = spec.requests_at(concurrency)
+    # Same prompts for PD and colocated (same seed), distinct from each other and from warm-up.
+    prompts = workload.random_prompts(count, spec.prompt_tokens, low=low, high=high,
+                                      seed=spec.seed + 1000 * concurrency)
+    samples, wall = await workload.run_load(app.base_url, app.model_id, prompts, spec.output_tokens, concurrency)
+    return {
+        "model": app.model.key, "mode": app.mode, "concurrency": concurrency, "requests": count,
+        "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
+        "summary": summarize(samples, wall_seconds=wall),
+    }
+
+
+async def _warm_up(app: LabApp, spec: Workload) -> dict[str, Any]:
+    """The first requests (the PD app's first one includes the NIXL handshake); kept out of the timing."""
+    low, high = app.model.prompt_token_range
+    prompts = workload.random_prompts(spec.warmup_requests, spec.prompt_tokens, low=low, high=high,
+                                      seed=spec.seed + 7)
+    samples, wall = await workload.run_load(app.base_url, app.model_id, prompts[:1], spec.output_tokens, 1)
+    first = samples[0]
+    more, _ = await workload.run_load(app.base_url, app.model_id, prompts[1:], spec.output_tokens, 8)
+    return {"first_request_e2e_s": first.e2e, "first_request_ttft_s": first.ttft if first.ok else None,
+            "first_request_error": first.error, "warmup_errors": [s.error for s in more if not s.ok]}
+
+
+def _scrape_metrics() -> str:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10) as response:
+            return response.read().decode("utf-8", errors="replace")
+    except OSError as error:
+        return f"# scrape failed: {error}"
+
+
+def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel], out_dir: Path,
+            spec: Workload = Workload(), ready_timeout_s: float = 420, deadline_s: float = 560,
+            kv_cache_memory_bytes: int = 4 * GiB) -> dict[str, Any]:
+    """Deploy, check, time, collect evidence, shut down. Returns the results document."""
+    started = time.perf_counter()
+    apps = lab_apps(rendered_args, models, kv_cache_memory_bytes=kv_cache_memory_bytes, seed=spec.seed)
+    env = lab_environment(models)
+    results = Results(out_dir / "lab-result.json", {
+        "schema": RESULT_SCHEMA,
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": {"gpu": _gpu(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "versions": _versions(),
+        "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
+        "environment": env,
+        "models": {m.key: {"path": m.path, "dummy_weights": m.dummy_weights, "card": m.card} for m in models},
+        "apps": {a.name: {"mode": a.mode, "model": a.model.key, "route_prefix": a.route_prefix,
+                          "overlay": a.overlays} for a in apps},
+        "workload": asdict(spec),
+        "checks": {},
+        "timing": [],
+        "not_done": [],
+    })
+    data = results.data
+
+    def time_left() -> float:
+        return deadline_s - (time.perf_counter() - started)
+
+    os.environ.update(env)
+    import ray
+    from ray import serve
+
+    ray.init(_metrics_export_port=METRICS_PORT, log_to_driver=False)
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})
+        _log(f"deploying {len(apps)} apps ({engines_on_gpu(models)} engines on the GPU)", started)
+        _deploy(apps)
+        state = _wait_ready(apps, min(ready_timeout_s, time_left() - 60), started)
+        for name, entry in state.items():
+            data["apps"][name].update(entry)
+        results.save()
+        ready = {a.name for a in apps if "ready_after_s" in data["apps"][a.name]}
+        by_name = {a.name: a for a in apps}
+
+        checks = data["checks"]
+        checks["endpoints"] = {}
+        for app in apps:
+            if app.name in ready:
+                checks["endpoints"][app.name] = asyncio.run(_endpoint_checks(app))
+                _log(f"{app.name}: answers={checks['endpoints'][app.name]['answers']}", started)
+            else:
+                checks["endpoints"][app.name] = {"answers": False, "why": data["apps"][app.name]}
+        results.save()
+
+        for model in models:
+            pd, colocated = by_name[f"{model.key}-pd"], by_name[f"{model.key}-colocated"]
+            if not {pd.name, colocated.name} <= ready:
+                data["not_done"].append(f"{model.key}: comparison and timing (an app was not ready)")
+                continue
+            data["checks"].setdefault("warmup", {})
+            for app in (pd, colocated):
+                data["checks"]["warmup"][app.name] = asyncio.run(_warm_up(app, spec))
+            if model.compare_outputs:
+                result = asyncio.run(_compare_outputs(pd, colocated, spec))
+                checks.setdefault("greedy_equivalence", {})[model.key] = result
+                _log(f"{model.key}: greedy PD == colocated: passed={result.get('passed')} "
+                     f"clear={result.get('clear_positions_compared')} near_ties={result.get('near_tie_positions')}",
+                     started)
+            results.save()
+            for concurrency in spec.concurrencies:
+                for app in (pd, colocated):
+                    if time_left() < 45:
+                        data["not_done"].append(f"{app.name} c={concurrency}: out of time")
+                        continue
+                    row = asyncio.run(_time_app(app, spec, concurrency))
+                    data["timing"].append(row)
+                    s = row["summary"]
+                    _log(f"{app.name} c={concurrency}: ok={s['requests']['succeeded']}/{s['requests']['total']} "
+                         f"ttft_p50={_ms(s['ttft_s'], 'p50')} tpot_p50={_ms(s['tpot_s'], 'p50')} "
+                         f"e2e_p50={_ms(s['e2e_s'], 'p50')} out_tok/s={_num(s['output_tokens_per_s'])}", started)
+                    results.save()
+
+        _collect_evidence(data, apps, rendered_args, started)
+        results.save()
+    finally:
+        data["checks"]["verdict"] = verdict(data)
+        data["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        data["wall_s"] = round(time.perf_counter() - started, 1)
+        results.save()
+        write_log_excerpt(ray_log_dir(), out_dir / "ray-log-excerpt.txt")
+        try:
+            serve.shutdown()
+        finally:
+            ray.shutdown()
+        _log("shut down", started)
+    return data
+
+
+def _collect_evidence(data: dict[str, Any], apps: list[LabApp], rendered_args: dict[str, Any], started: float) -> None:
+    found = evidence.scan_log_dir(ray_log_dir())
+    pd_apps = [a for a in apps if a.mode == "pd" and "ready_after_s" in data["apps"][a.name]]
+    kv = rendered_args["prefill_config"]["engine_kwargs"]["kv_transfer_config"]
+    decode_kv = rendered_args["decode_config"]["engine_kwargs"]["kv_transfer_config"]
+    backend = pd_apps[0].args["prefill_config"]["engine_kwargs"]["kv_transfer_config"][
+        "kv_connector_extra_config"]["backends"][0] if pd_apps else "UCX"
+    data["checks"]["nixl_logs"] = {
+        "found": found.as_dict(),
+        "checks": evidence.nixl_checks(found, prefill_id=kv["engine_id"], decode_id=decode_kv["engine_id"],
+                                       backend=backend, pd_apps=len(pd_apps)),
+    }
+    metrics_text = ""
+    for _ in range(3):  # Ray's metrics agent exports on an interval
+        metrics_text = _scrape_metrics()
+        if "ray_vllm_nixl" in metrics_text:
+            break
+        time.sleep(5)
+    data["checks"]["nixl_metrics"] = {
+        "totals": evidence.nixl_metric_totals(metrics_text),
+        "scraped": not metrics_text.startswith("# scrape failed"),
+        "ray_vllm_series": sorted({line.split("{", 1)[0].split(" ")[0] for line in metrics_text.splitlines()
+                                  if line.startswith("ray_vllm_")})[:80],
+    }
+    _log(f"NIXL log checks: {data['checks']['nixl_logs']['checks']}", started)
+
+
+def ray_log_dir() -> Path:
+    from ray._private import worker
+
+    node = worker._global_node
+    return Path(node.get_logs_dir_path()) if node is not None else Path("/tmp/ray/session_latest/logs")
+
+
+EXCERPT_PATTERN = re.compile(
+    r"(?i)(error|exception|traceback|failed|nixl|backend \w+ was|connector|kv_role|deprecat|"
+    r"free memory|out of memory|address already in use|ready)")
+
+
+def write_log_excerpt(log_dir: Path, path: Path, max_lines: int = 6000) -> None:
+    """Lines of the Ray session logs worth reading after a failed or surprising run."""
+    lines: list[str] = []
+    files = [p for p in sorted(log_dir.rglob("*")) if p.is_file() and p.suffix in (".log", ".out", ".err")]
+    for file in files:
+        with file.open(errors="replace") as handle:
+            for line in handle:
+                if EXCERPT_PATTERN.search(line):
+                    lines.append(f"{file.name}: {line.rstrip()[:400]}")
+    if len(lines) > max_lines:
+        lines = lines[: max_lines // 2] + [f"... {len(lines) - max_lines} lines left out ..."] + lines[-max_lines // 2:]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def verdict(data: dict[str, Any]) -> dict[str, Any]:
+    """Every check that can fail, and whether all passed."""
+    checks = data.get("checks", {})
+    items: dict[str, bool] = {}
+    for name, entry in checks.get("endpoints", {}).items():
+        items[f"endpoint_answers:{name}"] = bool(entry.get("answers"))
+    for name, ok in checks.get("nixl_logs", {}).get("checks", {}).items():
+        items[f"nixl_log:{name}"] = bool(ok)
+    for model, result in checks.get("greedy_equivalence", {}).items():
+        items[f"greedy_pd_equals_colocated:{model}"] = bool(result.get("passed"))
+    for row in data.get("timing", []):
+        s = row["summary"]["requests"]
+        items[f"timing_all_requests_ok:{row['model']}-{row['mode']}-c{row['concurrency']}"] = (
+            s["failed"] == 0 and s["succeeded"] > 0)
+    return {"checks": items, "passed": bool(items) and all(items.values()) and not data.get("not_done")}
+
+
+def _ms(dist: dict[str, float] | None, key: str) -> str:
+    return "-" if not dist else f"{1000 * dist[key]:.1f}ms"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def prompt_range(card: dict[str, Any]) -> tuple[int, int]:
+    """Prompt ids: the trained (non-special, non-filler) part of the generated tokenizer."""
+    return len(SPECIAL_TOKENS), int(card["trained_tokens"])

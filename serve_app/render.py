@@ -1,0 +1,122 @@
+"""`PDAppConfig` → the exact data Ray Serve receives. Plain dicts; YAML only via yaml.safe_dump.
+
+- `pd_serving_args(app)`: the `args` of `ray.serve.llm:build_pd_openai_app` (Ray's PDServingArgs:
+  prefill_config, decode_config, and the ingress options when set).
+- `serve_config_v2(app)`: the whole RayService `spec.serveConfigV2` document.
+- `deployment_names(app)`: the Serve deployment names Ray derives from the config, for status
+  checks and dashboards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from serve_app.config import EngineSettings, PDAppConfig, Phase
+
+PD_BUILDER_IMPORT_PATH = "ray.serve.llm:build_pd_openai_app"
+
+# Where Ray Serve's HTTP proxy listens. KubeRay's `<rayservice>-serve-svc` targets the pods' `serve`
+# container port, which components/manifests.py sets from this constant, and the proxy must listen on
+# all pod interfaces for that Service to reach it. These equal ServeDeploySchema's defaults
+# (ray/serve/schema.py HTTPOptionsSchema); rendering them pins the contract instead of relying on a
+# default that Serve cannot change once started.
+SERVE_HTTP_PORT = 8000
+SERVE_HTTP_HOST = "0.0.0.0"
+
+INGRESS_DEPLOYMENT_NAME = "OpenAiIngress"
+
+
+def engine_kwargs(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
+    """vLLM engine arguments of one phase, kv_transfer_config included."""
+    engine: EngineSettings = app.engine_for(phase)
+    settings = app.phase(phase)
+    kwargs: dict[str, Any] = {
+        "max_model_len": engine.max_model_len,
+        "dtype": engine.dtype,
+        "gpu_memory_utilization": engine.gpu_memory_utilization,
+        "enforce_eager": engine.enforce_eager,
+    }
+    # Parallel sizes are rendered only when they leave vLLM's default of 1, so the default render is
+    # the reference deployment's engine_kwargs key for key.
+    if engine.tensor_parallel_size != 1:
+        kwargs["tensor_parallel_size"] = engine.tensor_parallel_size
+    if engine.pipeline_parallel_size != 1:
+        kwargs["pipeline_parallel_size"] = engine.pipeline_parallel_size
+    kwargs.update(engine.extra_engine_kwargs)
+    kwargs["kv_transfer_config"] = {
+        "kv_connector": app.kv_transfer.connector,
+        "kv_role": settings.kv_role,
+        "engine_id": settings.engine_id,
+        "kv_connector_extra_config": {"backends": list(app.kv_transfer.backends)},
+    }
+    return kwargs
+
+
+def deployment_config(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
+    replicas = app.phase(phase).replicas
+    if not replicas.autoscaling:
+        return {"num_replicas": replicas.min_replicas}
+    return {"autoscaling_config": {"min_replicas": replicas.min_replicas, "max_replicas": replicas.max_replicas}}
+
+
+def llm_config(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
+    """One phase's Ray Serve LLM `LLMConfig`, as a dict."""
+    model_loading: dict[str, Any] = {"model_id": app.model.model_id, "model_source": app.model.model_source}
+    if app.model.tokenizer_source is not None:
+        model_loading["tokenizer_source"] = app.model.tokenizer_source
+    config: dict[str, Any] = {
+        "model_loading_config": model_loading,
+        "engine_kwargs": engine_kwargs(app, phase),
+        "deployment_config": deployment_config(app, phase),
+    }
+    if app.accelerator_type is not None:
+        config["accelerator_type"] = app.accelerator_type
+    return config
+
+
+def pd_serving_args(app: PDAppConfig) -> dict[str, Any]:
+    """The `args` dict of `ray.serve.llm:build_pd_openai_app` (Ray's PDServingArgs)."""
+    args: dict[str, Any] = {
+        "prefill_config": llm_config(app, "prefill"),
+        "decode_config": llm_config(app, "decode"),
+    }
+    if app.ingress.deployment_config:
+        args["ingress_deployment_config"] = dict(app.ingress.deployment_config)
+    return args
+
+
+def serve_config_v2(app: PDAppConfig) -> dict[str, Any]:
+    """The RayService `spec.serveConfigV2` document (Ray Serve's ServeDeploySchema)."""
+    return {
+        "http_options": {"host": SERVE_HTTP_HOST, "port": SERVE_HTTP_PORT},
+        "applications": [
+            {
+                "name": app.name,
+                "route_prefix": app.route_prefix,
+                "import_path": PD_BUILDER_IMPORT_PATH,
+                "args": pd_serving_args(app),
+            }
+        ],
+    }
+
+
+def serve_config_v2_yaml(app: PDAppConfig) -> str:
+    """serveConfigV2 as the YAML string KubeRay's CRD field takes."""
+    return yaml.safe_dump(serve_config_v2(app), sort_keys=False, default_flow_style=False)
+
+
+def serve_deployment_id(model_id: str) -> str:
+    """Ray Serve LLM's deployment-name form of a model id ('/' → '--', '.' → '_')."""
+    return model_id.replace("/", "--").replace(".", "_")
+
+
+def deployment_names(app: PDAppConfig) -> dict[str, str]:
+    """Serve deployment names of the app: {'prefill': 'Prefill:<id>', 'decode': 'Decode:<id>', 'ingress': ...}."""
+    deployment_id = serve_deployment_id(app.model.model_id)
+    return {
+        "prefill": f"Prefill:{deployment_id}",
+        "decode": f"Decode:{deployment_id}",
+        "ingress": INGRESS_DEPLOYMENT_NAME,
+    }

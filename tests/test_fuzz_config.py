@@ -1,0 +1,137 @@
+"""Bad input, proven: generated stack configurations run through the real program under mocks.
+
+Each example overrides one to three settings of the dev or prod stack with a value drawn from
+valid, borderline and plainly wrong ones. Every run must end one of two ways:
+- the full graph is registered (every resource type the unmodified stack registers) and the stack
+  outputs exist; or
+- it fails with the project's ConfigError naming the setting, and nothing but the root Stack was
+  registered (no partial graph: the checks run before any resource).
+Any other exception, or a ConfigError naming none of the changed settings, is a bug.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from pdctl.offline import PROJECT_DIR, STACK_TYPE, try_run_offline
+from serve_app.errors import ConfigError
+
+STACKS = ("dev", "prod")
+
+_INTS = st.one_of(st.integers(-3, 80).map(str), st.sampled_from(["", "abc", "1.5", "1e3", "99999999"]))
+_BOOLS = st.sampled_from(["true", "false", "True", "yes", "1", ""])
+_CHART_VERSIONS = st.sampled_from(["1.7.0", "v0.5.30", "0.20.0", "latest", "^1.7", "1.x", "", "1.7"])
+
+
+def _json_lists(*items: object) -> st.SearchStrategy[str]:
+    return st.sampled_from([json.dumps(i) if not isinstance(i, str) else i for i in items])
+
+
+def _one_of(*values: str) -> st.SearchStrategy[str]:
+    return st.sampled_from(values)
+
+
+# Valid, borderline and wrong values for every stack setting (Pulumi.yaml `config:`).
+VALUES: Mapping[str, st.SearchStrategy[str]] = {
+    "aws:region": _one_of("us-west-2", "us-east-1", "eu-west-1", "mars-north-1", ""),
+    "clusterName": st.one_of(_one_of("ray-llm", "a" * 41, "Bad_Name", "-x", ""), st.text(max_size=8)),
+    "kubernetesVersion": _one_of("1.35", "1.34", "1.20", "2.0", "latest", ""),
+    "namespace": _one_of("inference", "serving", "kube-system", "default", "kuberay-system", "Bad", "a" * 64, ""),
+    "vpcCidr": _one_of("10.0.0.0/16", "10.1.0.0/20", "172.16.0.0/16", "8.8.8.0/24", "10.0.0.0/8", "not-a-cidr",
+                       "10.0.0.0/33", "10.0.0.1/16"),
+    "azCount": _INTS,
+    "natMode": _one_of("single", "perAz", "none", "PERAZ", ""),
+    "systemNodeType": _one_of("m7i.xlarge", "m7i.large", "m7i.4xlarge", "g6.8xlarge", "t2.nano", "x.y", ""),
+    "systemNodeCount": _INTS,
+    "gpuNodeType": _one_of("g6.8xlarge", "g6.12xlarge", "g6.16xlarge", "g6.xlarge", "g5.8xlarge", "p5.48xlarge",
+                           "m7i.xlarge", "nope", ""),
+    "gpuNodeCount": _INTS,
+    "gpuAvailabilityZone": _one_of("", "us-west-2a", "us-west-2b", "us-west-2d", "us-east-1a", "zzz"),
+    "gpuDiskGiB": _INTS,
+    "kuberayChartVersion": _CHART_VERSIONS,
+    "nvidiaDevicePluginChartVersion": _CHART_VERSIONS,
+    "efaDevicePluginChartVersion": _CHART_VERSIONS,
+    "adminPrincipalArns": _json_lists([], ["arn:aws:iam::111122223333:role/ops"], ["not-an-arn"], "x", {}, "[1]"),
+    "apiPublicAccessCidrs": _json_lists([], ["203.0.113.0/24"], ["0.0.0.0/0"], ["bad"], "not json", ["10.0.0.0/8"]),
+    "deletionProtection": _BOOLS,
+    "hfToken": _one_of("", "hf_plaintexttoken"),  # plaintext: must be refused (secrets only)
+    "rayServiceName": _one_of("ray-llm", "x" * 48, "Bad", "1abc", "llm-", ""),
+    "rayImage": _one_of("", "rayproject/ray-llm:2.60.0-py311-cu128", "rayproject/ray:latest", "rayproject/ray", " "),
+    "rayVersion": _one_of("2.58.0", "2.60.0", "2.x", "abc", ""),
+    "initializingTimeout": _one_of("30m", "1h", "1h30m", "5m", "0", "forever", "600", "3600", ""),
+    "upgradeStrategy": _one_of("None", "NewCluster", "NewClusterWithIncrementalUpgrade", "Blue", ""),
+    "modelId": _one_of("qwen3.5-9b", "my-model", ""),
+    "modelSource": _one_of("Qwen/Qwen3.5-9B", "s3://bucket/models/qwen", "", "meta-llama/Llama-3.1-8B-Instruct"),
+    "tokenizerSource": _one_of("", "Qwen/Qwen3.5-9B"),
+    "maxModelLen": st.one_of(_INTS, _one_of("4096", "32768", "1000000")),
+    "dtype": _one_of("bfloat16", "auto", "float16", "float32", "int3", ""),
+    "gpuMemoryUtilization": _one_of("0.90", "0.5", "1.0", "1", "1.5", "0", "abc", "-0.1", ""),
+    "enforceEager": _BOOLS,
+    "tensorParallelSize": _INTS,
+    "pipelineParallelSize": _INTS,
+    "prefillReplicas": _INTS,
+    "prefillMaxReplicas": _INTS,
+    "decodeReplicas": _INTS,
+    "decodeMaxReplicas": _INTS,
+    "kvBackends": _json_lists(["LIBFABRIC"], ["UCX"], ["LIBFABRIC", "UCX"], [], ["TCP"], "LIBFABRIC"),
+    "prefillEngineId": _one_of("prefill", "decode", "p1", "", "x y"),
+    "decodeEngineId": _one_of("decode", "prefill", "d1", "", "x y"),
+    "acceptUcxOnEfaKvTransferIs100xSlower": _BOOLS,
+    "extraEngineKwargs": _one_of("{}", '{"max_num_seqs": 64}', "[]", "not json", '{"kv_transfer_config": {}}',
+                                 '{"no_such_engine_arg": 1}'),
+}
+
+_setting = st.sampled_from(sorted(VALUES)).flatmap(lambda key: st.tuples(st.just(key), VALUES[key]))
+CONFIGS = st.tuples(st.sampled_from(STACKS),
+                    st.lists(_setting, min_size=1, max_size=3, unique_by=lambda kv: kv[0]).map(dict))
+
+
+def declared_settings() -> set[str]:
+    config = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())["config"]
+    return set(config)
+
+
+@pytest.fixture(scope="module")
+def full_graph() -> dict[str, set[str]]:
+    """Resource types each unmodified stack registers: what 'the full graph' means."""
+    graphs = {}
+    for stack in STACKS:
+        run = try_run_offline(stack)
+        assert run.error is None, run.error
+        graphs[stack] = {r.type for r in run.resources}
+    return graphs
+
+
+def test_every_setting_is_fuzzed():
+    assert set(VALUES) == declared_settings()
+
+
+def check_outcome(stack: str, overrides: dict[str, str], full_graph: dict[str, set[str]]) -> None:
+    run = try_run_offline(stack, overrides=overrides)
+    if run.error is None:
+        missing = full_graph[stack] - {r.type for r in run.resources}
+        assert not missing, f"{overrides}: graph lacks {sorted(missing)}"
+        assert run.outputs, f"{overrides}: no stack outputs"
+        return
+    assert isinstance(run.error, ConfigError), f"{overrides}: {type(run.error).__name__}: {run.error}"
+    assert run.error.setting in overrides, f"{overrides}: error names {run.error.setting!r}: {run.error}"
+    assert run.error.setting in str(run.error)
+    partial = [f"{r.type}::{r.name}" for r in run.resources if r.type != STACK_TYPE]
+    assert partial == [], f"{overrides}: registered before failing: {partial}"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(CONFIGS)
+@example(("dev", {"gpuNodeCount": "3"}))                       # valid: a bigger GPU node group
+@example(("prod", {"gpuNodeType": "g6.xlarge"}))               # no EFA interface
+@example(("dev", {"kvBackends": '["UCX"]'}))                   # UCX on EFA without the acknowledgement
+@example(("dev", {"hfToken": "hf_plaintexttoken"}))            # a plaintext secret
+def test_generated_configs_build_the_graph_or_name_the_bad_setting(full_graph, config):
+    stack, overrides = config
+    check_outcome(stack, overrides, full_graph)

@@ -1,0 +1,417 @@
+"""The Kubernetes objects the cluster receives, checked as data (no Pulumi).
+
+Numbers come from REFERENCE.md §1 (the reference deployment) or are computed by hand in the test
+next to the assertion. The RayService body is also validated against the KubeRay 1.7.0 CRD schema.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from components import manifests
+from components.manifests import RayServiceSpec, SecretKeyRef, ray_service_manifest, worker_resources
+from components.scheduling import (
+    GPU_RESOURCE,
+    GPU_ROLE,
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    ROLE_LABEL,
+    SYSTEM_ROLE,
+)
+from facts.instances import INSTANCE_TYPES
+from facts.models import known_model
+from serve_app.config import PDAppConfig
+from serve_app.errors import ConfigError
+from serve_app.render import serve_config_v2
+
+G6_8XL = INSTANCE_TYPES["g6.8xlarge"]
+QWEN35_9B_BYTES = known_model("Qwen/Qwen3.5-9B").checkpoint_bytes  # 19,306,216,416 B ≈ 17.98 GiB
+KUBERAY_DIR = Path("/work/shared/kuberay/v1.7.0")
+
+# The nodes the two node groups create (labels and taints as the node groups set them).
+GPU_NODE = {
+    "labels": {ROLE_LABEL: GPU_ROLE, "node.kubernetes.io/instance-type": "g6.8xlarge"},
+    "taints": [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT}],
+}
+SYSTEM_NODE = {"labels": {ROLE_LABEL: SYSTEM_ROLE, "node.kubernetes.io/instance-type": "m7i.xlarge"}, "taints": []}
+
+
+def reference_spec(**overrides: Any) -> RayServiceSpec:
+    fields: dict[str, Any] = dict(
+        name="ray-llm",
+        namespace="inference",
+        image="public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda",
+        ray_version="2.58.0",
+        serve_config_v2=serve_config_v2(PDAppConfig()),
+        gpu_instance=G6_8XL,
+        gpu_node_count=2,
+        model_bytes=QWEN35_9B_BYTES,
+        hybrid_model=True,
+    )
+    fields.update(overrides)
+    return RayServiceSpec(**fields)
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict[str, Any]:
+    return ray_service_manifest(reference_spec(hf_token=SecretKeyRef("hf-token", "token")))
+
+
+def head_of(body: dict[str, Any]) -> dict[str, Any]:
+    return body["spec"]["rayClusterConfig"]["headGroupSpec"]
+
+
+def workers_of(body: dict[str, Any]) -> dict[str, Any]:
+    (group,) = body["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    return group
+
+
+def container(group: dict[str, Any]) -> dict[str, Any]:
+    (only,) = group["template"]["spec"]["containers"]
+    return only
+
+
+def env_of(group: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["name"]: entry for entry in container(group)["env"]}
+
+
+# ── Kubernetes scheduling, enough of it to say where a pod can land ─────────────────────────────
+
+def _tolerated(taint: dict[str, str], tolerations: list[dict[str, str]]) -> bool:
+    for t in tolerations:
+        if t.get("effect") not in (None, "", taint["effect"]):
+            continue
+        if t.get("operator") == "Exists" and t.get("key") in (None, taint["key"]):
+            return True
+        if t.get("key") == taint["key"] and t.get("operator", "Equal") == "Equal" and t.get("value") == taint["value"]:
+            return True
+    return False
+
+
+def _affinity_admits(affinity: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    required = ((affinity or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return True
+
+    def matches(expr: dict[str, Any]) -> bool:
+        if expr["operator"] == "In":
+            return labels.get(expr["key"]) in expr["values"]
+        if expr["operator"] == "NotIn":
+            return labels.get(expr["key"]) not in expr["values"]
+        raise AssertionError(f"operator {expr['operator']} not modelled")
+
+    return any(all(matches(e) for e in term.get("matchExpressions", [])) for term in required["nodeSelectorTerms"])
+
+
+def schedulable(pod: dict[str, Any], node: dict[str, Any]) -> bool:
+    selector = pod.get("nodeSelector") or {}
+    return (all(node["labels"].get(k) == v for k, v in selector.items())
+            and _affinity_admits(pod.get("affinity"), node["labels"])
+            and all(_tolerated(taint, pod.get("tolerations") or []) for taint in node["taints"]))
+
+
+# ── Worker sizing ──────────────────────────────────────────────────────────────────────────────
+
+def test_worker_resources_for_g6_8xlarge_and_qwen35_9b_by_hand() -> None:
+    sizing = worker_resources(G6_8XL, QWEN35_9B_BYTES)
+    # 32 vCPUs − 2 for kubelet/containerd/DaemonSets = 30; 29 stay free beside the 1-CPU placement group.
+    assert sizing.cpus == 30
+    # 128 GiB − ceil(5% × 128 = 6.4) = 7 − 4 = 117 GiB.
+    assert sizing.memory_gib == 117
+    # /dev/shm = 117 // 8 = 14 GiB (within 4..32); Ray's object store gets 14 − 2 = 12 GiB of it.
+    assert sizing.shm_gib == 14
+    assert sizing.object_store_gib == 12
+    # Checkpoint ceil(19,306,216,416 / 2^30 = 17.98) = 18 GiB; cache max(50, 1.5 × 18 = 27) = 50 GiB.
+    assert sizing.hf_cache_gib == 50
+    # The pod holds the checkpoint twice + runtime + shm: 2 × 18 + 8 + 14 = 58 GiB ≤ 117 GiB.
+    assert 2 * 18 + 8 + 14 <= sizing.memory_gib
+    assert (sizing.gpus, sizing.efa_interfaces) == (1, 1)
+
+
+def test_worker_resources_follow_a_larger_instance() -> None:
+    sizing = worker_resources(INSTANCE_TYPES["p5.48xlarge"], QWEN35_9B_BYTES)
+    # 192 − 2 = 190 CPUs; 2048 − ceil(102.4) = 103 − 4 = 1941 GiB; shm capped at 32 GiB.
+    assert (sizing.cpus, sizing.memory_gib, sizing.shm_gib) == (190, 1941, 32)
+    # The one worker pod on the node takes all 8 GPUs and all 32 EFA interfaces.
+    assert (sizing.gpus, sizing.efa_interfaces) == (8, 32)
+
+
+def test_a_checkpoint_the_node_cannot_cache_is_refused() -> None:
+    # 60 GB = ceil(55.9) = 56 GiB → needs 2 × 56 + 8 + 14 = 134 GiB, the pod gets 117.
+    with pytest.raises(ConfigError) as caught:
+        worker_resources(G6_8XL, 60 * 10**9)
+    assert caught.value.setting == "gpuNodeType"
+    assert "134" in str(caught.value) and "117" in str(caught.value)
+
+
+def test_a_node_without_spare_cpus_beside_the_placement_group_is_refused() -> None:
+    # g6.xlarge: 4 vCPUs − 2 reserved = 2, minus the engine's 1-CPU placement group leaves 1 < 4.
+    with pytest.raises(ConfigError) as caught:
+        worker_resources(INSTANCE_TYPES["g6.xlarge"], QWEN35_9B_BYTES)
+    assert caught.value.setting == "gpuNodeType"
+    assert "ray#59764" in str(caught.value)
+
+
+def test_unknown_model_size_skips_the_memory_floor_but_keeps_the_minimum_cache() -> None:
+    sizing = worker_resources(G6_8XL, None)
+    assert sizing.hf_cache_gib == manifests.MIN_HF_CACHE_GIB
+    assert sizing.memory_gib == 117
+
+
+# ── RayService: identity and lifecycle ─────────────────────────────────────────────────────────
+
+def test_rayservice_identity_timeout_and_upgrade_strategy(manifest: dict[str, Any]) -> None:
+    assert manifest["apiVersion"] == "ray.io/v1" and manifest["kind"] == "RayService"
+    assert manifest["metadata"]["name"] == "ray-llm"
+    assert manifest["metadata"]["namespace"] == "inference"
+    assert manifest["metadata"]["annotations"]["ray.io/initializing-timeout"] == "30m"
+    assert manifest["spec"]["upgradeStrategy"] == {"type": "None"}
+    assert manifest["spec"]["rayClusterConfig"]["rayVersion"] == "2.58.0"
+    assert reference_spec().serve_service_name == "ray-llm-serve-svc"
+
+
+def test_serve_config_travels_as_yaml_text_of_the_rendered_app(manifest: dict[str, Any]) -> None:
+    text = manifest["spec"]["serveConfigV2"]
+    assert isinstance(text, str)
+    assert yaml.safe_load(text) == serve_config_v2(PDAppConfig())
+    assert yaml.safe_load(text)["applications"][0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
+
+
+# ── RayService: head ───────────────────────────────────────────────────────────────────────────
+
+def test_head_is_cpu_only_on_system_nodes_with_reference_ports_and_sizes(manifest: dict[str, Any]) -> None:
+    head = head_of(manifest)
+    assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0"}
+    pod = head["template"]["spec"]
+    assert schedulable(pod, SYSTEM_NODE)
+    assert not schedulable(pod, GPU_NODE)
+    ray_head = container(head)
+    assert {p["containerPort"] for p in ray_head["ports"]} == {6379, 8265, 8000}
+    assert {p["name"]: p["containerPort"] for p in ray_head["ports"]}["serve"] == 8000
+    assert env_of(head)["HF_HOME"]["value"] == "/home/ray/hf-cache"
+    assert ray_head["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"},
+                                     "limits": {"cpu": "3", "memory": "12Gi"}}
+    assert "ray stop" in " ".join(ray_head["lifecycle"]["preStop"]["exec"]["command"])
+    assert GPU_RESOURCE not in str(ray_head["resources"])
+
+
+# ── RayService: GPU workers ────────────────────────────────────────────────────────────────────
+
+def test_one_fixed_worker_group_lands_only_on_gpu_nodes(manifest: dict[str, Any]) -> None:
+    group = workers_of(manifest)
+    assert group["groupName"] == "gpu-workers"
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 2
+    assert group["rayStartParams"]["num-gpus"] == "1"
+    pod = group["template"]["spec"]
+    assert schedulable(pod, GPU_NODE)
+    assert not schedulable(pod, SYSTEM_NODE)
+
+
+def test_worker_resources_in_the_pod_match_the_hand_computed_sizing(manifest: dict[str, Any]) -> None:
+    resources = container(workers_of(manifest))["resources"]
+    expected = {"cpu": "30", "memory": "117Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1"}
+    assert resources["limits"] == expected
+    assert resources["requests"] == expected
+    # Ray's object store must fit inside /dev/shm or Ray falls back to /tmp: 12 GiB.
+    assert workers_of(manifest)["rayStartParams"]["object-store-memory"] == str(12 * 2**30)
+
+
+def test_worker_env_for_efa_nixl_and_hybrid_models(manifest: dict[str, Any]) -> None:
+    env = env_of(workers_of(manifest))
+    assert env["FI_PROVIDER"]["value"] == "efa"
+    assert env["VLLM_HOST_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["HF_HOME"]["value"] == "/home/ray/hf-cache"
+    assert env["VLLM_SSM_CONV_STATE_LAYOUT"]["value"] == "DS"
+
+
+def test_dense_models_do_not_get_the_hybrid_conv_state_layout() -> None:
+    body = ray_service_manifest(reference_spec(hybrid_model=False))
+    assert "VLLM_SSM_CONV_STATE_LAYOUT" not in env_of(workers_of(body))
+
+
+def test_worker_volumes_shm_in_memory_and_hf_cache(manifest: dict[str, Any]) -> None:
+    group = workers_of(manifest)
+    volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in container(group)["volumeMounts"]}
+    assert volumes[mounts["/dev/shm"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "14Gi"}
+    assert volumes[mounts["/home/ray/hf-cache"]]["emptyDir"] == {"sizeLimit": "50Gi"}
+
+
+def _security_contexts(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "securityContext":
+                yield f"{path}.{key}", value
+            yield from _security_contexts(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _security_contexts(value, f"{path}[{index}]")
+
+
+def test_privileged_only_on_the_gpu_worker_container(manifest: dict[str, Any]) -> None:
+    privileged = [path for path, ctx in _security_contexts(manifest) if ctx.get("privileged")]
+    assert privileged == [".spec.rayClusterConfig.workerGroupSpecs[0].template.spec.containers[0].securityContext"]
+
+
+def test_hf_token_is_an_env_reference_never_a_value(manifest: dict[str, Any]) -> None:
+    for group in (head_of(manifest), workers_of(manifest)):
+        token = env_of(group)["HF_TOKEN"]
+        assert token == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+
+
+def test_no_token_configured_means_no_token_env() -> None:
+    body = ray_service_manifest(reference_spec())
+    assert "HF_TOKEN" not in env_of(head_of(body)) and "HF_TOKEN" not in env_of(workers_of(body))
+
+
+# ── Refused settings ───────────────────────────────────────────────────────────────────────────
+
+@pytest.mark.parametrize("name", ["a" * 48, "Ray-llm", "ray_llm", "1ray", "ray-llm-", ""])
+def test_rayservice_names_kuberay_refuses_are_refused(name: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        reference_spec(name=name)
+    assert caught.value.setting == "rayServiceName"
+
+
+def test_a_47_character_name_is_accepted() -> None:
+    assert ray_service_manifest(reference_spec(name="r" * 47))["metadata"]["name"] == "r" * 47
+
+
+@pytest.mark.parametrize("timeout", ["5m", "599", "30 minutes", "abc", "-30m"])
+def test_initializing_timeouts_too_short_or_unparseable_are_refused(timeout: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        reference_spec(initializing_timeout=timeout)
+    assert caught.value.setting == "initializingTimeout"
+
+
+@pytest.mark.parametrize("timeout", ["10m", "1h", "1h30m", "1800", "45m0s"])
+def test_go_durations_and_seconds_are_accepted(timeout: str) -> None:
+    body = ray_service_manifest(reference_spec(initializing_timeout=timeout))
+    assert body["metadata"]["annotations"]["ray.io/initializing-timeout"] == timeout
+
+
+def test_incremental_upgrade_is_refused_with_the_reason() -> None:
+    with pytest.raises(ConfigError) as caught:
+        reference_spec(upgrade_strategy="NewClusterWithIncrementalUpgrade")
+    assert caught.value.setting == "upgradeStrategy"
+    assert "Gateway API" in str(caught.value)
+
+
+def test_unknown_upgrade_strategy_is_refused_and_new_cluster_accepted() -> None:
+    with pytest.raises(ConfigError):
+        reference_spec(upgrade_strategy="Recreate")
+    assert ray_service_manifest(reference_spec(upgrade_strategy="NewCluster"))["spec"]["upgradeStrategy"] == {
+        "type": "NewCluster"}
+
+
+@pytest.mark.parametrize(("field", "value", "setting"), [
+    ("ray_version", "latest", "rayVersion"),
+    ("image", "", "rayImage"),
+    ("gpu_node_count", 0, "gpuNodeCount"),
+])
+def test_other_bad_values_name_their_setting(field: str, value: Any, setting: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        reference_spec(**{field: value})
+    assert caught.value.setting == setting
+
+
+# ── Namespaces ────────────────────────────────────────────────────────────────────────────────
+
+def test_serving_namespace_admits_privileged_pods_and_still_records_them() -> None:
+    labels = manifests.serving_namespace_manifest("inference")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert labels["pod-security.kubernetes.io/audit"] == "baseline"
+    assert labels["pod-security.kubernetes.io/warn"] == "baseline"
+
+
+def test_operator_namespace_is_restricted() -> None:
+    body = manifests.kuberay_namespace_manifest()
+    assert body["metadata"]["name"] == "kuberay-system"
+    assert body["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+@pytest.mark.parametrize("name", ["default", "kube-system", "kuberay-system", "Inference", "x" * 64])
+def test_serving_namespace_refuses_shared_or_invalid_names(name: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        manifests.serving_namespace_manifest(name)
+    assert caught.value.setting == "namespace"
+
+
+# ── Helm values ───────────────────────────────────────────────────────────────────────────────
+
+@pytest.mark.parametrize("values", [manifests.nvidia_device_plugin_values(), manifests.efa_device_plugin_values()],
+                         ids=["nvidia", "efa"])
+def test_device_plugins_run_on_gpu_nodes_only(values: dict[str, Any]) -> None:
+    assert schedulable(values, GPU_NODE)
+    assert not schedulable(values, SYSTEM_NODE)
+
+
+def test_nvidia_plugin_does_not_wait_for_node_feature_discovery_labels() -> None:
+    # The chart's default affinity requires NFD labels EKS nodes lack; ours must admit a bare GPU node.
+    affinity = manifests.nvidia_device_plugin_values()["affinity"]
+    assert "feature.node.kubernetes.io" not in str(affinity)
+    assert _affinity_admits(affinity, GPU_NODE["labels"])
+
+
+def test_kuberay_operator_runs_on_system_nodes() -> None:
+    values = manifests.kuberay_operator_values()
+    assert schedulable(values, SYSTEM_NODE)
+    assert not schedulable(values, GPU_NODE)
+
+
+def test_kuberay_values_use_keys_the_chart_has() -> None:
+    path = KUBERAY_DIR / "kuberay-operator-values.yaml"
+    if not path.exists():
+        pytest.skip(f"{path} absent: KubeRay 1.7.0 chart values not available here")
+    chart_keys = set(yaml.safe_load(path.read_text()))
+    assert set(manifests.kuberay_operator_values()) <= chart_keys
+
+
+# ── KubeRay 1.7.0 CRD schema ──────────────────────────────────────────────────────────────────
+
+def _strict(schema: Any) -> Any:
+    """The CRD schema as the API server applies it with strict field validation: unknown fields in
+    an object with declared properties are errors (OpenAPI leaves them allowed; kube prunes them)."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if ("properties" in out and "additionalProperties" not in out
+                and not out.get("x-kubernetes-preserve-unknown-fields")):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+@pytest.fixture(scope="module")
+def rayservice_validator() -> Any:
+    jsonschema = pytest.importorskip("jsonschema")
+    path = KUBERAY_DIR / "ray.io_rayservices.yaml"
+    if not path.exists():
+        pytest.skip(f"{path} absent: cannot validate against the KubeRay 1.7.0 RayService CRD")
+    crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return jsonschema.Draft7Validator(_strict(v1["schema"]["openAPIV3Schema"]))
+
+
+def test_rayservice_matches_the_kuberay_1_7_0_crd(rayservice_validator: Any, manifest: dict[str, Any]) -> None:
+    errors = [f"{'/'.join(map(str, e.path))}: {e.message}" for e in rayservice_validator.iter_errors(manifest)]
+    assert errors == []
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda body: workers_of(body).update(replica=2),                      # misspelled field
+    lambda body: workers_of(body).update(replicas="2"),                   # wrong type
+    lambda body: head_of(body).update(rayStartParams={"num-gpus": 0}),    # params are strings
+    lambda body: body["spec"].update(serveConfigV2={"applications": []}),  # must be YAML text
+], ids=["misspelled", "string-replicas", "int-param", "dict-serve-config"])
+def test_crd_validation_catches_broken_bodies(rayservice_validator: Any, manifest: dict[str, Any], mutate: Any) -> None:
+    broken = copy.deepcopy(manifest)
+    mutate(broken)
+    assert list(rayservice_validator.iter_errors(broken))

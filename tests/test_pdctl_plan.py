@@ -1,0 +1,225 @@
+"""`pdctl plan` / `pdctl render` on the real program run offline (pdctl.offline), dev and prod."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from facts import durations, prices
+from pdctl.cli import app
+from pdctl.offline import run_offline
+from pdctl.plan import build_plan
+from pdctl.render import ray_service_manifest, to_yaml
+
+CRD = Path("/work/shared/kuberay/v1.7.0/ray.io_rayservices.yaml")
+CLUSTER = "eks:index:Cluster"
+NODE_GROUP = "eks:index:ManagedNodeGroup"
+HELM = "kubernetes:helm.sh/v3:Release"
+RAY_SERVICE = "kubernetes:ray.io/v1:RayService"
+
+
+@pytest.fixture(scope="module")
+def dev_run():
+    return run_offline("dev")
+
+
+@pytest.fixture(scope="module")
+def dev_plan(dev_run):
+    return build_plan(dev_run, stack="dev", config_region=dev_run.config["aws:region"]).to_dict()
+
+
+@pytest.fixture(scope="module")
+def prod_plan():
+    run = run_offline("prod")
+    return build_plan(run, stack="prod", config_region=run.config["aws:region"]).to_dict()
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture
+def cached_dev(dev_run, monkeypatch):
+    """The CLI on the module's dev run: one real program run per module keeps this file fast."""
+    monkeypatch.setattr("pdctl.offline.run_offline", lambda stack, overrides=None: dev_run)
+
+
+# ---------------------------------------------------------------------------- resources
+
+def test_dev_creates_the_reference_system(dev_plan):
+    counts = dev_plan["resources"]["by_type"]
+    assert counts[CLUSTER] == 1
+    assert counts[NODE_GROUP] == 2  # system + GPU
+    assert counts[HELM] == 3  # KubeRay, NVIDIA and EFA device plugins
+    assert counts[RAY_SERVICE] == 1
+    assert counts["aws:ec2/natGateway:NatGateway"] == 1  # natMode single
+    assert counts["aws:ec2/subnet:Subnet"] == 4  # 2 AZs × private + public
+    assert dev_plan["resources"]["total"] == sum(counts.values())
+
+
+def test_prod_differs_where_its_stack_file_says(prod_plan, dev_plan):
+    counts = prod_plan["resources"]["by_type"]
+    assert counts["aws:ec2/natGateway:NatGateway"] == 3  # natMode perAz over 3 AZs
+    assert counts["aws:ec2/subnet:Subnet"] == 6
+    assert prod_plan["cost"]["per_hour"] > dev_plan["cost"]["per_hour"]
+
+
+def _walk(nodes):
+    for node in nodes:
+        yield node
+        yield from _walk(node["children"])
+
+
+def test_tree_nests_resources_under_components_with_key_settings(dev_plan):
+    roots = dev_plan["tree"]
+    assert [r["type"] for r in roots] == ["pulumi:pulumi:Stack"]
+    everything = list(_walk(roots))
+    assert len(everything) == dev_plan["resources"]["total"]
+    groups = {n["name"]: n["settings"] for n in everything if n["type"] == NODE_GROUP}
+    gpu = next(s for s in groups.values() if s["instance types"] == ["g6.8xlarge"])
+    assert gpu["desired"] == 2 and gpu["ami"] == "AL2023_x86_64_NVIDIA"
+    assert any(t["key"] == "nvidia.com/gpu" for t in gpu["taints"])
+    charts = {n["settings"]["chart"]: n["settings"]["version"] for n in everything if n["type"] == HELM}
+    assert charts["kuberay-operator"] == "1.7.0"
+    ray = next(n["settings"] for n in everything if n["type"] == RAY_SERVICE)
+    for phase in ("prefill", "decode"):
+        assert ray[phase]["backends"] == ["LIBFABRIC"]
+        assert ray[phase]["model"] == "qwen3.5-9b"
+    assert ray["prefill"]["engine_id"] != ray["decode"]["engine_id"]
+    azs = {n["settings"]["az"] for n in everything if n["type"] == "aws:ec2/subnet:Subnet"}
+    assert len(azs) == 2
+
+
+def test_capacity_comes_from_the_manifest_the_cluster_receives(dev_plan):
+    capacity = dev_plan["capacity"]["per_phase"]
+    assert set(capacity) == {"prefill", "decode"}
+    decode = capacity["decode"]
+    assert decode["instance_type"] == "g6.8xlarge" and decode["max_model_len"] == 4096
+    assert decode["weights_fit"] and decode["max_concurrent_sequences"] > 0
+
+
+# --------------------------------------------------------------------------------- cost
+
+def test_cost_is_recomputed_from_the_price_data(dev_plan):
+    table = prices.PRICES["us-west-2"]
+    # dev: 2 × g6.8xlarge with 200 GiB gp3, 1 × m7i.xlarge with the system group's 50 GiB,
+    # one NAT gateway (and its public IPv4), one EKS control plane.
+    expected = (2 * table.ec2_on_demand_per_hour["g6.8xlarge"]
+                + table.ec2_on_demand_per_hour["m7i.xlarge"]
+                + (2 * 200 + 50) * table.ebs_per_gb_month["gp3"] / prices.HOURS_PER_MONTH
+                + table.nat_gateway_per_hour + table.public_ipv4_per_hour
+                + table.eks_cluster_per_hour)
+    cost = dev_plan["cost"]
+    assert cost["per_hour"] == pytest.approx(expected, abs=1e-4)
+    assert cost["label"] == "estimate" and cost["region"] == "us-west-2" and cost["missing"] == []
+    assert cost["per_month"] == pytest.approx(expected * prices.HOURS_PER_MONTH, abs=0.01)
+
+
+# ------------------------------------------------------------------------ critical path
+
+def test_critical_path_runs_cluster_then_gpu_nodes_then_charts_then_rayservice(dev_plan):
+    path = dev_plan["critical_path"]
+    types = [s["type"] for s in path["steps"]]
+    for earlier, later in [(CLUSTER, NODE_GROUP), (NODE_GROUP, HELM), (HELM, RAY_SERVICE)]:
+        assert types.index(earlier) < types.index(later), types
+    assert types[-1] == RAY_SERVICE
+    # A critical path has no gaps: each step starts when the one before it ends.
+    for before, after in zip(path["steps"], path["steps"][1:]):
+        assert after["starts_at"] == pytest.approx(before["starts_at"] + before["minutes"], abs=0.02)
+    last = path["steps"][-1]
+    assert path["minutes"] == pytest.approx(last["starts_at"] + last["minutes"], abs=0.02)
+    floor = sum(durations.DURATIONS[t].minutes for t in (CLUSTER, NODE_GROUP, HELM, RAY_SERVICE))
+    assert floor <= path["minutes"] < path["sequential_minutes"]
+
+
+def test_rayservice_waits_for_kuberay_and_the_device_plugins(dev_run):
+    """The graph, not luck, orders the RayService after the operator and the plugins."""
+    ray = dev_run.one(RAY_SERVICE)
+    for release in dev_run.all(HELM):
+        assert dev_run.depends_on(ray, release), release.name
+
+
+# ------------------------------------------------------------------------------- CLI
+
+def test_plan_json_is_the_plan(dev_plan, cached_dev):
+    result = invoke("plan", "--stack", "dev", "--output", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["resources"] == dev_plan["resources"]
+    assert doc["cost"] == dev_plan["cost"]
+    assert doc["critical_path"] == dev_plan["critical_path"]
+    assert doc["outputs"]["kubeconfig"] == "[secret]"
+    assert doc["outputs"]["modelId"] == "qwen3.5-9b"
+
+
+def test_plan_text_shows_every_section(cached_dev):
+    result = invoke("plan")
+    assert result.exit_code == 0, result.output
+    for heading in ("resources by component", "capacity per replica", "hourly cost ESTIMATE",
+                    "deploy critical path", "stack outputs"):
+        assert heading in result.stdout
+    assert "kubeconfig = [secret]" in result.stdout
+
+
+def test_bad_setting_exits_2_with_the_config_error():
+    result = invoke("plan", "--set", "gpuNodeType=g6.xlarge")
+    assert result.exit_code == 2
+    assert "gpuNodeType: got 'g6.xlarge'" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_unknown_stack_exits_2_naming_the_stacks():
+    result = invoke("plan", "--stack", "staging")
+    assert result.exit_code == 2
+    assert "allowed: dev, prod" in result.stderr
+
+
+def test_unparsable_stack_file_exits_2(monkeypatch):
+    def broken(stack, overrides=None):
+        yaml.safe_load("config:\n  eks-pd-llm:azCount: [2\n")
+
+    monkeypatch.setattr("pdctl.offline.run_offline", broken)
+    result = invoke("plan", "--stack", "dev")
+    assert result.exit_code == 2
+    assert "the stack file is not valid YAML" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_malformed_set_is_refused():
+    assert invoke("plan", "--set", "gpuNodeCount").exit_code == 2
+
+
+# ------------------------------------------------------------------------------ render
+
+def test_render_prints_an_applyable_rayservice(dev_run, cached_dev):
+    result = invoke("render", "--stack", "dev")
+    assert result.exit_code == 0, result.output
+    manifest = yaml.safe_load(result.stdout)
+    assert manifest == ray_service_manifest(dev_run)
+    assert (manifest["apiVersion"], manifest["kind"]) == ("ray.io/v1", "RayService")
+    assert manifest["metadata"]["name"] == "ray-llm"
+    assert manifest["metadata"]["namespace"] == "inference"
+    workers = manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert isinstance(workers[0]["replicas"], int)  # not the engine's 2.0
+    # What the API server would check: the KubeRay 1.7.0 CRD schema of spec.
+    crd = yaml.load(CRD.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
+    jsonschema.Draft7Validator(schema["properties"]["spec"]).validate(manifest["spec"])
+    serve = yaml.safe_load(manifest["spec"]["serveConfigV2"])
+    assert serve["applications"][0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
+
+
+def test_render_serve_config_only(dev_run, cached_dev):
+    result = invoke("render", "--serve-config")
+    assert result.exit_code == 0, result.output
+    serve = yaml.safe_load(result.stdout)
+    assert serve == yaml.safe_load(ray_service_manifest(dev_run)["spec"]["serveConfigV2"])
+
+
+def test_multiline_strings_render_as_blocks():
+    assert to_yaml({"serveConfigV2": "a: 1\nb: 2\n"}) == "serveConfigV2: |\n  a: 1\n  b: 2\n"

@@ -1,0 +1,516 @@
+"""The CrossGuard policy pack: every rule passes on what the dev and prod stacks register, and
+catches the mistake it exists for.
+
+Validators are called directly (policy/rules.py neither constructs the PolicyPack nor imports
+pulumi_policy, which cannot live in this environment: see docs/ARCHITECTURE.md, Environments).
+Their arguments are look-alikes of pulumi_policy's, built the way the analyzer builds them:
+resource policies get each resource's inputs, stack policies every resource with its
+dependencies resolved to objects. The last test builds the real pack in `.venv-policy` and runs
+a validator through real pulumi_policy argument objects.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components import manifests, scheduling
+from facts.instances import instance_type
+from policy import rules
+from serve_app.config import PDAppConfig
+from serve_app.render import serve_config_v2
+
+PROJECT = "eks-pd-llm"
+POLICY_NAMES = [rule.name for rule in rules.RULES]
+REPO = Path(__file__).resolve().parents[1]
+POLICY_PYTHON = REPO / ".venv-policy" / "bin" / "python"
+
+
+# --- Running policies the way the analyzer does --------------------------------------------------
+
+@dataclass
+class Options:
+    """pulumi_policy.PolicyResourceOptions, the part the rules read."""
+
+    protect: bool = False
+
+
+@dataclass(eq=False)
+class PolicyResource:
+    """pulumi_policy.PolicyResource look-alike (same attribute names)."""
+
+    resource_type: str
+    props: dict[str, Any]
+    urn: str
+    name: str
+    opts: Options = field(default_factory=Options)
+    dependencies: list[PolicyResource] = field(default_factory=list)
+    property_dependencies: dict[str, list[PolicyResource]] = field(default_factory=dict)
+    parent: PolicyResource | None = None
+
+
+@dataclass
+class ResourceValidationArgs:
+    resource_type: str
+    props: Mapping[str, Any]
+    urn: str
+    name: str
+    opts: Options
+    config: Mapping[str, Any]
+
+    def get_config(self) -> Mapping[str, Any]:
+        return self.config
+
+
+@dataclass
+class StackValidationArgs:
+    resources: list[PolicyResource]
+    config: Mapping[str, Any]
+
+    def get_config(self) -> Mapping[str, Any]:
+        return self.config
+
+
+def _options(protect: bool = False) -> Options:
+    return Options(protect)
+
+
+def make_resource(stack: str, type_: str, name: str, props: Mapping[str, Any],
+                  dependencies: Sequence[PolicyResource] = (), protect: bool = False) -> PolicyResource:
+    urn = f"urn:pulumi:{stack}::{PROJECT}::{type_}::{name}"
+    return PolicyResource(type_, copy.deepcopy(dict(props)), urn, name, Options(protect), list(dependencies))
+
+
+def violations(policy_name: str, resources: Sequence[PolicyResource],
+               config: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+    """(urn, message) for each violation `policy_name` reports on `resources`."""
+    rule = next(r for r in rules.RULES if r.name == policy_name)
+    found: list[tuple[str, str]] = []
+    if rule.scope == "stack":
+        rule.validate(StackValidationArgs(list(resources), dict(config or {})),
+                      lambda message, urn=None: found.append((urn or "<stack>", message)))
+    else:
+        for r in resources:
+            args = ResourceValidationArgs(r.resource_type, r.props, r.urn, r.name, r.opts, dict(config or {}))
+            rule.validate(args, lambda message, urn=None, r=r: found.append((r.urn, message)))
+    return found
+
+
+def from_offline(run) -> list[PolicyResource]:
+    """PolicyResources from pdctl.offline's RegisteredResources (inputs as the engine got them)."""
+    def urn_of(ref: Any) -> str | None:
+        return ref if isinstance(ref, str) or ref is None else getattr(ref, "urn", None)
+
+    resources = {r.urn: PolicyResource(r.type, copy.deepcopy(dict(r.inputs)), r.urn, r.name,
+                                       Options(bool(getattr(r, "protect", False))))
+                 for r in run.resources}
+    for registered in run.resources:
+        resource = resources[registered.urn]
+        resource.parent = resources.get(urn_of(registered.parent))
+        resource.dependencies = [resources[u] for u in map(urn_of, registered.dependencies or []) if u in resources]
+    return list(resources.values())
+
+
+# --- A hand-made stack shaped like the contracts in docs/ARCHITECTURE.md --------------------------
+
+def hand_made_stack(stack: str) -> list[PolicyResource]:
+    """What the components register, written out by hand: compliant for `stack`."""
+    prod = stack == "prod"
+    r = lambda *a, **k: make_resource(stack, *a, **k)  # noqa: E731
+    private_a = r(rules.SUBNET, "private-us-west-2a", {"availabilityZone": "us-west-2a", "mapPublicIpOnLaunch": False})
+    private_b = r(rules.SUBNET, "private-us-west-2b", {"availabilityZone": "us-west-2b", "mapPublicIpOnLaunch": False})
+    public_a = r(rules.SUBNET, "public-us-west-2a", {"availabilityZone": "us-west-2a", "mapPublicIpOnLaunch": True})
+    cluster = r(rules.EKS_CLUSTER, "cluster", {
+        "encryptionConfigKeyArn": "arn:aws:kms:us-west-2:111122223333:key/1",
+        "endpointPrivateAccess": True,
+        "endpointPublicAccess": True,
+        "publicAccessCidrs": ["203.0.113.0/24"] if prod else ["0.0.0.0/0"],
+        "skipDefaultNodeGroup": True,
+        "deletionProtection": prod,
+        "subnetIds": ["subnet-a", "subnet-b"],
+    }, [private_a, private_b])
+    gpu_template = r(rules.LAUNCH_TEMPLATE, "gpu-nodes", {
+        "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2},
+        "networkInterfaces": [{"deviceIndex": 0, "networkCardIndex": 0, "interfaceType": "efa",
+                               "associatePublicIpAddress": "false"}],
+    })
+    gpu_nodes = r(rules.EKS_MANAGED_NODE_GROUP, "gpu-nodes", {
+        "instanceTypes": ["g6.8xlarge"], "subnetIds": ["subnet-a"],
+        "launchTemplate": {"id": "lt-1", "version": "1"}, "amiType": "AL2023_x86_64_NVIDIA",
+    }, [cluster, gpu_template, private_a])
+    system_nodes = r(rules.EKS_MANAGED_NODE_GROUP, "system-nodes", {
+        "instanceTypes": ["m7i.xlarge"], "subnetIds": ["subnet-a", "subnet-b"], "enableIMDSv2": True,
+    }, [cluster, private_a, private_b])
+    namespace = r(rules.NAMESPACE, "inference", manifests.namespace_manifest("inference", "privileged"))
+    ray_service = r(rules.RAY_SERVICE, "ray-llm", manifests.ray_service_manifest(manifests.RayServiceSpec(
+        name="ray-llm", namespace="inference",
+        image="763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0",
+        ray_version="2.58.0", serve_config_v2=serve_config_v2(PDAppConfig()),
+        gpu_instance=instance_type("g6.8xlarge", "gpuNodeType"), gpu_node_count=2, model_bytes=18 * 2**30,
+        hybrid_model=True)), [namespace])
+    charts = [
+        r("kubernetes:helm.sh/v3:Release", name, {"chart": name, "version": version})
+        for name, version in [("kuberay-operator", "1.7.0"), ("nvidia-device-plugin", "0.20.0"),
+                              ("aws-efa-k8s-device-plugin", "v0.5.30")]
+    ]
+    return [private_a, private_b, public_a, cluster, gpu_template, gpu_nodes, system_nodes,
+            namespace, ray_service, *charts]
+
+
+def find(resources: Iterable[PolicyResource], type_: str, name: str | None = None) -> PolicyResource:
+    matches = [r for r in resources if r.resource_type == type_ and (name is None or name in r.name)]
+    assert matches, f"no {type_} {name or ''} among the resources"
+    return matches[0]
+
+
+def gpu_node_group(resources: Sequence[PolicyResource]) -> PolicyResource:
+    groups = [r for r in resources if r.resource_type == rules.EKS_MANAGED_NODE_GROUP and rules.node_group_uses_efa(r)]
+    assert len(groups) == 1, [g.name for g in groups]
+    return groups[0]
+
+
+def worker_container(ray_service: PolicyResource) -> dict[str, Any]:
+    return ray_service.props["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+
+
+def head_container(ray_service: PolicyResource) -> dict[str, Any]:
+    return ray_service.props["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+
+
+# --- The stacks as the program registers them -----------------------------------------------------
+
+@pytest.fixture(scope="module", params=["dev", "prod"])
+def registered(request) -> tuple[str, list[PolicyResource]]:
+    """(stack, resources) from the real program under mocks, or the hand-made stack until it runs."""
+    try:
+        from pdctl.offline import run_offline
+    except ImportError:
+        return request.param, hand_made_stack(request.param)
+    return request.param, from_offline(run_offline(request.param))
+
+
+@pytest.fixture
+def stack(registered) -> tuple[str, list[PolicyResource]]:
+    """A private deep copy, so a test may break it."""
+    name, resources = registered
+    by_id = {id(r): copy.copy(r) for r in resources}
+    for clone in by_id.values():
+        clone.props = copy.deepcopy(clone.props)
+        clone.dependencies = [by_id.get(id(d), d) for d in clone.dependencies]
+        clone.parent = by_id.get(id(clone.parent), clone.parent)
+    return name, list(by_id.values())
+
+
+@pytest.mark.parametrize("policy_name", POLICY_NAMES)
+def test_the_stacks_pass_every_policy(registered, policy_name):
+    stack_name, resources = registered
+    assert violations(policy_name, resources) == []
+
+
+def test_the_stacks_contain_what_the_policies_inspect(registered):
+    """A policy that finds nothing to check passes vacuously; make sure it had something."""
+    _, resources = registered
+    types = {r.resource_type for r in resources}
+    assert {rules.EKS_CLUSTER, rules.EKS_MANAGED_NODE_GROUP, rules.LAUNCH_TEMPLATE, rules.NAMESPACE,
+            rules.RAY_SERVICE} <= types
+    assert any(t in rules.HELM_CHART_TYPES for t in types)
+    gpu_node_group(resources)  # exactly one EFA node group is recognised
+
+
+# --- Each rule catches its violation --------------------------------------------------------------
+
+def test_efa_node_group_across_two_azs_is_refused(stack):
+    _, resources = stack
+    group = gpu_node_group(resources)
+    subnets = [r for r in resources if r.resource_type == rules.SUBNET and r.props.get("mapPublicIpOnLaunch") is False]
+    other_az = next(s for s in subnets if s.props["availabilityZone"] not in
+                    {d.props["availabilityZone"] for d in group.dependencies if d.resource_type == rules.SUBNET})
+    group.dependencies.append(other_az)
+    group.props["subnetIds"] = list(group.props["subnetIds"]) + ["subnet-other-az"]
+    group.props.pop("placementGroupAvailabilityZone", None)
+    found = violations("efa-node-group-single-az", resources)
+    assert len(found) == 1 and found[0][0] == group.urn and "one AZ" in found[0][1]
+
+
+def test_efa_node_group_with_subnets_of_unknown_az_must_have_one_subnet():
+    template = make_resource("dev", rules.LAUNCH_TEMPLATE, "lt", {"networkInterfaces": [{"interfaceType": "efa"}]})
+    group = make_resource("dev", rules.EKS_MANAGED_NODE_GROUP, "gpu", {"subnetIds": ["s-1", "s-2"]}, [template])
+    assert "2 subnets" in violations("efa-node-group-single-az", [template, group])[0][1]
+    group.props["subnetIds"] = ["s-1"]
+    assert violations("efa-node-group-single-az", [template, group]) == []
+
+
+def test_pulumi_eks_efa_support_counts_as_efa_and_its_placement_az_as_single_az():
+    group = make_resource("dev", rules.EKS_MANAGED_NODE_GROUP, "gpu",
+                          {"enableEfaSupport": True, "subnetIds": ["s-1", "s-2", "s-3"]})
+    assert len(violations("efa-node-group-single-az", [group])) == 1
+    group.props["placementGroupAvailabilityZone"] = "us-west-2a"
+    assert violations("efa-node-group-single-az", [group]) == []
+
+
+def _serve_config(ray_service: PolicyResource) -> dict[str, Any]:
+    return yaml.safe_load(ray_service.props["spec"]["serveConfigV2"])
+
+
+@pytest.mark.parametrize("backends", [["UCX"], ["UCX", "LIBFABRIC"], None])
+def test_efa_nodes_with_ucx_kv_transfer_are_refused(stack, backends):
+    _, resources = stack
+    service = find(resources, rules.RAY_SERVICE)
+    config = _serve_config(service)
+    transfer = config["applications"][0]["args"]["decode_config"]["engine_kwargs"]["kv_transfer_config"]
+    if backends is None:  # no backends at all: vLLM's default, UCX
+        del transfer["kv_connector_extra_config"]
+    else:
+        transfer["kv_connector_extra_config"]["backends"] = backends
+    service.props["spec"]["serveConfigV2"] = yaml.safe_dump(config)
+    found = violations("efa-kv-transfer-libfabric", resources)
+    assert len(found) == 1 and found[0][0] == service.urn
+    assert "decode_config" in found[0][1] and "UCX" in found[0][1]
+
+
+def test_ucx_is_not_the_policys_business_without_efa_nodes(stack):
+    _, resources = stack
+    service = find(resources, rules.RAY_SERVICE)
+    config = _serve_config(service)
+    for phase in ("prefill_config", "decode_config"):
+        config["applications"][0]["args"][phase]["engine_kwargs"]["kv_transfer_config"][
+            "kv_connector_extra_config"]["backends"] = ["UCX"]
+    service.props["spec"]["serveConfigV2"] = yaml.safe_dump(config)
+    without_efa = [r for r in resources if not (r.resource_type in rules.NODE_GROUP_TYPES and rules.node_group_uses_efa(r))]
+    assert violations("efa-kv-transfer-libfabric", without_efa) == []
+    assert len(violations("efa-kv-transfer-libfabric", resources)) == 2
+
+
+def test_a_pd_phase_given_as_a_file_path_cannot_be_verified(stack):
+    _, resources = stack
+    service = find(resources, rules.RAY_SERVICE)
+    config = _serve_config(service)
+    config["applications"][0]["args"]["prefill_config"] = "/home/ray/prefill.yaml"
+    service.props["spec"]["serveConfigV2"] = yaml.safe_dump(config)
+    assert "cannot be checked" in violations("efa-kv-transfer-libfabric", resources)[0][1]
+
+
+def test_public_ips_on_nodes_are_refused(stack):
+    _, resources = stack
+    template = find(resources, rules.LAUNCH_TEMPLATE)
+    interfaces = template.props.setdefault("networkInterfaces", [{"deviceIndex": 0}])
+    interfaces[0]["associatePublicIpAddress"] = "true"
+    found = violations("nodes-no-public-ip", resources)
+    assert [urn for urn, _ in found] == [template.urn]
+
+
+def test_node_group_in_a_public_subnet_is_refused(stack):
+    _, resources = stack
+    group = find(resources, rules.EKS_MANAGED_NODE_GROUP)
+    group.dependencies.append(make_resource("dev", rules.SUBNET, "public-x", {"mapPublicIpOnLaunch": True}))
+    assert [urn for urn, _ in violations("nodes-no-public-ip", resources)] == [group.urn]
+
+
+def test_eks_default_node_group_with_public_ips_is_refused(stack):
+    _, resources = stack
+    cluster = find(resources, rules.EKS_CLUSTER)
+    cluster.props["skipDefaultNodeGroup"] = False
+    cluster.props.pop("nodeAssociatePublicIpAddress", None)
+    assert [urn for urn, _ in violations("nodes-no-public-ip", resources)] == [cluster.urn]
+
+
+def test_imdsv1_is_refused(stack):
+    _, resources = stack
+    template = find(resources, rules.LAUNCH_TEMPLATE)
+    template.props["metadataOptions"] = {"httpTokens": "optional"}
+    bare_group = make_resource("dev", rules.EKS_MANAGED_NODE_GROUP, "bare", {"subnetIds": ["s-1"]})
+    aws_group = make_resource("dev", rules.AWS_EKS_NODE_GROUP, "aws-bare", {"subnetIds": ["s-1"]})
+    found = violations("imdsv2-required", [*resources, bare_group, aws_group])
+    assert sorted(urn for urn, _ in found) == sorted([template.urn, bare_group.urn, aws_group.urn])
+
+
+def test_unencrypted_secrets_are_refused(stack):
+    _, resources = stack
+    cluster = find(resources, rules.EKS_CLUSTER)
+    cluster.props.pop("encryptionConfigKeyArn")
+    aws_cluster = make_resource("dev", rules.AWS_EKS_CLUSTER, "c", {"encryptionConfig": {
+        "resources": ["configmaps"], "provider": {"keyArn": "arn:aws:kms:us-west-2:1:key/1"}}})
+    found = violations("eks-secrets-encrypted", [*resources, aws_cluster])
+    assert sorted(urn for urn, _ in found) == sorted([cluster.urn, aws_cluster.urn])
+    aws_cluster.props["encryptionConfig"]["resources"] = ["secrets"]
+    assert [urn for urn, _ in violations("eks-secrets-encrypted", [aws_cluster])] == []
+
+
+@pytest.mark.parametrize("endpoint", [
+    {"publicAccessCidrs": ["0.0.0.0/0"]},
+    {"publicAccessCidrs": ["203.0.113.0/24", "::/0"]},
+    {"publicAccessCidrs": []},  # public endpoint, no list: EKS opens it to 0.0.0.0/0
+    {"endpointPublicAccess": None, "publicAccessCidrs": None},  # all defaults
+])
+def test_world_open_api_endpoint_is_refused_in_production_only(stack, endpoint):
+    stack_name, resources = stack
+    cluster = find(resources, rules.EKS_CLUSTER)
+    cluster.props.update({"endpointPublicAccess": True, **endpoint})
+    cluster.props = {k: v for k, v in cluster.props.items() if v is not None}
+    found = violations("prod-api-endpoint-not-public", resources)
+    assert [urn for urn, _ in found] == ([cluster.urn] if stack_name == "prod" else [])
+
+
+def test_production_stacks_are_configurable(stack):
+    stack_name, resources = stack
+    cluster = find(resources, rules.EKS_CLUSTER)
+    cluster.props.update({"endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]})
+    found = violations("prod-api-endpoint-not-public", resources, {"productionStacks": [stack_name]})
+    assert [urn for urn, _ in found] == [cluster.urn]
+
+
+def test_private_endpoint_passes_in_production():
+    cluster = make_resource("prod", rules.AWS_EKS_CLUSTER, "c", {"vpcConfig": {"endpointPublicAccess": False}})
+    assert violations("prod-api-endpoint-not-public", [cluster]) == []
+
+
+def test_privileged_container_outside_the_serving_namespace_is_refused(stack):
+    _, resources = stack
+    service = find(resources, rules.RAY_SERVICE)
+    elsewhere = make_resource("dev", "kubernetes:apps/v1:Deployment", "debug", {
+        "metadata": {"namespace": "default"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "shell", "image": "busybox:1.36", "securityContext": {"privileged": True}}]}}},
+    })
+    found = violations("privileged-pods-only-for-efa-serving", [*resources, elsewhere])
+    assert [urn for urn, _ in found] == [elsewhere.urn]
+    # The RayService moved away: the namespace labelled privileged for it no longer serves anything.
+    service.props["metadata"]["namespace"] = "other"
+    namespace = find(resources, rules.NAMESPACE, "inference")
+    assert [urn for urn, _ in violations("privileged-pods-only-for-efa-serving", resources)] == [namespace.urn]
+
+
+def test_privileged_head_pod_is_refused(stack):
+    """In the serving namespace, only containers holding an EFA device may be privileged."""
+    _, resources = stack
+    service = find(resources, rules.RAY_SERVICE)
+    head_container(service)["securityContext"] = {"privileged": True}
+    found = violations("privileged-pods-only-for-efa-serving", resources)
+    assert len(found) == 1 and "headGroupSpec" in found[0][1] and rules.EFA_RESOURCE in found[0][1]
+
+
+def test_privileged_namespace_without_a_ray_service_is_refused(stack):
+    _, resources = stack
+    extra = make_resource("dev", rules.NAMESPACE, "tools", manifests.namespace_manifest("tools", "privileged"))
+    assert [urn for urn, _ in violations("privileged-pods-only-for-efa-serving", [*resources, extra])] == [extra.urn]
+
+
+@pytest.mark.parametrize("image, problem", [
+    ("rayproject/ray", "no tag"),
+    ("rayproject/ray:latest", "latest"),
+    ("localhost:5000/ray", "no tag"),  # the registry port is not a tag
+    ("", "no image"),
+])
+def test_floating_images_are_refused(stack, image, problem):
+    _, resources = stack
+    service = find(resources, rules.RAY_SERVICE)
+    worker_container(service)["image"] = image
+    found = violations("images-pinned", resources)
+    assert len(found) == 1 and found[0][0] == service.urn and problem in found[0][1]
+
+
+@pytest.mark.parametrize("image", ["rayproject/ray:2.60.0", "localhost:5000/ray:2.60.0",
+                                   "rayproject/ray@sha256:" + "a" * 64])
+def test_pinned_images_pass(image):
+    assert rules.image_pin_problem(image) is None
+
+
+def test_images_are_checked_in_every_workload_kind():
+    pod_spec = {"containers": [{"name": "c", "image": "nginx"}]}
+    workloads = [
+        ("kubernetes:core/v1:Pod", {"spec": pod_spec}),
+        ("kubernetes:apps/v1:DaemonSet", {"spec": {"template": {"spec": pod_spec}}}),
+        ("kubernetes:batch/v1:CronJob", {"spec": {"jobTemplate": {"spec": {"template": {"spec": pod_spec}}}}}),
+        ("kubernetes:ray.io/v1:RayCluster", {"spec": {"headGroupSpec": {"template": {"spec": pod_spec}}}}),
+    ]
+    resources = [make_resource("dev", t, f"w{i}", props) for i, (t, props) in enumerate(workloads)]
+    assert len(violations("images-pinned", resources)) == len(workloads)
+
+
+@pytest.mark.parametrize("version", [None, "", "latest", "^1.7.0", "~1.7", "1.x", ">=1.7.0", "1.7"])
+def test_unpinned_helm_charts_are_refused(stack, version):
+    _, resources = stack
+    chart = next(r for r in resources if r.resource_type in rules.HELM_CHART_TYPES)
+    chart.props["version"] = version
+    assert [urn for urn, _ in violations("helm-charts-pinned", resources)] == [chart.urn]
+
+
+def test_production_cluster_without_deletion_protection_is_refused(stack):
+    stack_name, resources = stack
+    cluster = find(resources, rules.EKS_CLUSTER)
+    cluster.props["deletionProtection"] = False
+    found = violations("prod-deletion-protection", resources)
+    assert [urn for urn, _ in found] == ([cluster.urn] if stack_name == "prod" else [])
+    cluster.opts = _options(protect=True)  # the `protect` resource option is enough too
+    assert violations("prod-deletion-protection", resources) == []
+
+
+# --- The pack as a whole --------------------------------------------------------------------------
+
+def test_every_rule_is_uniquely_named():
+    assert len(set(POLICY_NAMES)) == len(POLICY_NAMES) == 10
+
+
+def test_the_pack_shares_kubernetes_names_with_the_program():
+    """The pack repeats these strings (it is published without the program's code)."""
+    assert rules.EFA_RESOURCE == scheduling.EFA_RESOURCE
+    labels = manifests.namespace_manifest("inference", "privileged")["metadata"]["labels"]
+    assert labels[rules.PSA_ENFORCE_LABEL] == "privileged"
+
+
+_REAL_PACK_CHECK = """
+import json
+from pulumi_policy import (EnforcementLevel, PolicyCustomTimeouts, PolicyResourceOptions,
+                           ResourceValidationArgs, ResourceValidationPolicy, StackValidationArgs,
+                           StackValidationPolicy)
+from pack import PACK_NAME, policies
+
+built = policies()
+opts = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
+by_name = {p.name: p for p in built}
+found = []
+args = ResourceValidationArgs(
+    "kubernetes:helm.sh/v3:Release", {"chart": "kuberay-operator", "version": "^1.7"},
+    "urn:pulumi:prod::eks-pd-llm::kubernetes:helm.sh/v3:Release::kuberay", "kuberay", opts, None)
+by_name["helm-charts-pinned"].validate(args, lambda message, urn=None: found.append(message))
+by_name["nodes-no-public-ip"].validate(StackValidationArgs([], {}), lambda m, u=None: found.append(m))
+print(json.dumps({
+    "pack": PACK_NAME,
+    "policies": {p.name: [type(p).__name__, p.enforcement_level == EnforcementLevel.MANDATORY] for p in built},
+    "violations": found,
+}))
+"""
+
+
+def test_the_real_pack_builds_in_its_own_environment():
+    """pulumi_policy accepts every rule, all mandatory, and its argument objects work with them."""
+    if not POLICY_PYTHON.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{POLICY_PYTHON} missing: create it from policy/requirements.txt")
+        pytest.skip(f"{POLICY_PYTHON} missing (created from policy/requirements.txt)")
+    done = subprocess.run([str(POLICY_PYTHON), "-c", _REAL_PACK_CHECK], cwd=REPO / "policy",
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["pack"] == "eks-pd-llm-guardrails"
+    expected_type = {"resource": "ResourceValidationPolicy", "stack": "StackValidationPolicy"}
+    assert result["policies"] == {rule.name: [expected_type[rule.scope], True] for rule in rules.RULES}
+    assert len(result["violations"]) == 1 and "exact version" in result["violations"][0]
+
+
+def test_rules_import_without_pulumi_policy():
+    """The main environment cannot hold pulumi_policy; the rules must not need it."""
+    blocked = "import sys; sys.modules['pulumi_policy'] = None; from policy import rules; print(len(rules.RULES))"
+    done = subprocess.run([sys.executable, "-c", blocked], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(len(rules.RULES))

@@ -1,0 +1,219 @@
+"""Preview checks: a serve config that would fail or crawl on the GPU nodes is refused, naming the key."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from facts.instances import INSTANCE_TYPES
+from facts.models import KNOWN_MODELS
+from serve_app.checks import (
+    DeploymentTarget, LLM_CONFIG_KEYS, PD_SERVING_ARGS_KEYS, check_app, check_pd_serving_args,
+)
+from serve_app.config import KV_ROLES, EngineOverrides, PDAppConfig, PhaseSettings
+from serve_app.errors import ConfigError
+from serve_app.render import pd_serving_args
+from serve_app.stack_config import pd_app_from_config
+
+G6_8X = INSTANCE_TYPES["g6.8xlarge"]
+REFERENCE_TARGET = DeploymentTarget(gpu_instance=G6_8X, gpu_node_count=2, efa=True)
+
+
+def from_stack(target: DeploymentTarget = REFERENCE_TARGET, **settings: str) -> PDAppConfig:
+    return pd_app_from_config(settings.get, efa=target.efa)
+
+
+def refused(app: PDAppConfig, target: DeploymentTarget = REFERENCE_TARGET, **kwargs) -> ConfigError:
+    with pytest.raises(ConfigError) as raised:
+        check_app(app, target, **kwargs)
+    return raised.value
+
+
+def test_reference_deployment_passes_and_reports_both_phases():
+    result = check_app(PDAppConfig(), REFERENCE_TARGET)
+    assert set(result.capacity) == {"prefill", "decode"}
+    assert result.capacity["decode"].max_concurrent_sequences >= 1
+    assert result.notes == ()
+
+
+def test_unknown_model_skips_capacity_and_says_so():
+    app = from_stack(modelSource="acme/secret-model")
+    result = check_app(app, REFERENCE_TARGET)
+    assert result.capacity == {}
+    assert "acme/secret-model" in result.notes[0]
+
+
+# ── KV transfer ─────────────────────────────────────────────────────────────────────────────
+
+def test_ucx_on_efa_is_refused_unless_acknowledged():
+    app = PDAppConfig(kv_transfer={"backends": ("UCX",)})
+    error = refused(app)
+    assert error.setting == "kvBackends"
+    assert "acceptUcxOnEfaKvTransferIs100xSlower" in str(error)
+    acknowledged = DeploymentTarget(G6_8X, 2, efa=True, accept_ucx_on_efa=True)
+    assert check_app(app, acknowledged).capacity
+
+
+def test_libfabric_without_efa_is_refused():
+    no_efa = DeploymentTarget(G6_8X, 2, efa=False)
+    assert refused(PDAppConfig(), no_efa).setting == "kvBackends"
+    assert check_app(PDAppConfig(kv_transfer={"backends": ("UCX",)}), no_efa).capacity
+
+
+def test_same_engine_id_on_both_phases_is_refused():
+    error = refused(from_stack(prefillEngineId="pd", decodeEngineId="pd"))
+    assert error.setting == "decodeEngineId"
+
+
+@pytest.mark.parametrize(("phase", "role"), [("prefill", "kv_consumer"), ("decode", "kv_producer")])
+def test_role_a_phase_cannot_play_is_refused(phase, role):
+    app = PDAppConfig(**{phase: PhaseSettings(engine_id=phase, kv_role=role)})
+    error = refused(app)
+    assert error.setting == f"{phase}.kv_role"
+
+
+def test_vllm_kv_roles_are_the_three_vllm_accepts():
+    # vllm/config/kv_transfer.py KVRole; the validator tier checks this against the installed vLLM.
+    assert set(KV_ROLES) == {"kv_producer", "kv_consumer", "kv_both"}
+
+
+# ── PD args keys (what Ray 2.60's PDServingArgs / LLMConfig accept) ─────────────────────────
+
+@pytest.mark.parametrize("removed", ["proxy_cls_config", "proxy_deployment_config"])
+def test_removed_pd_args_keys_are_refused(removed):
+    args = {**pd_serving_args(PDAppConfig()), removed: {}}
+    with pytest.raises(ConfigError, match="removed in Ray 2.60"):
+        check_pd_serving_args(args)
+
+
+def test_unknown_pd_args_and_llm_config_keys_are_refused():
+    args = pd_serving_args(PDAppConfig())
+    with pytest.raises(ConfigError, match="args.router_config"):
+        check_pd_serving_args({**args, "router_config": {}})
+    bad = copy.deepcopy(args)
+    bad["decode_config"]["engine_kwarg"] = bad["decode_config"].pop("engine_kwargs")
+    with pytest.raises(ConfigError, match="args.decode_config.engine_kwarg"):
+        check_pd_serving_args(bad)
+
+
+def test_missing_kv_transfer_config_and_model_mismatch_are_refused():
+    args = pd_serving_args(PDAppConfig())
+    no_kv = copy.deepcopy(args)
+    del no_kv["prefill_config"]["engine_kwargs"]["kv_transfer_config"]
+    with pytest.raises(ConfigError, match="kv_transfer_config"):
+        check_pd_serving_args(no_kv)
+    mismatch = copy.deepcopy(args)
+    mismatch["decode_config"]["model_loading_config"]["model_id"] = "other"
+    with pytest.raises(ConfigError) as raised:
+        check_pd_serving_args(mismatch)
+    assert raised.value.setting == "modelId"
+
+
+def test_rendered_args_use_only_keys_ray_accepts():
+    args = pd_serving_args(PDAppConfig(accelerator_type="L4", ingress={"deployment_config": {"num_replicas": 1}}))
+    assert set(args) <= set(PD_SERVING_ARGS_KEYS)
+    assert set(args["prefill_config"]) <= set(LLM_CONFIG_KEYS)
+
+
+# ── GPUs: parallelism, replicas, accelerator ────────────────────────────────────────────────
+
+def test_tensor_parallel_beyond_the_node_is_refused():
+    error = refused(from_stack(tensorParallelSize="2"))
+    assert error.setting == "tensorParallelSize"
+    assert "GPUs per g6.8xlarge node" in str(error)
+
+
+def test_pipeline_parallel_beyond_the_node_is_refused():
+    assert refused(from_stack(pipelineParallelSize="2")).setting == "pipelineParallelSize"
+
+
+def test_per_phase_parallel_override_is_named_by_its_path():
+    app = PDAppConfig(decode=PhaseSettings(engine_id="decode", kv_role="kv_consumer",
+                                           engine=EngineOverrides(tensor_parallel_size=2)))
+    assert refused(app).setting == "decode.engine.tensor_parallel_size"
+
+
+def test_tensor_parallel_fits_a_four_gpu_node():
+    target = DeploymentTarget(INSTANCE_TYPES["g6.12xlarge"], 1, efa=True)
+    result = check_app(from_stack(tensorParallelSize="2"), target)
+    assert result.capacity["prefill"].gpus_per_replica == 2
+
+
+@pytest.mark.parametrize(("settings", "key"), [
+    ({"prefillReplicas": "2"}, "prefillReplicas"),
+    ({"decodeReplicas": "2"}, "decodeReplicas"),
+    # Autoscaling counts at its upper bound: the GPUs must exist when it scales up.
+    ({"decodeMaxReplicas": "2"}, "decodeMaxReplicas"),
+    ({"prefillMaxReplicas": "3"}, "prefillMaxReplicas"),
+])
+def test_more_replicas_than_gpu_nodes_is_refused(settings, key):
+    error = refused(from_stack(**settings))
+    assert error.setting == key
+    assert "3 GPUs" in str(error) or "4 GPUs" in str(error)
+    assert "gpuNodeCount" in str(error)
+
+
+def test_replicas_fit_when_nodes_are_added():
+    target = DeploymentTarget(G6_8X, 4, efa=True)
+    assert check_app(from_stack(prefillReplicas="1", prefillMaxReplicas="2", decodeReplicas="2"), target).capacity
+
+
+def test_accelerator_type_must_match_the_gpu():
+    assert refused(PDAppConfig(accelerator_type="H100")).setting == "accelerator_type"
+    assert check_app(PDAppConfig(accelerator_type="L4"), REFERENCE_TARGET).capacity
+
+
+def test_cpu_node_type_is_refused():
+    target = DeploymentTarget(INSTANCE_TYPES["m7i.xlarge"], 2, efa=True)
+    assert refused(PDAppConfig(), target).setting == "gpuNodeType"
+
+
+# ── Capacity ────────────────────────────────────────────────────────────────────────────────
+
+def test_weights_that_do_not_fit_are_refused():
+    # Qwen3.5-9B in float32 is 38.6 GB; an L4 offers 20.1 GiB at 0.90.
+    error = refused(from_stack(dtype="float32"))
+    assert error.setting == "modelSource"
+    assert "no KV cache" in str(error)
+
+
+def test_low_memory_utilization_leaves_no_kv_cache():
+    error = refused(from_stack(gpuMemoryUtilization="0.80"))
+    assert error.setting == "modelSource"
+
+
+def test_sequence_longer_than_the_kv_cache_is_refused():
+    # 65,536 tokens × 32 KiB = 2 GiB of KV for one sequence; about 1.1 GiB is free.
+    error = refused(from_stack(maxModelLen="65536"))
+    assert error.setting == "maxModelLen"
+    assert "lower maxModelLen or raise gpuMemoryUtilization" in str(error)
+
+
+def test_max_model_len_beyond_the_model_is_refused():
+    app = from_stack(modelSource="Qwen/Qwen3-8B", modelId="qwen3-8b", maxModelLen="65536")
+    error = refused(app)
+    assert error.setting == "maxModelLen"
+    assert "40960" in str(error)
+
+
+def test_a_model_passed_in_is_used_instead_of_the_facts():
+    small = KNOWN_MODELS["Qwen/Qwen2.5-7B-Instruct"]
+    result = check_app(from_stack(modelSource="acme/fine-tune"), REFERENCE_TARGET, model=small)
+    assert result.capacity["prefill"].model == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_each_phase_is_sized_with_its_own_engine_settings():
+    # Decode keeps more memory for the KV cache than prefill: the reports differ accordingly.
+    app = PDAppConfig(decode=PhaseSettings(engine_id="decode", kv_role="kv_consumer",
+                                           engine=EngineOverrides(gpu_memory_utilization=0.95)))
+    capacity = check_app(app, REFERENCE_TARGET).capacity
+    assert capacity["decode"].kv_budget_bytes - capacity["prefill"].kv_budget_bytes == (
+        int(22_888 * 2**20 * 0.95) - int(22_888 * 2**20 * 0.90))
+    assert capacity["decode"].max_concurrent_sequences > capacity["prefill"].max_concurrent_sequences
+
+
+def test_per_phase_memory_override_that_starves_the_kv_cache_is_refused():
+    app = PDAppConfig(prefill=PhaseSettings(engine_id="prefill", kv_role="kv_producer",
+                                            engine=EngineOverrides(max_model_len=40_960)))
+    assert refused(app).setting == "prefill.engine.max_model_len"

@@ -1,0 +1,335 @@
+"""The typed PD app, its serveConfigV2 render, the stack-config reader and the Ray image facts.
+
+What a user cares about: the default stack deploys the reference serve config; each serving key in a
+stack file lands where Ray Serve reads it; a wrong value is refused with the key's name.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from hypothesis import given, settings as hypothesis_settings, strategies as st
+from pydantic import ValidationError
+
+from facts.images import (
+    DLC_TAG, PUBLIC_DLC_REPOSITORY, RAY_LLM_DLC_V1_0, check_ray_image, default_ray_image, serving_stack,
+)
+from serve_app.config import STACK_KEYS, EngineOverrides, PDAppConfig, PhaseSettings, Replicas
+from serve_app.errors import ConfigError
+from serve_app.render import (
+    PD_BUILDER_IMPORT_PATH, deployment_names, pd_serving_args, serve_config_v2, serve_config_v2_yaml,
+)
+from serve_app.stack_config import pd_app_from_config, ray_image_from_config
+
+
+def reference_phase(engine_id: str, kv_role: str) -> dict:
+    """REFERENCE.md §1 "Its serve config per phase", typed out by hand."""
+    return {
+        "model_loading_config": {"model_id": "qwen3.5-9b", "model_source": "Qwen/Qwen3.5-9B"},
+        "engine_kwargs": {
+            "max_model_len": 4096,
+            "dtype": "bfloat16",
+            "gpu_memory_utilization": 0.90,
+            "enforce_eager": True,
+            "kv_transfer_config": {
+                "kv_connector": "NixlConnector",
+                "kv_role": kv_role,
+                "engine_id": engine_id,
+                "kv_connector_extra_config": {"backends": ["LIBFABRIC"]},
+            },
+        },
+        "deployment_config": {"num_replicas": 1},
+    }
+
+
+def from_stack(**settings: str) -> PDAppConfig:
+    return pd_app_from_config(settings.get)
+
+
+# ── Defaults reproduce the reference ──────────────────────────────────────────────────────────
+
+def test_default_args_are_the_reference_config_with_per_phase_kv_roles():
+    # The one departure from the AWS sample: kv_both → producer/consumer (see config.KV_ROLE_DECISION).
+    assert pd_serving_args(PDAppConfig()) == {
+        "prefill_config": reference_phase("prefill", "kv_producer"),
+        "decode_config": reference_phase("decode", "kv_consumer"),
+    }
+
+
+def test_kv_both_reproduces_the_aws_sample_byte_for_byte():
+    app = PDAppConfig(prefill=PhaseSettings(engine_id="prefill", kv_role="kv_both"),
+                      decode=PhaseSettings(engine_id="decode", kv_role="kv_both"))
+    assert pd_serving_args(app) == {
+        "prefill_config": reference_phase("prefill", "kv_both"),
+        "decode_config": reference_phase("decode", "kv_both"),
+    }
+
+
+def test_empty_stack_config_gives_the_default_app():
+    assert from_stack() == PDAppConfig()
+    # Pulumi.yaml declares every key; its "" and "0" defaults mean "use the default" too.
+    assert from_stack(tokenizerSource="", prefillMaxReplicas="0", decodeMaxReplicas="0", kvBackends="",
+                      extraEngineKwargs="", rayImage="") == PDAppConfig()
+
+
+def test_serve_config_v2_is_one_pd_application_at_root():
+    document = serve_config_v2(PDAppConfig())
+    assert document["http_options"] == {"host": "0.0.0.0", "port": 8000}
+    [application] = document["applications"]
+    assert application["name"] == "llm"
+    assert application["route_prefix"] == "/"
+    assert application["import_path"] == PD_BUILDER_IMPORT_PATH == "ray.serve.llm:build_pd_openai_app"
+    assert application["args"] == pd_serving_args(PDAppConfig())
+
+
+def test_yaml_is_the_same_data_and_has_no_python_tags():
+    text = serve_config_v2_yaml(PDAppConfig())
+    assert "!!python" not in text
+    assert yaml.safe_load(text) == serve_config_v2(PDAppConfig())
+
+
+def test_deployment_names_follow_ray_serve_llm_naming():
+    assert deployment_names(PDAppConfig()) == {
+        "prefill": "Prefill:qwen3_5-9b", "decode": "Decode:qwen3_5-9b", "ingress": "OpenAiIngress"}
+    named = PDAppConfig(model={"model_id": "meta-llama/Llama-3.1-8B", "model_source": "meta-llama/Llama-3.1-8B"})
+    assert deployment_names(named)["prefill"] == "Prefill:meta-llama--Llama-3_1-8B"
+
+
+# ── Each stack setting lands where Ray Serve reads it ────────────────────────────────────────
+
+def both_phases(args: dict, *path: str) -> list:
+    values = []
+    for phase in ("prefill_config", "decode_config"):
+        node = args[phase]
+        for part in path:
+            node = node[part]
+        values.append(node)
+    return values
+
+
+@pytest.mark.parametrize(("key", "raw", "path", "expected"), [
+    ("modelId", "my-model", ("model_loading_config", "model_id"), "my-model"),
+    ("modelSource", "s3://bucket/qwen", ("model_loading_config", "model_source"), "s3://bucket/qwen"),
+    ("tokenizerSource", "Qwen/Qwen3.5-9B-Tok", ("model_loading_config", "tokenizer_source"), "Qwen/Qwen3.5-9B-Tok"),
+    ("maxModelLen", "8192", ("engine_kwargs", "max_model_len"), 8192),
+    ("dtype", "float16", ("engine_kwargs", "dtype"), "float16"),
+    ("gpuMemoryUtilization", "0.85", ("engine_kwargs", "gpu_memory_utilization"), 0.85),
+    ("enforceEager", "false", ("engine_kwargs", "enforce_eager"), False),
+    ("tensorParallelSize", "2", ("engine_kwargs", "tensor_parallel_size"), 2),
+    ("pipelineParallelSize", "2", ("engine_kwargs", "pipeline_parallel_size"), 2),
+    ("extraEngineKwargs", '{"max_num_seqs": 8}', ("engine_kwargs", "max_num_seqs"), 8),
+    ("kvBackends", '["LIBFABRIC"]', ("engine_kwargs", "kv_transfer_config", "kv_connector_extra_config", "backends"),
+     ["LIBFABRIC"]),
+])
+def test_shared_setting_changes_both_phases(key, raw, path, expected):
+    args = pd_serving_args(from_stack(**{key: raw}))
+    assert both_phases(args, *path) == [expected, expected]
+
+
+def test_ucx_accepted_on_efa_renders_ucx():
+    app = from_stack(kvBackends='["UCX"]', acceptUcxOnEfaKvTransferIs100xSlower="true")
+    assert both_phases(pd_serving_args(app), "engine_kwargs", "kv_transfer_config",
+                       "kv_connector_extra_config", "backends") == [["UCX"], ["UCX"]]
+
+
+def test_without_efa_the_default_backend_is_ucx():
+    app = pd_app_from_config({}.get, efa=False)
+    assert app.kv_transfer.backends == ("UCX",)
+
+
+@pytest.mark.parametrize(("key", "phase_key", "value"), [
+    ("prefillEngineId", "prefill_config", "p0"),
+    ("decodeEngineId", "decode_config", "d0"),
+])
+def test_engine_id_changes_only_its_phase(key, phase_key, value):
+    args = pd_serving_args(from_stack(**{key: value}))
+    assert args[phase_key]["engine_kwargs"]["kv_transfer_config"]["engine_id"] == value
+    other = "decode_config" if phase_key == "prefill_config" else "prefill_config"
+    assert args[other]["engine_kwargs"]["kv_transfer_config"]["engine_id"] in ("prefill", "decode")
+
+
+def test_fixed_replicas_render_num_replicas():
+    args = pd_serving_args(from_stack(prefillReplicas="2", decodeReplicas="3"))
+    assert args["prefill_config"]["deployment_config"] == {"num_replicas": 2}
+    assert args["decode_config"]["deployment_config"] == {"num_replicas": 3}
+
+
+def test_max_replicas_render_autoscaling_bounds():
+    args = pd_serving_args(from_stack(prefillReplicas="1", prefillMaxReplicas="4",
+                                      decodeReplicas="2", decodeMaxReplicas="2"))
+    assert args["prefill_config"]["deployment_config"] == {"autoscaling_config": {"min_replicas": 1, "max_replicas": 4}}
+    assert args["decode_config"]["deployment_config"] == {"autoscaling_config": {"min_replicas": 2, "max_replicas": 2}}
+
+
+def test_per_phase_override_changes_only_that_phase():
+    app = PDAppConfig(decode=PhaseSettings(
+        engine_id="decode", kv_role="kv_consumer",
+        engine=EngineOverrides(gpu_memory_utilization=0.8, extra_engine_kwargs={"max_num_seqs": 4})))
+    args = pd_serving_args(app)
+    assert both_phases(args, "engine_kwargs", "gpu_memory_utilization") == [0.90, 0.8]
+    assert "max_num_seqs" not in args["prefill_config"]["engine_kwargs"]
+    assert args["decode_config"]["engine_kwargs"]["max_num_seqs"] == 4
+
+
+def test_override_extra_kwargs_merge_over_shared_ones():
+    app = PDAppConfig(engine={"extra_engine_kwargs": {"max_num_seqs": 16, "seed": 1}},
+                      prefill=PhaseSettings(engine_id="prefill", kv_role="kv_producer",
+                                            engine=EngineOverrides(extra_engine_kwargs={"max_num_seqs": 2})))
+    args = pd_serving_args(app)
+    assert args["prefill_config"]["engine_kwargs"]["max_num_seqs"] == 2
+    assert args["decode_config"]["engine_kwargs"]["max_num_seqs"] == 16
+    assert both_phases(args, "engine_kwargs", "seed") == [1, 1]
+
+
+def test_accelerator_type_ingress_and_app_name_render():
+    app = PDAppConfig(name="chat", route_prefix="/v2", accelerator_type="L4",
+                      ingress={"deployment_config": {"num_replicas": 2}})
+    document = serve_config_v2(app)
+    [application] = document["applications"]
+    assert (application["name"], application["route_prefix"]) == ("chat", "/v2")
+    assert both_phases(application["args"], "accelerator_type") == ["L4", "L4"]
+    assert application["args"]["ingress_deployment_config"] == {"num_replicas": 2}
+
+
+# ── Bad settings are refused, naming the key ─────────────────────────────────────────────────
+
+@pytest.mark.parametrize(("settings", "key", "says"), [
+    ({"maxModelLen": "4k"}, "maxModelLen", "whole number"),
+    ({"maxModelLen": "0"}, "maxModelLen", "≥ 1"),
+    ({"dtype": "bf16"}, "dtype", "bfloat16"),
+    ({"gpuMemoryUtilization": "90%"}, "gpuMemoryUtilization", "(0, 1]"),
+    ({"gpuMemoryUtilization": "0"}, "gpuMemoryUtilization", "(0, 1]"),
+    ({"gpuMemoryUtilization": "1.2"}, "gpuMemoryUtilization", "(0, 1]"),
+    ({"gpuMemoryUtilization": "nan"}, "gpuMemoryUtilization", "(0, 1]"),
+    ({"enforceEager": "yes"}, "enforceEager", "true or false"),
+    ({"tensorParallelSize": "0"}, "tensorParallelSize", "≥ 1"),
+    ({"pipelineParallelSize": "two"}, "pipelineParallelSize", "whole number"),
+    ({"prefillReplicas": "0"}, "prefillReplicas", "≥ 1"),
+    ({"decodeReplicas": "-1"}, "decodeReplicas", "whole number"),
+    ({"prefillReplicas": "3", "prefillMaxReplicas": "2"}, "prefillMaxReplicas", "0 (fixed)"),
+    ({"decodeMaxReplicas": "1.5"}, "decodeMaxReplicas", "whole number"),
+    ({"kvBackends": "LIBFABRIC"}, "kvBackends", "JSON"),
+    ({"kvBackends": '"LIBFABRIC"'}, "kvBackends", "JSON"),
+    ({"kvBackends": "[]"}, "kvBackends", "non-empty"),
+    ({"kvBackends": '["LIBFABRIC", "LIBFABRIC"]'}, "kvBackends", "distinct"),
+    ({"kvBackends": '["libfabric"]'}, "kvBackends", "unknown NIXL backend"),
+    ({"kvBackends": '[1]'}, "kvBackends", "backend names"),
+    ({"kvBackends": '["UCX"]'}, "kvBackends", "acceptUcxOnEfaKvTransferIs100xSlower"),
+    ({"kvBackends": '["UCX", "LIBFABRIC"]'}, "kvBackends", "acceptUcxOnEfaKvTransferIs100xSlower"),
+    ({"kvBackends": '["UCX"]', "acceptUcxOnEfaKvTransferIs100xSlower": "maybe"},
+     "acceptUcxOnEfaKvTransferIs100xSlower", "true or false"),
+    ({"prefillEngineId": "pre fill"}, "prefillEngineId", "letters, digits"),
+    ({"decodeEngineId": "-decode"}, "decodeEngineId", "starting with"),
+    ({"modelSource": "Qwen/Qwen 3.5"}, "modelSource", "without spaces"),
+    ({"modelId": "qwen 3.5"}, "modelId", "without spaces"),
+    ({"modelId": "qwen#3"}, "modelId", "'#'"),
+    ({"extraEngineKwargs": "max_num_seqs=8"}, "extraEngineKwargs", "not JSON"),
+    ({"extraEngineKwargs": "[1]"}, "extraEngineKwargs", "JSON text of an object"),
+    ({"extraEngineKwargs": '{"max_model_len": 8192}'}, "extraEngineKwargs", "set max_model_len with maxModelLen"),
+    ({"extraEngineKwargs": '{"kv_transfer_config": {}}'}, "extraEngineKwargs", "kvBackends"),
+    ({"extraEngineKwargs": '{"data_parallel_size": 2}'}, "extraEngineKwargs", "tensor and pipeline"),
+])
+def test_bad_setting_is_refused_naming_its_key(settings, key, says):
+    with pytest.raises(ConfigError) as raised:
+        pd_app_from_config(settings.get)
+    assert raised.value.setting == key
+    assert says in str(raised.value)
+    assert str(raised.value).startswith(f"{key}: got ")
+
+
+SERVING_KEYS = sorted({*STACK_KEYS.values(), "acceptUcxOnEfaKvTransferIs100xSlower"})
+
+
+@hypothesis_settings(max_examples=150, deadline=None)
+@given(key=st.sampled_from(SERVING_KEYS),
+       raw=st.one_of(st.text(max_size=40), st.integers(-10, 10**6).map(str),
+                     st.sampled_from(["[\"UCX\"]", "{}", "[]", "0.5", "true", "nan", "1e999", "[" * 5000])))
+def test_any_text_in_any_serving_key_is_accepted_or_refused_by_name(key, raw):
+    try:
+        app = pd_app_from_config({key: raw}.get)
+    except ConfigError as error:
+        assert error.setting in (key, "kvBackends")  # the UCX acknowledgement is about kvBackends
+        return
+    assert yaml.safe_load(serve_config_v2_yaml(app)) == serve_config_v2(app)
+
+
+def test_libfabric_without_efa_is_refused():
+    with pytest.raises(ConfigError, match="kvBackends.*FI_PROVIDER=efa"):
+        pd_app_from_config({"kvBackends": '["LIBFABRIC"]'}.get, efa=False)
+
+
+def test_typed_model_is_frozen_and_refuses_unknown_fields():
+    app = PDAppConfig()
+    with pytest.raises(ValidationError):
+        app.name = "other"  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        PDAppConfig(proxy_cls_config={})  # type: ignore[call-arg]
+    with pytest.raises(ValidationError):
+        PDAppConfig(route_prefix="v1")
+    with pytest.raises(ValidationError):
+        PDAppConfig(route_prefix="/v1/")
+    with pytest.raises(ValidationError):
+        Replicas(min_replicas=3, max_replicas=2)
+    with pytest.raises(ValidationError):
+        PhaseSettings(engine_id="prefill", kv_role="kv_sender")  # type: ignore[arg-type]
+
+
+# ── Ray image ↔ rayVersion ───────────────────────────────────────────────────────────────────
+
+def test_default_image_is_the_regional_dlc_with_its_ray_version():
+    resolved = ray_image_from_config({}.get, region="eu-west-1")
+    assert resolved.image == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/ray:serve-llm-cuda-v1.0"
+    assert resolved.ray_version == "2.58.0"
+    assert resolved.stack == RAY_LLM_DLC_V1_0
+    assert (resolved.stack.vllm, resolved.stack.nixl, resolved.stack.torch) == ("0.26.0", "1.3.1", "2.11.0")
+
+
+def test_public_copy_of_the_dlc_is_known():
+    assert serving_stack(f"{PUBLIC_DLC_REPOSITORY}:{DLC_TAG}") == RAY_LLM_DLC_V1_0
+    assert default_ray_image("us-east-1").endswith(f"/ray:{DLC_TAG}")
+
+
+def test_matching_ray_version_is_accepted_and_a_different_one_refused():
+    image = default_ray_image("us-west-2")
+    assert check_ray_image(image, "2.58.0").ray_version == "2.58.0"
+    with pytest.raises(ConfigError, match=r"rayVersion: got '2.60.0'; allowed: 2.58.0"):
+        check_ray_image(image, "2.60.0")
+
+
+def test_unknown_image_needs_ray_version():
+    mine = "123456789012.dkr.ecr.us-west-2.amazonaws.com/my-ray:2.60.0-vllm0.29"
+    with pytest.raises(ConfigError) as raised:
+        ray_image_from_config({"rayImage": mine}.get, region="us-west-2")
+    assert raised.value.setting == "rayVersion"
+    resolved = ray_image_from_config({"rayImage": mine, "rayVersion": "2.60.0"}.get, region="us-west-2")
+    assert (resolved.image, resolved.ray_version, resolved.stack) == (mine, "2.60.0", None)
+
+
+@pytest.mark.parametrize("image", [
+    "rayproject/ray-llm:latest",
+    "rayproject/ray-llm",
+    "localhost:5000/ray",
+    f"{PUBLIC_DLC_REPOSITORY}:serve-llm-cuda",
+])
+def test_unpinned_images_are_refused(image):
+    with pytest.raises(ConfigError) as raised:
+        check_ray_image(image, "2.58.0")
+    assert raised.value.setting == "rayImage"
+
+
+def test_digest_pins_an_image():
+    image = "rayproject/ray-llm@sha256:" + "a" * 64
+    assert check_ray_image(image, "2.60.0").ray_version == "2.60.0"
+
+
+def test_bad_region_is_refused():
+    with pytest.raises(ConfigError, match="aws:region"):
+        default_ray_image("us_west_2")
+
+
+def test_stack_config_reader_accepts_pulumi_json_arrays():
+    # Pulumi hands arrays over as JSON text; the reader takes exactly that.
+    app = from_stack(kvBackends=json.dumps(["LIBFABRIC"]))
+    assert app.kv_transfer.backends == ("LIBFABRIC",)

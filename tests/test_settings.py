@@ -1,0 +1,325 @@
+"""Stack configuration: Pulumi.yaml declares every key, the stack files mean what they say, and every
+mistake is refused with a ConfigError naming the key — before any resource (pure, no Pulumi run)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+
+import pytest
+
+from components.settings import (
+    SUPPORTED_KUBERNETES_VERSIONS, StackSettings, declared_keys, plan_availability_zones, project_name,
+    settings_from_config,
+)
+from pdctl.offline import stack_config
+from serve_app.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = project_name()
+
+
+def settings_for(stack: str, **overrides: str) -> StackSettings:
+    """What the program gets for `stack` (defaults + stack file, as the CLI merges them) + overrides."""
+    raw, _secret_keys = stack_config(stack)
+    raw.update(overrides)
+    return settings_from_config(raw, project=PROJECT, stack=stack)
+
+
+def refusal(key: str, value: str) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        settings_for("dev", **{key: value})
+    return caught.value
+
+
+# ── Pulumi.yaml ───────────────────────────────────────────────────────────────────────────────
+
+def architecture_keys() -> set[str]:
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    section = text.split("## Stack configuration keys", 1)[1].split("\n## ", 1)[0]
+    # Backticked config keys: camelCase words or aws:region, not values like `single` or `perAz`.
+    keys = set(re.findall(r"`([a-z]+:[a-z]+|[a-z][A-Za-z0-9]*)`", section))
+    values = {"single", "perAz", "get", "project"}
+    return {k for k in keys if k not in values and not k.startswith(("serve_app", "components"))}
+
+
+def test_pulumi_yaml_declares_exactly_the_architecture_keys():
+    declared = set(declared_keys())
+    assert declared == architecture_keys()
+
+
+def test_every_project_key_has_type_default_and_description():
+    for name, key in declared_keys().items():
+        if ":" in name:  # provider keys may only carry a value in Pulumi.yaml
+            assert key.default is not None, name
+            continue
+        assert key.type in ("string", "integer", "boolean", "array"), name
+        assert key.default is not None, f"{name} has no default"
+        assert len(key.description) > 20, f"{name} is not described"
+
+
+# A different valid value for every key: each must change what the program gets.
+ALTERNATIVES = {
+    "aws:region": "us-east-1",
+    "clusterName": "other-cluster",
+    "kubernetesVersion": "1.34",
+    "namespace": "llm",
+    "vpcCidr": "172.16.0.0/16",
+    "azCount": "3",
+    "natMode": "perAz",
+    "systemNodeType": "m7i.2xlarge",
+    "systemNodeCount": "2",
+    "gpuNodeType": "g6.12xlarge",
+    "gpuNodeCount": "3",
+    "gpuAvailabilityZone": "us-west-2c",
+    "gpuDiskGiB": "500",
+    "kuberayChartVersion": "1.6.1",
+    "nvidiaDevicePluginChartVersion": "0.19.3",
+    "efaDevicePluginChartVersion": "v0.5.29",
+    "adminPrincipalArns": '["arn:aws:iam::111122223333:role/admin"]',
+    "apiPublicAccessCidrs": '["198.51.100.0/24"]',
+    "deletionProtection": "true",
+    "hfToken": "hf_abc",
+    "rayServiceName": "other-llm",
+    "rayImage": "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.0",
+    "rayVersion": "2.60.0",
+    "initializingTimeout": "45m",
+    "upgradeStrategy": "NewCluster",
+    "modelId": "my-model",
+    "modelSource": "s3://bucket/qwen",
+    "tokenizerSource": "Qwen/Qwen3.5-9B",
+    "maxModelLen": "2048",
+    "dtype": "float16",
+    "gpuMemoryUtilization": "0.95",
+    "enforceEager": "false",
+    "tensorParallelSize": "2",
+    "pipelineParallelSize": "2",
+    "prefillReplicas": "2",
+    "prefillMaxReplicas": "3",
+    "decodeReplicas": "2",
+    "decodeMaxReplicas": "3",
+    "kvBackends": '["LIBFABRIC", "UCX"]',
+    "prefillEngineId": "p",
+    "decodeEngineId": "d",
+    "acceptUcxOnEfaKvTransferIs100xSlower": "true",
+    "extraEngineKwargs": '{"max_num_seqs": 8}',
+}
+# Keys that only make sense together with another change.
+COMPANIONS = {
+    "rayVersion": {"rayImage": "example.com/ray:2.60.0-gpu", "rayVersion": "2.59.0"},
+    "kvBackends": {"acceptUcxOnEfaKvTransferIs100xSlower": "true"},
+    "tensorParallelSize": {"gpuNodeType": "g6.12xlarge", "modelSource": "s3://bucket/model"},
+    "pipelineParallelSize": {"gpuNodeType": "g6.12xlarge", "modelSource": "s3://bucket/model"},
+    "prefillReplicas": {"gpuNodeCount": "4"},
+    "decodeReplicas": {"gpuNodeCount": "4"},
+    "prefillMaxReplicas": {"gpuNodeCount": "4"},
+    "decodeMaxReplicas": {"gpuNodeCount": "4"},
+    "acceptUcxOnEfaKvTransferIs100xSlower": {"kvBackends": '["UCX"]'},
+}
+
+
+def test_alternatives_cover_every_declared_key():
+    assert set(ALTERNATIVES) == set(declared_keys())
+
+
+@pytest.mark.parametrize("key", sorted(ALTERNATIVES))
+def test_every_key_is_read(key):
+    """Changing any one key (with what it needs beside it) changes what the program gets."""
+    base_overrides = COMPANIONS.get(key, {})
+    changed = {**base_overrides, key: ALTERNATIVES[key]}
+    if key == "acceptUcxOnEfaKvTransferIs100xSlower":
+        # Without the acknowledgement UCX on EFA is refused; with it, it is accepted.
+        with pytest.raises(ConfigError):
+            settings_for("dev", **base_overrides)
+        assert settings_for("dev", **changed).serving.app.kv_transfer.backends == ("UCX",)
+        return
+    assert settings_for("dev", **changed) != settings_for("dev", **base_overrides)
+
+
+# ── The two stacks ────────────────────────────────────────────────────────────────────────────
+
+def test_dev_reproduces_the_reference_deployment():
+    s = settings_for("dev")
+    assert s.region == "us-west-2"
+    assert s.cluster.name == "ray-llm-multinode"
+    assert s.cluster.kubernetes_version == "1.35"
+    assert s.namespace == "inference"
+    assert (s.system_nodes.instance_type, s.system_nodes.count) == ("m7i.xlarge", 1)
+    assert (s.gpu_nodes.instance_type, s.gpu_nodes.count) == ("g6.8xlarge", 2)
+    assert s.gpu_nodes.availability_zone is None  # picked among the AZs offering the type
+    assert s.gpu_nodes.disk_gib == 200
+    assert s.charts.kuberay == "1.7.0"
+    assert s.serving.ray_service_name == "ray-llm"
+    assert s.serving.app.model.model_source == "Qwen/Qwen3.5-9B"
+    assert s.serving.app.model.model_id == "qwen3.5-9b"
+    assert s.serving.app.kv_transfer.backends == ("LIBFABRIC",)
+    assert s.serving.ray_image == "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0"
+    assert (s.network.nat_mode, s.network.az_count, s.network.protect) == ("single", 2, False)
+    assert not s.hf_token_configured
+
+
+def test_prod_differs_where_production_should():
+    dev, prod = settings_for("dev"), settings_for("prod")
+    assert prod.cluster.protect and prod.network.protect and not dev.cluster.protect
+    assert (prod.network.nat_mode, dev.network.nat_mode) == ("perAz", "single")
+    assert prod.network.az_count > dev.network.az_count
+    assert prod.cluster.api_public_access_cidrs and "0.0.0.0/0" not in prod.cluster.api_public_access_cidrs
+    documentation = ipaddress.IPv4Network("203.0.113.0/24")  # RFC 5737 (commented in the file)
+    assert all(ipaddress.IPv4Network(c).subnet_of(documentation) for c in prod.cluster.api_public_access_cidrs)
+    assert prod.cluster.admin_principal_arns
+    assert prod.system_nodes.count > dev.system_nodes.count
+    assert prod.network.vpc_cidr != dev.network.vpc_cidr
+
+
+def test_settings_are_frozen():
+    s = settings_for("dev")
+    with pytest.raises(Exception):
+        s.gpu_nodes.count = 3  # type: ignore[misc]
+
+
+# ── Refusals ──────────────────────────────────────────────────────────────────────────────────
+
+BAD = [
+    ("aws:region", "oregon"),
+    ("clusterName", "Ray_LLM"),
+    ("clusterName", "a" * 41),
+    ("clusterName", "1cluster"),
+    ("kubernetesVersion", "1.20"),
+    ("kubernetesVersion", "latest"),
+    ("namespace", "Inference"),
+    ("namespace", "kube-system"),
+    ("vpcCidr", "10.0.0.1/16"),
+    ("vpcCidr", "8.8.0.0/16"),
+    ("vpcCidr", "10.0.0.0/24"),
+    ("vpcCidr", "10.0.0.0/12"),
+    ("vpcCidr", "not-a-cidr"),
+    ("azCount", "1"),
+    ("azCount", "7"),
+    ("azCount", "two"),
+    ("natMode", "perZone"),
+    ("systemNodeType", "g6.8xlarge"),
+    ("systemNodeType", "m7i.large"),
+    ("systemNodeType", "t3.nano"),
+    ("systemNodeCount", "0"),
+    ("systemNodeCount", "11"),
+    ("gpuNodeType", "g6.4xlarge"),
+    ("gpuNodeType", "m7i.xlarge"),
+    ("gpuNodeType", "g6.8xl"),
+    ("gpuNodeCount", "0"),
+    ("gpuNodeCount", "65"),
+    ("gpuNodeCount", "2.5"),
+    ("gpuAvailabilityZone", "us-east-1a"),
+    ("gpuAvailabilityZone", "west"),
+    ("gpuDiskGiB", "20"),
+    ("kuberayChartVersion", "latest"),
+    ("kuberayChartVersion", "1.7"),
+    ("nvidiaDevicePluginChartVersion", ">=0.17"),
+    ("efaDevicePluginChartVersion", ""),
+    ("adminPrincipalArns", '["arn:aws:sts::123456789012:assumed-role/admin/session"]'),
+    ("adminPrincipalArns", '["arn:aws:iam::12345:role/admin"]'),
+    ("adminPrincipalArns", "arn:aws:iam::123456789012:role/admin"),
+    ("adminPrincipalArns", "[1]"),
+    ("apiPublicAccessCidrs", '["10.0.0.1/8"]'),
+    ("apiPublicAccessCidrs", '["banana"]'),
+    ("apiPublicAccessCidrs", "0.0.0.0/0"),
+    ("deletionProtection", "yes"),
+    ("rayServiceName", "a" * 48),
+    ("rayServiceName", "Ray-LLM"),
+    ("initializingTimeout", "5m"),
+    ("initializingTimeout", "soon"),
+    ("upgradeStrategy", "BlueGreen"),
+    ("rayImage", "example.com/ray:latest"),
+    ("kvBackends", '["UCX"]'),
+    ("maxModelLen", "zero"),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), BAD, ids=[f"{k}={v[:20]}" for k, v in BAD])
+def test_bad_value_is_refused_naming_the_key(key, value):
+    error = refusal(key, value)
+    assert error.setting == key
+    assert str(error).startswith(f"{key}: got ")
+    assert error.allowed  # says what is allowed
+
+
+def test_error_shows_the_value_and_what_is_allowed():
+    error = refusal("natMode", "perZone")
+    assert "'perZone'" in str(error) and "single or perAz" in str(error)
+
+
+@pytest.mark.parametrize("key", ["gpuNodeTyp", "eks-pd-llm:gpuNodeTyp"])
+def test_unknown_key_is_refused_with_a_suggestion(key):
+    error = refusal(key, "g6.8xlarge")
+    assert error.setting == "gpuNodeTyp"
+    assert error.why == "unknown setting; did you mean gpuNodeType?"
+    assert "clusterName" in error.allowed and "modelId" in error.allowed
+
+
+def test_other_providers_keys_are_theirs():
+    settings_for("dev", **{"aws:profile": "work", "kubernetes:context": "x"})
+
+
+def test_gpu_type_without_efa_says_why():
+    error = refusal("gpuNodeType", "g6.4xlarge")
+    assert "no EFA interface" in error.why
+    assert "g6.8xlarge" in error.allowed
+
+
+def test_defaults_apply_when_raw_config_is_partial():
+    s = settings_from_config({"aws:region": "us-east-2"}, project=PROJECT, stack="x")
+    assert s.region == "us-east-2" and s.gpu_nodes.instance_type == "g6.8xlarge"
+
+
+def test_supported_kubernetes_versions_include_the_reference():
+    assert "1.35" in SUPPORTED_KUBERNETES_VERSIONS
+
+
+# ── Subnet layout ─────────────────────────────────────────────────────────────────────────────
+
+@pytest.mark.parametrize("prefix", [16, 18, 20])
+@pytest.mark.parametrize("az_count", [2, 3, 6])
+def test_subnets_fit_the_vpc_without_overlap(prefix, az_count):
+    s = settings_for("dev", vpcCidr=f"10.0.0.0/{prefix}", azCount=str(az_count))
+    pairs = s.network.subnet_cidrs()
+    subnets = [net for pair in pairs for net in pair]
+    assert len(pairs) == az_count
+    assert all(net.subnet_of(s.network.vpc_cidr) for net in subnets)
+    assert all(not a.overlaps(b) for i, a in enumerate(subnets) for b in subnets[i + 1:])
+    # Pods take VPC addresses: private subnets are the big ones.
+    assert all(private.num_addresses == 8 * public.num_addresses for private, public in pairs)
+
+
+# ── AZ choice ─────────────────────────────────────────────────────────────────────────────────
+
+ZONES = ["us-west-2d", "us-west-2a", "us-west-2c", "us-west-2b"]
+
+
+def test_auto_gpu_zone_is_the_first_offering_one_and_leads_the_network():
+    plan = plan_availability_zones(settings_for("prod"), ZONES, {"us-west-2c", "us-west-2b"})
+    assert plan.gpu_zone == "us-west-2b"
+    assert plan.network_zones == ("us-west-2b", "us-west-2a", "us-west-2c")
+
+
+def test_configured_gpu_zone_is_used_when_it_offers_the_type():
+    plan = plan_availability_zones(settings_for("dev", gpuAvailabilityZone="us-west-2c"), ZONES, {"us-west-2c"})
+    assert plan.gpu_zone == "us-west-2c" and plan.network_zones[0] == "us-west-2c"
+
+
+def test_configured_gpu_zone_without_the_type_is_refused():
+    with pytest.raises(ConfigError) as caught:
+        plan_availability_zones(settings_for("dev", gpuAvailabilityZone="us-west-2a"), ZONES, {"us-west-2b"})
+    assert caught.value.setting == "gpuAvailabilityZone"
+    assert caught.value.allowed == "us-west-2b"
+
+
+def test_gpu_type_offered_nowhere_is_refused():
+    with pytest.raises(ConfigError) as caught:
+        plan_availability_zones(settings_for("dev"), ZONES, set())
+    assert caught.value.setting == "gpuNodeType"
+
+
+def test_more_azs_than_the_region_has_is_refused():
+    with pytest.raises(ConfigError) as caught:
+        plan_availability_zones(settings_for("dev", azCount="5"), ZONES, {"us-west-2b"})
+    assert caught.value.setting == "azCount"
