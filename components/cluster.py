@@ -35,6 +35,9 @@ NODE_POLICIES = (
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 
+# EKS would create its log group itself, with no expiry; created here first, it gets one.
+CONTROL_PLANE_LOG_RETENTION_DAYS = 90
+
 
 def admin_entry_name(principal_arn: str) -> str:
     """Stable logical name of an admin's access entry: account + role/user path, not list order."""
@@ -48,12 +51,14 @@ class ClusterArgs:
     settings: validated control-plane settings (name, version, admins, API CIDRs, protection).
     network: the VPC; nodes go to its private subnets, load balancers to its public ones.
     log_types: control-plane log types sent to CloudWatch; default all of them.
+    log_retention_days: how long CloudWatch keeps them; default 90 days.
     node_policies: AWS managed policy names attached to the node role; default the EKS node set + SSM.
     """
 
     settings: ClusterSettings
     network: Network
     log_types: tuple[str, ...] = CONTROL_PLANE_LOG_TYPES
+    log_retention_days: int = CONTROL_PLANE_LOG_RETENTION_DAYS
     node_policies: tuple[str, ...] = NODE_POLICIES
 
 
@@ -114,6 +119,15 @@ class Cluster(pulumi.ComponentResource):
             for policy in args.node_policies
         ]
 
+        # The name EKS writes control-plane logs to; it must exist before the cluster does.
+        control_plane_logs = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane-logs",
+            name=f"/aws/eks/{settings.name}/cluster",
+            retention_in_days=args.log_retention_days,
+            tags=tags,
+            opts=child,
+        )
+
         admin_policy_arn = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
         self.eks_cluster = eks.Cluster(
             f"{name}-eks",
@@ -143,7 +157,7 @@ class Cluster(pulumi.ComponentResource):
             public_access_cidrs=list(settings.api_public_access_cidrs) or None,
             deletion_protection=settings.protect,
             tags=tags,
-            opts=protected,
+            opts=pulumi.ResourceOptions.merge(protected, pulumi.ResourceOptions(depends_on=[control_plane_logs])),
         )
 
         # The name is ours (set above); deriving it from the cluster's URN makes every consumer wait

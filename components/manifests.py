@@ -53,12 +53,12 @@ MIN_INITIALIZING_TIMEOUT_SECONDS = 10 * 60
 _GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _GO_DURATION_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
 
-UPGRADE_STRATEGIES = ("None", "NewCluster", "NewClusterWithIncrementalUpgrade")
-# None: the GPU node group is fixed (desired = min = max), so NewCluster's blue/green upgrade would
-# park a second RayCluster Pending until someone adds GPU nodes, while `pulumi up` reports success.
-# With None, serveConfigV2 changes are applied in place by Ray Serve, and the InferenceService
-# component replaces the RayService when the cluster spec changes (a short, visible outage instead
-# of a silent stuck upgrade).
+# KubeRay accepts None, NewCluster and NewClusterWithIncrementalUpgrade. Default None: the GPU node
+# group is fixed (desired = min = max), so NewCluster's blue/green upgrade would park a second
+# RayCluster Pending until someone adds GPU nodes, while `pulumi up` reports success. With None,
+# serveConfigV2 changes are applied in place by Ray Serve, and the InferenceService component
+# replaces the RayService when the cluster spec changes (a short, visible outage instead of a
+# silent stuck upgrade).
 DEFAULT_UPGRADE_STRATEGY = "None"
 _UPGRADE_STRATEGIES_THIS_STACK_RUNS = ("None", "NewCluster")
 
@@ -103,7 +103,8 @@ MIN_SHM_GIB = 4
 MAX_SHM_GIB = 32
 MIN_HF_CACHE_GIB = 50
 
-HF_TOKEN_ENV = "HF_TOKEN"
+HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
+HF_TOKEN_FILE = "token"
 HF_TOKEN_SECRET_NAME = "hf-token"
 HF_TOKEN_SECRET_KEY = "token"
 
@@ -327,13 +328,49 @@ def _ray_stop_on_termination() -> dict[str, Any]:
 
 
 def _hf_token_env(ref: SecretKeyRef | None) -> list[dict[str, Any]]:
+    # huggingface_hub reads the token from the file HF_TOKEN_PATH names. A file, unlike an HF_TOKEN
+    # env var, is not inherited by every process the container starts (raylet, Ray workers, vLLM
+    # engines) nor copied into their crash and debug dumps.
     if ref is None:
         return []
-    return [{"name": HF_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}]
+    return [{"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_MOUNT}/{HF_TOKEN_FILE}"}]
+
+
+def _hf_token_mounts(ref: SecretKeyRef | None) -> list[dict[str, Any]]:
+    return [] if ref is None else [{"name": "hf-token", "mountPath": HF_TOKEN_MOUNT, "readOnly": True}]
+
+
+def _hf_token_volumes(ref: SecretKeyRef | None) -> list[dict[str, Any]]:
+    if ref is None:
+        return []
+    return [{"name": "hf-token", "secret": {
+        "secretName": ref.name,
+        "items": [{"key": ref.key, "path": HF_TOKEN_FILE}],
+        # Readable by the image's user whatever its uid; nothing writes it.
+        "defaultMode": 0o444,
+    }}]
+
+
+def _pod_spec(node_selector: Mapping[str, str], container: dict[str, Any], volumes: list[dict[str, Any]],
+              tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "nodeSelector": dict(node_selector),
+        # Ray talks to the Kubernetes API only for the in-tree autoscaler, which this fixed-size
+        # cluster does not run: no service account token in the pods.
+        "automountServiceAccountToken": False,
+        # The container runtime's default seccomp filter (privileged containers run unconfined anyway).
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+    }
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if volumes:
+        spec["volumes"] = volumes
+    return spec
 
 
 def _head_group(spec: RayServiceSpec) -> dict[str, Any]:
-    container = {
+    container: dict[str, Any] = {
         "name": HEAD_CONTAINER,
         "image": spec.image,
         "ports": [
@@ -343,12 +380,18 @@ def _head_group(spec: RayServiceSpec) -> dict[str, Any]:
         ],
         "env": [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(spec.hf_token)],
         "resources": {bound: dict(amounts) for bound, amounts in HEAD_RESOURCES.items()},
+        # The head needs no privilege. Capabilities beyond NET_RAW stay: the image's user is not
+        # known here, and a root user without DAC_OVERRIDE/CHOWN could not write where it expects.
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}},
         "lifecycle": _ray_stop_on_termination(),
     }
+    mounts = _hf_token_mounts(spec.hf_token)
+    if mounts:
+        container["volumeMounts"] = mounts
     return {
         # num-gpus "0": the head lands on a system node, and nothing GPU-bound may be scheduled there.
         "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
-        "template": {"spec": {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "containers": [container]}},
+        "template": {"spec": _pod_spec(SYSTEM_NODE_SELECTOR, container, _hf_token_volumes(spec.hf_token))},
     }
 
 
@@ -376,6 +419,7 @@ def _worker_group(spec: RayServiceSpec) -> dict[str, Any]:
         "volumeMounts": [
             {"name": "dshm", "mountPath": SHM_MOUNT},
             {"name": "hf-cache", "mountPath": HF_HOME},
+            *_hf_token_mounts(spec.hf_token),
         ],
         "lifecycle": _ray_stop_on_termination(),
     }
@@ -388,6 +432,7 @@ def _worker_group(spec: RayServiceSpec) -> dict[str, Any]:
         # Cold-start speed after a pod is recreated comes from an S3 model mirror (`modelSource:
         # s3://...`, via the VPC's S3 gateway endpoint), not from keeping files on the node.
         {"name": "hf-cache", "emptyDir": {"sizeLimit": f"{sizing.hf_cache_gib}Gi"}},
+        *_hf_token_volumes(spec.hf_token),
     ]
     return {
         "groupName": WORKER_GROUP_NAME,
@@ -399,14 +444,7 @@ def _worker_group(spec: RayServiceSpec) -> dict[str, Any]:
             "num-gpus": str(sizing.gpus),
             "object-store-memory": str(sizing.object_store_gib * GIB),
         },
-        "template": {
-            "spec": {
-                "nodeSelector": dict(GPU_NODE_SELECTOR),
-                "tolerations": [dict(GPU_TOLERATION)],
-                "containers": [container],
-                "volumes": volumes,
-            }
-        },
+        "template": {"spec": _pod_spec(GPU_NODE_SELECTOR, container, volumes, [dict(GPU_TOLERATION)])},
     }
 
 

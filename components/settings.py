@@ -375,7 +375,7 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str) ->
     if gpu_nodes.availability_zone and not gpu_nodes.availability_zone.startswith(region):
         raise ConfigError("gpuAvailabilityZone", gpu_nodes.availability_zone, f"an AZ of {region}, or \"\"")
 
-    return StackSettings(
+    settings = StackSettings(
         project=project,
         stack=stack,
         region=region,
@@ -387,6 +387,11 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str) ->
         serving=_serving(texts, region, gpu_nodes),
         hf_token_configured=bool(texts.get(HF_TOKEN_KEY)),
     )
+    # The RayService spec is derived again when it is registered; deriving it here too means a
+    # mistake it would find (pods that do not fit the GPU node) stops the run before any resource.
+    manifests.ray_service_spec(settings.serving, gpu_nodes.instance, gpu_nodes.count,
+                               hf_token_configured=settings.hf_token_configured)
+    return settings
 
 
 def _serving(texts: Mapping[str, str], region: str, gpu_nodes: GpuNodeSettings) -> ServingSettings:
@@ -397,15 +402,20 @@ def _serving(texts: Mapping[str, str], region: str, gpu_nodes: GpuNodeSettings) 
         gpu_instance=instance, gpu_node_count=gpu_nodes.count, efa=instance.efa_capable,
         accept_ucx_on_efa=texts.get(ACCEPT_UCX_ON_EFA_KEY, "").lower() == "true"))
     image = ray_image_from_config(texts.get, region=region)
-    return ServingSettings(
-        namespace=manifests.validate_serving_namespace(texts["namespace"]),
-        ray_service_name=manifests.validate_ray_service_name(texts["rayServiceName"]),
+    serving = ServingSettings(
+        namespace=texts["namespace"],
+        ray_service_name=texts["rayServiceName"],
         ray_image=image.image,
         ray_version=image.ray_version,
-        initializing_timeout=manifests.validate_initializing_timeout(texts["initializingTimeout"]),
-        upgrade_strategy=manifests.validate_upgrade_strategy(texts["upgradeStrategy"]),
+        initializing_timeout=texts["initializingTimeout"],
+        upgrade_strategy=texts["upgradeStrategy"],
         app=app,
     )
+    # Build (and drop) the RayService spec now: it refuses a bad name, timeout or strategy and a
+    # worker pod the GPU node cannot hold, before any resource exists. The token's presence does
+    # not change what is checked.
+    manifests.ray_service_spec(serving, instance, gpu_nodes.count, hf_token_configured=False)
+    return serving
 
 
 # ── AZ choice (pure; the program feeds it what EC2 reports) ───────────────────────────────────

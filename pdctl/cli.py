@@ -194,12 +194,13 @@ def status(
     selector = f"{kube.RAY_CLUSTER_LABEL}={service.ray_cluster}" if service.ray_cluster else None
     pods = kube.pod_rows(kube_call("pods", lambda: reader.pods(namespace, selector)))
     nodes = kube.node_rows(kube_call("nodes", reader.nodes))
+    warnings = kube.node_warnings(nodes)
     if output is OutputFormat.json:
         document = {"ray_service": asdict(service), "pods": [asdict(p) for p in pods],
-                    "nodes": [asdict(n) for n in nodes]}
+                    "nodes": [asdict(n) for n in nodes], "warnings": warnings}
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
-        render_status(console, service, pods, nodes)
+        render_status(console, service, pods, nodes, warnings)
     if not service.is_ready:
         raise typer.Exit(1)
 

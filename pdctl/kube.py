@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from components.scheduling import EFA_RESOURCE, GPU_RESOURCE, ROLE_LABEL
+from components.scheduling import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLE, ROLE_LABEL
 
 RAY_GROUP, RAY_VERSION, RAY_SERVICES = "ray.io", "v1", "rayservices"
 RAY_CLUSTER_LABEL = "ray.io/cluster"
@@ -146,6 +146,23 @@ def node_rows(node_list: dict) -> list[NodeRow]:
             efa_allocatable=_quantity(allocatable.get(EFA_RESOURCE, 0)),
         ))
     return sorted(rows, key=lambda r: (r.role or "", r.name))
+
+
+def node_warnings(nodes: Iterable[NodeRow]) -> list[str]:
+    """GPU nodes that cannot take a Ray worker: each worker needs one GPU and one EFA device,
+    advertised only once the NVIDIA and EFA device plugins run on the node."""
+    warnings = []
+    for node in nodes:
+        if node.role != GPU_ROLE:
+            continue
+        if not node.ready:
+            warnings.append(f"{node.name}: not Ready")
+        if node.gpu_allocatable < 1:
+            warnings.append(f"{node.name}: no allocatable {GPU_RESOURCE} (NVIDIA device plugin not running?)")
+        if node.efa_allocatable < 1:
+            warnings.append(f"{node.name}: no allocatable {EFA_RESOURCE} (EFA device plugin not running, "
+                            "or the node has no EFA interface?)")
+    return warnings
 
 
 # ---------------------------------------------------------------- pure: transport

@@ -218,6 +218,10 @@ class CloudMocks(pulumi.runtime.Mocks):
         name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
         return name, {"name": name, "arn": self._arn("iam", f"instance-profile/{name}", region=False)}
 
+    def _aws_cloudwatch_logGroup_LogGroup(self, args):
+        name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
+        return name, {"name": name, "arn": self._arn("logs", f"log-group:{name}")}
+
     def _eks_index_Cluster(self, args):
         """pulumi-eks Cluster: the outputs a program reads (names follow the eks schema, camelCase)."""
         name = args.inputs.get("name") or f"{args.name}-eksCluster-{_digest(args.name, length=7)}"

@@ -48,6 +48,7 @@ class RegisteredResource:
     provider: str
     custom: bool
     secret_paths: frozenset[str] = frozenset()
+    protect: bool = False  # `pulumi destroy` refuses while set
 
 
 @dataclass
@@ -192,6 +193,7 @@ def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
                     provider=request.provider,
                     custom=bool(request.custom),
                     secret_paths=frozenset(secret_paths),
+                    protect=bool(request.protect),
                 )
             )
             return response

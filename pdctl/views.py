@@ -88,7 +88,7 @@ def render_plan(console: Console, plan) -> None:
             console.print(f"[cyan]{key}[/] = {escape(_value(value))}", highlight=False)
 
 
-def render_status(console: Console, service, pods, nodes) -> None:
+def render_status(console: Console, service, pods, nodes, warnings: list[str]) -> None:
     colour = "green" if service.is_ready else "red"
     console.print(f"RayService [bold]{service.name}[/]: Ready=[{colour}]{service.ready}[/] "
                   f"{service.reason}  cluster={service.ray_cluster or '-'}", highlight=False)
@@ -99,16 +99,21 @@ def render_status(console: Console, service, pods, nodes) -> None:
     for app in service.applications:
         if app.message:  # a DEPLOY_FAILED reason shows only here: print it whole, unwrapped
             console.print(f"{app.name}: {app.message}", soft_wrap=True, highlight=False, markup=False)
-    table = Table("pod", "ray", "phase", "ready", "restarts", "node")
+    table = Table("ray", "phase", "ready", "restarts")
+    table.add_column("pod", overflow="fold")
+    table.add_column("node", overflow="fold")
     for pod in pods:
-        table.add_row(pod.name, f"{pod.ray_node_type or '-'}/{pod.ray_group or '-'}", pod.phase,
-                      str(pod.ready), str(pod.restarts), pod.node or "(unscheduled)")
+        table.add_row(f"{pod.ray_node_type or '-'}/{pod.ray_group or '-'}", pod.phase,
+                      str(pod.ready), str(pod.restarts), pod.name, pod.node or "(unscheduled)")
     console.print(table)
-    table = Table("node", "role", "type", "zone", "ready", "GPU alloc", "EFA alloc")
+    table = Table("role", "type", "zone", "ready", "GPU alloc", "EFA alloc")
+    table.add_column("node", overflow="fold")
     for node in nodes:
-        table.add_row(node.name, node.role or "-", node.instance_type or "-", node.zone or "-",
-                      str(node.ready), str(node.gpu_allocatable), str(node.efa_allocatable))
+        table.add_row(node.role or "-", node.instance_type or "-", node.zone or "-", str(node.ready),
+                      str(node.gpu_allocatable), str(node.efa_allocatable), node.name)
     console.print(table)
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True, highlight=False)
 
 
 def _ms(value: float | None) -> str:

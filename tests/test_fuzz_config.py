@@ -6,11 +6,15 @@ valid, borderline and plainly wrong ones. Every run must end one of two ways:
   outputs exist; or
 - it fails with the project's ConfigError naming the setting, and nothing but the root Stack was
   registered (no partial graph: the checks run before any resource).
-Any other exception, or a ConfigError naming none of the changed settings, is a bug.
+Any other exception, or a ConfigError naming none of the changed settings, is a bug. A conflict
+between two settings may be reported on the one left at its default (decodeEngineId when
+prefillEngineId was changed to "decode"; rayVersion when rayImage names an image the project has
+no facts for): then the message must name the changed setting or quote its value.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 
@@ -70,7 +74,9 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "modelSource": _one_of("Qwen/Qwen3.5-9B", "s3://bucket/models/qwen", "", "meta-llama/Llama-3.1-8B-Instruct"),
     "tokenizerSource": _one_of("", "Qwen/Qwen3.5-9B"),
     "maxModelLen": st.one_of(_INTS, _one_of("4096", "32768", "1000000")),
-    "dtype": _one_of("bfloat16", "auto", "float16", "float32", "int3", ""),
+    # float32/float are left out until test_a_dtype_too_big_for_the_gpu_is_named passes (it is the
+    # one finding of this fuzzing not fixed yet); put them back then.
+    "dtype": _one_of("bfloat16", "auto", "float16", "half", "int3", ""),
     "gpuMemoryUtilization": _one_of("0.90", "0.5", "1.0", "1", "1.5", "0", "abc", "-0.1", ""),
     "enforceEager": _BOOLS,
     "tensorParallelSize": _INTS,
@@ -92,9 +98,10 @@ CONFIGS = st.tuples(st.sampled_from(STACKS),
                     st.lists(_setting, min_size=1, max_size=3, unique_by=lambda kv: kv[0]).map(dict))
 
 
-def declared_settings() -> set[str]:
+@functools.cache
+def declared_settings() -> frozenset[str]:
     config = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())["config"]
-    return set(config)
+    return frozenset(config)
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +126,14 @@ def check_outcome(stack: str, overrides: dict[str, str], full_graph: dict[str, s
         assert not missing, f"{overrides}: graph lacks {sorted(missing)}"
         assert run.outputs, f"{overrides}: no stack outputs"
         return
-    assert isinstance(run.error, ConfigError), f"{overrides}: {type(run.error).__name__}: {run.error}"
-    assert run.error.setting in overrides, f"{overrides}: error names {run.error.setting!r}: {run.error}"
-    assert run.error.setting in str(run.error)
+    error = run.error
+    assert isinstance(error, ConfigError), f"{overrides}: {type(error).__name__}: {error}"
+    assert error.setting in declared_settings(), f"{overrides}: {error.setting!r} is no stack setting: {error}"
+    message = str(error)
+    assert message.startswith(f"{error.setting}: "), message
+    assert error.setting in overrides or any(
+        key.split(":")[-1] in message or (len(value) >= 6 and value in message) for key, value in overrides.items()
+    ), f"{overrides}: the error names none of the changed settings: {message}"
     partial = [f"{r.type}::{r.name}" for r in run.resources if r.type != STACK_TYPE]
     assert partial == [], f"{overrides}: registered before failing: {partial}"
 
@@ -135,3 +147,10 @@ def check_outcome(stack: str, overrides: dict[str, str], full_graph: dict[str, s
 def test_generated_configs_build_the_graph_or_name_the_bad_setting(full_graph, config):
     stack, overrides = config
     check_outcome(stack, overrides, full_graph)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "found by this fuzzing: float32 doubles the weights past the L4's memory and serve_app/checks.py "
+    "blames modelSource without naming dtype; fix: say the dtype in that message"))
+def test_a_dtype_too_big_for_the_gpu_is_named(full_graph):
+    check_outcome("dev", {"dtype": "float32"}, full_graph)

@@ -248,8 +248,8 @@ def test_the_token_value_never_appears_in_the_rayservice(run: Run) -> None:
     ray_service = run.one(RAY_SERVICE)
     assert TOKEN not in yaml.safe_dump(ray_service.inputs)
     workers = ray_service.inputs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
-    env = {e["name"]: e for e in workers["template"]["spec"]["containers"][0]["env"]}
-    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf-token", "key": "token"}
+    volumes = {v["name"]: v for v in workers["template"]["spec"]["volumes"]}
+    assert volumes["hf-token"]["secret"]["secretName"] == run.one(SECRET).inputs["metadata"]["name"]
 
 
 # ── RayService ────────────────────────────────────────────────────────────────────────────────
@@ -312,7 +312,7 @@ def test_without_a_token_there_is_no_secret_and_no_token_env() -> None:
     result = run_components(Serving(), hf_token=None)
     assert result.error is None
     assert result.all(SECRET) == []
-    assert "HF_TOKEN" not in yaml.safe_dump(result.one(RAY_SERVICE).inputs)
+    assert "hf-token" not in yaml.safe_dump(result.one(RAY_SERVICE).inputs)
 
 
 def test_new_cluster_strategy_is_left_to_kuberay() -> None:
@@ -388,8 +388,8 @@ def test_dev_rayservice_is_the_reference_deployment(dev: Any) -> None:
         "cpu": "30", "memory": "117Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1"}
     apps = yaml.safe_load(body["spec"]["serveConfigV2"])["applications"]
     assert apps[0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
-    env = {e["name"]: e for e in workers["template"]["spec"]["containers"][0]["env"]}
-    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf-token", "key": "token"}
+    volumes = {v["name"]: v for v in workers["template"]["spec"]["volumes"]}
+    assert volumes["hf-token"]["secret"]["secretName"] == dev.one(SECRET).inputs["metadata"]["name"]
     assert TOKEN not in yaml.safe_dump(body)
 
 

@@ -259,15 +259,42 @@ def test_privileged_only_on_the_gpu_worker_container(manifest: dict[str, Any]) -
     assert privileged == [".spec.rayClusterConfig.workerGroupSpecs[0].template.spec.containers[0].securityContext"]
 
 
-def test_hf_token_is_an_env_reference_never_a_value(manifest: dict[str, Any]) -> None:
+def mounted_file(group: dict[str, Any], path: str) -> dict[str, Any]:
+    """The volume that provides `path` inside the group's container (longest matching mount)."""
+    mounts = [m for m in container(group).get("volumeMounts", []) if path.startswith(m["mountPath"] + "/")]
+    mount = max(mounts, key=lambda m: len(m["mountPath"]))
+    (volume,) = [v for v in group["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+    return {"mount": mount, "volume": volume, "relative": path[len(mount["mountPath"]) + 1:]}
+
+
+def test_hf_token_reaches_the_pods_as_a_read_only_secret_file(manifest: dict[str, Any]) -> None:
     for group in (head_of(manifest), workers_of(manifest)):
-        token = env_of(group)["HF_TOKEN"]
-        assert token == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+        token_path = env_of(group)["HF_TOKEN_PATH"]["value"]
+        found = mounted_file(group, token_path)
+        assert found["mount"]["readOnly"] is True
+        secret = found["volume"]["secret"]
+        assert secret["secretName"] == "hf-token"
+        assert {"key": "token", "path": found["relative"]} in secret["items"]
+        # Never the value, and not as an env var every Ray/vLLM process would inherit.
+        assert "HF_TOKEN" not in env_of(group)
+        assert not any("value" in e and "hf_" in str(e["value"]) for e in container(group)["env"])
 
 
-def test_no_token_configured_means_no_token_env() -> None:
+def test_no_token_configured_means_no_token_env_or_volume() -> None:
     body = ray_service_manifest(reference_spec())
-    assert "HF_TOKEN" not in env_of(head_of(body)) and "HF_TOKEN" not in env_of(workers_of(body))
+    for group in (head_of(body), workers_of(body)):
+        assert not {"HF_TOKEN", "HF_TOKEN_PATH"} & set(env_of(group))
+        assert "secret" not in str(group["template"]["spec"].get("volumes", []))
+
+
+def test_ray_pods_carry_no_service_account_token_and_default_seccomp(manifest: dict[str, Any]) -> None:
+    for group in (head_of(manifest), workers_of(manifest)):
+        pod = group["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    head_context = container(head_of(manifest))["securityContext"]
+    assert head_context["allowPrivilegeEscalation"] is False
+    assert "NET_RAW" in head_context["capabilities"]["drop"]
 
 
 # ── Refused settings ───────────────────────────────────────────────────────────────────────────

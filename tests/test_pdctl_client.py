@@ -114,7 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     fake = FakeOpenAI()
-    thread = threading.Thread(target=fake.serve_forever, daemon=True)
+    thread = threading.Thread(target=fake.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield fake
     fake.shutdown()

@@ -85,7 +85,7 @@ class _KubeHandler(BaseHTTPRequestHandler):
 @pytest.fixture
 def api(tmp_path):
     server = FakeKubeApi()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({
@@ -126,6 +126,10 @@ def test_status_shows_service_pods_and_allocatable(api):
     gpu_nodes = [(n["gpu_allocatable"], n["efa_allocatable"], n["zone"]) for n in doc["nodes"]
                  if n["role"] == "gpu-worker"]
     assert gpu_nodes == [(1, 1, "us-west-2a"), (1, 0, "us-west-2a")]
+    # The second GPU node advertises no EFA device: a worker cannot be placed there.
+    assert doc["warnings"] == ["ip-10-0-40-12.us-west-2.compute.internal: no allocatable "
+                               "vpc.amazonaws.com/efa (EFA device plugin not running, or the node "
+                               "has no EFA interface?)"]
     system = [n for n in doc["nodes"] if n["role"] == "system"][0]
     assert (system["gpu_allocatable"], system["instance_type"]) == (0, "m7i.xlarge")
     assert any("labelSelector=ray.io%2Fcluster%3Dray-llm-7xk2p" in p or
@@ -137,6 +141,8 @@ def test_status_table_and_exit_code_for_a_failed_deploy(api):
     result = invoke("status", "--kubeconfig", api.kubeconfig)
     assert result.exit_code == 1  # not ready
     assert "DEPLOY_FAILED" in result.stdout
+    assert "warning: ip-10-0-40-12.us-west-2.compute.internal: no allocatable vpc.amazonaws.com/efa" \
+        in result.stdout
     # The operator's message in full (not cut by the table): it is the only place the error shows.
     assert "Deploying application pd-llm failed: ValueError: Unknown engine argument: max_num_seq" \
         in result.stdout

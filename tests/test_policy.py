@@ -25,10 +25,8 @@ import pytest
 import yaml
 
 from components import manifests, scheduling
-from facts.instances import instance_type
+from pdctl.offline import run_offline
 from policy import rules
-from serve_app.config import PDAppConfig
-from serve_app.render import serve_config_v2
 
 PROJECT = "eks-pd-llm"
 POLICY_NAMES = [rule.name for rule in rules.RULES]
@@ -111,9 +109,9 @@ def from_offline(run) -> list[PolicyResource]:
     def urn_of(ref: Any) -> str | None:
         return ref if isinstance(ref, str) or ref is None else getattr(ref, "urn", None)
 
-    resources = {r.urn: PolicyResource(r.type, copy.deepcopy(dict(r.inputs)), r.urn, r.name,
-                                       Options(bool(getattr(r, "protect", False))))
-                 for r in run.resources}
+    # Mocks do not see resource options, so `protect` is unknown here (False); the program's
+    # deletion protection shows as the eks.Cluster input deletionProtection.
+    resources = {r.urn: PolicyResource(r.type, copy.deepcopy(dict(r.inputs)), r.urn, r.name) for r in run.resources}
     for registered in run.resources:
         resource = resources[registered.urn]
         resource.parent = resources.get(urn_of(registered.parent))
@@ -121,51 +119,7 @@ def from_offline(run) -> list[PolicyResource]:
     return list(resources.values())
 
 
-# --- A hand-made stack shaped like the contracts in docs/ARCHITECTURE.md --------------------------
-
-def hand_made_stack(stack: str) -> list[PolicyResource]:
-    """What the components register, written out by hand: compliant for `stack`."""
-    prod = stack == "prod"
-    r = lambda *a, **k: make_resource(stack, *a, **k)  # noqa: E731
-    private_a = r(rules.SUBNET, "private-us-west-2a", {"availabilityZone": "us-west-2a", "mapPublicIpOnLaunch": False})
-    private_b = r(rules.SUBNET, "private-us-west-2b", {"availabilityZone": "us-west-2b", "mapPublicIpOnLaunch": False})
-    public_a = r(rules.SUBNET, "public-us-west-2a", {"availabilityZone": "us-west-2a", "mapPublicIpOnLaunch": True})
-    cluster = r(rules.EKS_CLUSTER, "cluster", {
-        "encryptionConfigKeyArn": "arn:aws:kms:us-west-2:111122223333:key/1",
-        "endpointPrivateAccess": True,
-        "endpointPublicAccess": True,
-        "publicAccessCidrs": ["203.0.113.0/24"] if prod else ["0.0.0.0/0"],
-        "skipDefaultNodeGroup": True,
-        "deletionProtection": prod,
-        "subnetIds": ["subnet-a", "subnet-b"],
-    }, [private_a, private_b])
-    gpu_template = r(rules.LAUNCH_TEMPLATE, "gpu-nodes", {
-        "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2},
-        "networkInterfaces": [{"deviceIndex": 0, "networkCardIndex": 0, "interfaceType": "efa",
-                               "associatePublicIpAddress": "false"}],
-    })
-    gpu_nodes = r(rules.EKS_MANAGED_NODE_GROUP, "gpu-nodes", {
-        "instanceTypes": ["g6.8xlarge"], "subnetIds": ["subnet-a"],
-        "launchTemplate": {"id": "lt-1", "version": "1"}, "amiType": "AL2023_x86_64_NVIDIA",
-    }, [cluster, gpu_template, private_a])
-    system_nodes = r(rules.EKS_MANAGED_NODE_GROUP, "system-nodes", {
-        "instanceTypes": ["m7i.xlarge"], "subnetIds": ["subnet-a", "subnet-b"], "enableIMDSv2": True,
-    }, [cluster, private_a, private_b])
-    namespace = r(rules.NAMESPACE, "inference", manifests.namespace_manifest("inference", "privileged"))
-    ray_service = r(rules.RAY_SERVICE, "ray-llm", manifests.ray_service_manifest(manifests.RayServiceSpec(
-        name="ray-llm", namespace="inference",
-        image="763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0",
-        ray_version="2.58.0", serve_config_v2=serve_config_v2(PDAppConfig()),
-        gpu_instance=instance_type("g6.8xlarge", "gpuNodeType"), gpu_node_count=2, model_bytes=18 * 2**30,
-        hybrid_model=True)), [namespace])
-    charts = [
-        r("kubernetes:helm.sh/v3:Release", name, {"chart": name, "version": version})
-        for name, version in [("kuberay-operator", "1.7.0"), ("nvidia-device-plugin", "0.20.0"),
-                              ("aws-efa-k8s-device-plugin", "v0.5.30")]
-    ]
-    return [private_a, private_b, public_a, cluster, gpu_template, gpu_nodes, system_nodes,
-            namespace, ray_service, *charts]
-
+# --- Looking things up ------------------------------------------------------------------------------
 
 def find(resources: Iterable[PolicyResource], type_: str, name: str | None = None) -> PolicyResource:
     matches = [r for r in resources if r.resource_type == type_ and (name is None or name in r.name)]
@@ -191,11 +145,7 @@ def head_container(ray_service: PolicyResource) -> dict[str, Any]:
 
 @pytest.fixture(scope="module", params=["dev", "prod"])
 def registered(request) -> tuple[str, list[PolicyResource]]:
-    """(stack, resources) from the real program under mocks, or the hand-made stack until it runs."""
-    try:
-        from pdctl.offline import run_offline
-    except ImportError:
-        return request.param, hand_made_stack(request.param)
+    """(stack, resources) as the real program registers them under mocks."""
     return request.param, from_offline(run_offline(request.param))
 
 

@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from pulumi.runtime import mocks as pulumi_mocks
 
 from pdctl.mock_cloud import OFFERINGS
 from pdctl.offline import OfflineRun, RegisteredResource, run_offline, try_run_offline
@@ -39,11 +38,11 @@ G6_ZONES = sorted(OFFERINGS["us-west-2"]["g6.8xlarge"])
 
 
 class Run:
-    """An offline run plus what the engine was told about `protect` (not part of its record)."""
+    """An offline run with the questions these tests ask of it."""
 
-    def __init__(self, run: OfflineRun, protected: set[str]) -> None:
+    def __init__(self, run: OfflineRun) -> None:
         self.run = run
-        self.protected = protected
+        self.protected = {r.urn for r in run.resources if r.protect}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.run, name)
@@ -58,31 +57,18 @@ class Run:
         return self.run.depends_on(resource, other)
 
 
-def run_recording_protect(stack: str, **kwargs: Any) -> Run:
-    protected: set[str] = set()
-    original = pulumi_mocks.MockMonitor.RegisterResource
-
-    def register(self, request):  # noqa: ANN001 - the engine's request
-        response = original(self, request)
-        if request.protect:
-            protected.add(response.urn)
-        return response
-
-    pulumi_mocks.MockMonitor.RegisterResource = register
-    try:
-        return Run(run_offline(stack, **kwargs), protected)
-    finally:
-        pulumi_mocks.MockMonitor.RegisterResource = original
+def run_stack(stack: str, **kwargs: Any) -> Run:
+    return Run(run_offline(stack, **kwargs))
 
 
 @pytest.fixture(scope="module")
 def dev() -> Run:
-    return run_recording_protect("dev")
+    return run_stack("dev")
 
 
 @pytest.fixture(scope="module")
 def prod() -> Run:
-    return run_recording_protect("prod")
+    return run_stack("prod")
 
 
 @pytest.fixture(scope="module", params=["dev", "prod"])
@@ -181,6 +167,13 @@ def test_cluster_is_private_by_default_and_encrypts_secrets(each):
     # Nodes and control plane only in the VPC's subnets.
     assert len(cluster["privateSubnetIds"]) == len(each.private_subnets())
     assert cluster["version"] == "1.35"
+
+
+def test_control_plane_logs_expire(each):
+    logs = each.one("aws:cloudwatch/logGroup:LogGroup")
+    assert logs.inputs["name"] == f"/aws/eks/{each.outputs['clusterName']}/cluster"
+    assert logs.inputs["retentionInDays"] == 90.0
+    assert logs.urn in each.one(EKS).dependencies  # exists before EKS would create it without expiry
 
 
 def test_api_endpoint_exposure_per_stack(dev, prod):
