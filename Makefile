@@ -12,13 +12,16 @@ $(VENV)/.installed-runtime: requirements.txt constraints.txt
 	$(PIP) install -q -c constraints.txt -r requirements.txt
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed-runtime requirements-dev.txt policy/requirements.txt
+$(VENV)/.installed-dev: $(VENV)/.installed-runtime requirements-dev.txt policy/requirements.txt policy/requirements-checkov.txt
 	$(PIP) install -q -c constraints.txt -r requirements-dev.txt
 	# PyPI's torchvision/torchaudio (pulled by vllm) do not import beside the CPU torch, and the
 	# validation tier needs neither.
 	$(PIP) uninstall -q -y torchvision torchaudio
 	test -x .venv-policy/bin/python || $(PYTHON) -m venv .venv-policy
 	.venv-policy/bin/pip install -q -r policy/requirements.txt
+	# checkov pins packaging, networkx and cachetools below what pulumi and torch need.
+	test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/pip install -q -r policy/requirements-checkov.txt
 	touch $@
 
 plan: $(VENV)/.installed-runtime
@@ -28,4 +31,4 @@ test: $(VENV)/.installed-dev
 	$(VENV)/bin/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) .venv-policy
+	rm -rf $(VENV) .venv-policy .venv-checkov

@@ -13,23 +13,31 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from policies import GITHUB_OIDC_URL, STS_AUDIENCE, deploy_role_trust_policy, state_bucket_policy
+from policies import (
+    DEPLOY_SESSION_SECONDS,
+    GITHUB_OIDC_URL,
+    STS_AUDIENCE,
+    deploy_role_trust_policy,
+    state_bucket_policy,
+)
 
 config = pulumi.Config()
 repository = config.require("githubRepository")
 environments = config.get_object("deployEnvironments") or ["dev", "prod"]
 region = pulumi.Config("aws").require("region")
 
+# Losing state orphans every resource of a stack, and losing the key every stack secret: keep
+# both out of `pulumi destroy`.
+keep = pulumi.ResourceOptions(protect=True)
 state_key = aws.kms.Key(
     "pulumi-state",
     description="Encrypts eks-pd-llm Pulumi state and stack secrets (awskms:// secrets provider)",
     enable_key_rotation=True,
     deletion_window_in_days=30,
+    opts=keep,
 )
 state_key_alias = aws.kms.Alias("pulumi-state", name="alias/eks-pd-llm-pulumi", target_key_id=state_key.key_id)
 
-# Losing state orphans every resource of a stack: keep the bucket and key out of `pulumi destroy`.
-keep = pulumi.ResourceOptions(protect=True)
 state_bucket = aws.s3.Bucket("pulumi-state", bucket=config.require("stateBucketName"), opts=keep)
 aws.s3.BucketVersioning(
     "pulumi-state",
@@ -77,7 +85,7 @@ deploy_role = aws.iam.Role(
     description=f"Assumed by {repository}'s GitHub workflows to preview and deploy eks-pd-llm",
     assume_role_policy=oidc_provider_arn.apply(
         lambda arn: json.dumps(deploy_role_trust_policy(arn, repository, environments))),
-    max_session_duration=3 * 3600,  # an EKS create plus the GPU node group and RayService fits
+    max_session_duration=DEPLOY_SESSION_SECONDS,
 )
 aws.iam.RolePolicyAttachment(
     "github-deploy",

@@ -7,6 +7,9 @@ from collections.abc import Sequence
 GITHUB_OIDC_URL = "https://token.actions.githubusercontent.com"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 STS_AUDIENCE = "sts.amazonaws.com"
+# A first `pulumi up` runs 30-60 min (EKS 15-20 min, GPU nodes, the RayService's first model
+# load): the workflows' role session (role-duration-seconds) and the role's maximum must cover it.
+DEPLOY_SESSION_SECONDS = 3 * 3600
 
 
 def github_subjects(repository: str, environments: Sequence[str]) -> list[str]:

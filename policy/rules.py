@@ -24,7 +24,7 @@ equal by tests.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -114,7 +114,6 @@ class PodTemplate:
 
     where: str
     spec: Mapping[str, Any]
-    labels: Mapping[str, Any]
     group: str = ""
 
 
@@ -125,7 +124,7 @@ def pod_templates(resource_type: str, props: Mapping[str, Any]) -> list[PodTempl
     if not isinstance(spec, Mapping):
         return []
     if kind == "Pod":
-        return [PodTemplate("spec", spec, _get(props, "metadata", "labels") or {})]
+        return [PodTemplate("spec", spec)]
     if kind in {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}:
         return _template(spec.get("template"), "spec.template")
     if kind == "CronJob":
@@ -141,7 +140,7 @@ def pod_templates(resource_type: str, props: Mapping[str, Any]) -> list[PodTempl
 def _template(template: Any, where: str, group: str = "") -> list[PodTemplate]:
     if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
         return []
-    return [PodTemplate(where, template["spec"], _get(template, "metadata", "labels") or {}, group)]
+    return [PodTemplate(where, template["spec"], group)]
 
 
 def _ray_cluster_templates(cluster: Any, where: str) -> list[PodTemplate]:
@@ -163,10 +162,6 @@ def containers(pod_spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
 
 def _namespace_of(props: Mapping[str, Any]) -> str:
     return _get(props, "metadata", "namespace") or "default"
-
-
-def _by_urn(resources: Sequence[PolicyResource]) -> dict[str, PolicyResource]:
-    return {r.urn: r for r in resources}
 
 
 def _dependencies(resource: PolicyResource) -> list[PolicyResource]:

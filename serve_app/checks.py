@@ -170,6 +170,9 @@ def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget,
     )
 
 
+FULL_PRECISION_DTYPES = ("float32", "float")
+
+
 def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArchitecture) -> dict[str, CapacityReport]:
     reports: dict[str, CapacityReport] = {}
     for phase in PHASES:
@@ -180,6 +183,12 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArch
                               "vLLM refuses a longer max_model_len")
         report = phase_capacity(app, phase, target, model)
         if not report.weights_fit:
+            # A 32-bit dtype doubles a 16-bit checkpoint: then the user's dtype is what to change.
+            if engine.dtype in FULL_PRECISION_DTYPES:
+                raise ConfigError(
+                    app.engine_setting(phase, "dtype"), engine.dtype, "bfloat16, float16 or auto",
+                    f"{phase}: in {engine.dtype} the weights take {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per "
+                    f"GPU of {report.usable_bytes / 2**20:,.0f} MiB usable")
             raise ConfigError(
                 setting_name("model.model_source"), app.model.model_source,
                 f"a model whose weights fit {report.gpus_per_replica} × {report.usable_bytes / 2**20:,.0f} MiB "

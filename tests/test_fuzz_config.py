@@ -23,7 +23,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pdctl.offline import PROJECT_DIR, STACK_TYPE, try_run_offline
+from pdctl.offline import PROJECT_DIR, STACK_TYPE, run_offline, try_run_offline
 from serve_app.errors import ConfigError
 
 STACKS = ("dev", "prod")
@@ -74,9 +74,7 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "modelSource": _one_of("Qwen/Qwen3.5-9B", "s3://bucket/models/qwen", "", "meta-llama/Llama-3.1-8B-Instruct"),
     "tokenizerSource": _one_of("", "Qwen/Qwen3.5-9B"),
     "maxModelLen": st.one_of(_INTS, _one_of("4096", "32768", "1000000")),
-    # float32/float are left out until test_a_dtype_too_big_for_the_gpu_is_named passes (it is the
-    # one finding of this fuzzing not fixed yet); put them back then.
-    "dtype": _one_of("bfloat16", "auto", "float16", "half", "int3", ""),
+    "dtype": _one_of("bfloat16", "auto", "float16", "half", "float32", "float", "int3", ""),
     "gpuMemoryUtilization": _one_of("0.90", "0.5", "1.0", "1", "1.5", "0", "abc", "-0.1", ""),
     "enforceEager": _BOOLS,
     "tensorParallelSize": _INTS,
@@ -149,8 +147,9 @@ def test_generated_configs_build_the_graph_or_name_the_bad_setting(full_graph, c
     check_outcome(stack, overrides, full_graph)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "found by this fuzzing: float32 doubles the weights past the L4's memory and serve_app/checks.py "
-    "blames modelSource without naming dtype; fix: say the dtype in that message"))
 def test_a_dtype_too_big_for_the_gpu_is_named(full_graph):
+    # Found by this fuzzing: float32 doubles the weights past the L4's memory, and the error used to
+    # blame modelSource without naming the dtype the user had just set.
     check_outcome("dev", {"dtype": "float32"}, full_graph)
+    with pytest.raises(ConfigError, match=r"^dtype: got 'float32'; allowed: bfloat16, float16 or auto"):
+        run_offline("dev", overrides={"dtype": "float32"})

@@ -79,10 +79,6 @@ class StackValidationArgs:
         return self.config
 
 
-def _options(protect: bool = False) -> Options:
-    return Options(protect)
-
-
 def make_resource(stack: str, type_: str, name: str, props: Mapping[str, Any],
                   dependencies: Sequence[PolicyResource] = (), protect: bool = False) -> PolicyResource:
     urn = f"urn:pulumi:{stack}::{PROJECT}::{type_}::{name}"
@@ -106,16 +102,13 @@ def violations(policy_name: str, resources: Sequence[PolicyResource],
 
 def from_offline(run) -> list[PolicyResource]:
     """PolicyResources from pdctl.offline's RegisteredResources (inputs as the engine got them)."""
-    def urn_of(ref: Any) -> str | None:
-        return ref if isinstance(ref, str) or ref is None else getattr(ref, "urn", None)
-
     # Mocks do not see resource options, so `protect` is unknown here (False); the program's
     # deletion protection shows as the eks.Cluster input deletionProtection.
     resources = {r.urn: PolicyResource(r.type, copy.deepcopy(dict(r.inputs)), r.urn, r.name) for r in run.resources}
     for registered in run.resources:
         resource = resources[registered.urn]
-        resource.parent = resources.get(urn_of(registered.parent))
-        resource.dependencies = [resources[u] for u in map(urn_of, registered.dependencies or []) if u in resources]
+        resource.parent = resources.get(registered.parent)
+        resource.dependencies = [resources[u] for u in registered.dependencies if u in resources]
     return list(resources.values())
 
 
@@ -401,7 +394,7 @@ def test_production_cluster_without_deletion_protection_is_refused(stack):
     cluster.props["deletionProtection"] = False
     found = violations("prod-deletion-protection", resources)
     assert [urn for urn, _ in found] == ([cluster.urn] if stack_name == "prod" else [])
-    cluster.opts = _options(protect=True)  # the `protect` resource option is enough too
+    cluster.opts = Options(protect=True)  # the `protect` resource option is enough too
     assert violations("prod-deletion-protection", resources) == []
 
 
@@ -418,22 +411,29 @@ def test_the_pack_shares_kubernetes_names_with_the_program():
     assert labels[rules.PSA_ENFORCE_LABEL] == "privileged"
 
 
-_REAL_PACK_CHECK = """
-import json
-from pulumi_policy import (EnforcementLevel, PolicyCustomTimeouts, PolicyResourceOptions,
-                           ResourceValidationArgs, ResourceValidationPolicy, StackValidationArgs,
-                           StackValidationPolicy)
+# Runs in .venv-policy: builds the pack's policies and runs each over resources read from stdin,
+# in pulumi_policy's own argument objects, as the analyzer would.
+_REAL_PACK_RUN = """
+import json, sys
+from pulumi_policy import (EnforcementLevel, PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions,
+                           ResourceValidationArgs, StackValidationArgs, StackValidationPolicy)
 from pack import PACK_NAME, policies
 
-built = policies()
 opts = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
-by_name = {p.name: p for p in built}
-found = []
-args = ResourceValidationArgs(
-    "kubernetes:helm.sh/v3:Release", {"chart": "kuberay-operator", "version": "^1.7"},
-    "urn:pulumi:prod::eks-pd-llm::kubernetes:helm.sh/v3:Release::kuberay", "kuberay", opts, None)
-by_name["helm-charts-pinned"].validate(args, lambda message, urn=None: found.append(message))
-by_name["nodes-no-public-ip"].validate(StackValidationArgs([], {}), lambda m, u=None: found.append(m))
+given = json.load(sys.stdin)
+resources = {r["urn"]: PolicyResource(r["type"], r["props"], r["urn"], r["name"], opts, None, None, [], {})
+             for r in given}
+for r in given:
+    resources[r["urn"]].dependencies = [resources[d] for d in r["dependencies"] if d in resources]
+found = {}
+built = policies()
+for policy in built:
+    report = lambda message, urn=None, name=policy.name: found.setdefault(name, []).append(message)
+    if isinstance(policy, StackValidationPolicy):
+        policy.validate(StackValidationArgs(list(resources.values()), {}), report)
+    else:
+        for r in resources.values():
+            policy.validate(ResourceValidationArgs(r.resource_type, r.props, r.urn, r.name, opts, None, {}), report)
 print(json.dumps({
     "pack": PACK_NAME,
     "policies": {p.name: [type(p).__name__, p.enforcement_level == EnforcementLevel.MANDATORY] for p in built},
@@ -442,20 +442,37 @@ print(json.dumps({
 """
 
 
-def test_the_real_pack_builds_in_its_own_environment():
-    """pulumi_policy accepts every rule, all mandatory, and its argument objects work with them."""
+def run_real_pack(resources: Sequence[PolicyResource]) -> dict[str, Any]:
     if not POLICY_PYTHON.exists():
         if os.environ.get("CI"):
             pytest.fail(f"{POLICY_PYTHON} missing: create it from policy/requirements.txt")
         pytest.skip(f"{POLICY_PYTHON} missing (created from policy/requirements.txt)")
-    done = subprocess.run([str(POLICY_PYTHON), "-c", _REAL_PACK_CHECK], cwd=REPO / "policy",
+    given = [{"type": r.resource_type, "props": r.props, "urn": r.urn, "name": r.name,
+              "dependencies": [d.urn for d in r.dependencies]} for r in resources]
+    done = subprocess.run([str(POLICY_PYTHON), "-c", _REAL_PACK_RUN], cwd=REPO / "policy", input=json.dumps(given),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_the_real_pack_passes_the_stack_and_catches_ucx_over_efa(stack):
+    """pulumi_policy (in .venv-policy) takes every rule as a mandatory policy, and with its own
+    argument objects the rules pass the registered stack and refuse a broken one."""
+    _, resources = stack
+    result = run_real_pack(resources)
     assert result["pack"] == "eks-pd-llm-guardrails"
     expected_type = {"resource": "ResourceValidationPolicy", "stack": "StackValidationPolicy"}
     assert result["policies"] == {rule.name: [expected_type[rule.scope], True] for rule in rules.RULES}
-    assert len(result["violations"]) == 1 and "exact version" in result["violations"][0]
+    assert result["violations"] == {}
+
+    service = find(resources, rules.RAY_SERVICE)
+    config = _serve_config(service)
+    config["applications"][0]["args"]["prefill_config"]["engine_kwargs"]["kv_transfer_config"][
+        "kv_connector_extra_config"]["backends"] = ["UCX"]
+    service.props["spec"]["serveConfigV2"] = yaml.safe_dump(config)
+    violations_by_policy = run_real_pack(resources)["violations"]
+    assert list(violations_by_policy) == ["efa-kv-transfer-libfabric"]
+    assert "prefill_config" in violations_by_policy["efa-kv-transfer-libfabric"][0]
 
 
 def test_rules_import_without_pulumi_policy():

@@ -174,13 +174,15 @@ def test_cpu_node_type_is_refused():
 def test_weights_that_do_not_fit_are_refused():
     # Qwen3.5-9B in float32 is 38.6 GB; an L4 offers 20.1 GiB at 0.90.
     error = refused(from_stack(dtype="float32"))
-    assert error.setting == "modelSource"
-    assert "no KV cache" in str(error)
+    assert error.setting == "dtype"
+    assert "bfloat16" in error.allowed and "weights take" in str(error)
 
 
-def test_low_memory_utilization_leaves_no_kv_cache():
+def test_a_model_too_big_at_its_own_dtype_names_the_model():
+    # Same overflow at bfloat16 (0.80 × 22,888 MiB = 18,310 MiB < 18,412 MiB of weights): the model is the lever.
     error = refused(from_stack(gpuMemoryUtilization="0.80"))
     assert error.setting == "modelSource"
+    assert "no KV cache" in str(error)
 
 
 def test_sequence_longer_than_the_kv_cache_is_refused():

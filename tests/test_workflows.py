@@ -8,6 +8,7 @@ what, with which permissions, against which stacks, with which credentials.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import re
 import subprocess
@@ -26,8 +27,16 @@ STACKS = ["dev", "prod"]
 DEPLOY_ROLE = "${{ vars.AWS_DEPLOY_ROLE_ARN }}"
 BACKEND_URL = "${{ vars.PULUMI_BACKEND_URL }}"
 
-sys.path.insert(0, str(REPO / "bootstrap"))
-import policies as bootstrap_policies  # noqa: E402  (bootstrap/ is a separate Pulumi project)
+
+def _load_bootstrap_policies():
+    """bootstrap/ is a separate Pulumi project (not a package): load its pure module by path."""
+    spec = importlib.util.spec_from_file_location("bootstrap_policies", REPO / "bootstrap" / "policies.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bootstrap_policies = _load_bootstrap_policies()
 
 
 class _GitHubYamlLoader(yaml.SafeLoader):
@@ -181,8 +190,10 @@ def test_each_update_runs_in_its_stacks_environment_one_at_a_time(pulumi_up):
 
 def test_aws_credentials_come_only_from_github_oidc(setup_action, pr, pulumi_up):
     [configure] = steps_using(setup_action["runs"]["steps"], "aws-actions/configure-aws-credentials")
-    assert set(configure["with"]) == {"role-to-assume", "role-session-name", "aws-region"}
+    assert set(configure["with"]) == {"role-to-assume", "role-session-name", "aws-region", "role-duration-seconds"}
     assert configure["with"]["role-to-assume"] == "${{ inputs.role-to-assume }}"
+    # long enough for a first `pulumi up`, and no longer than the bootstrap lets the role be held
+    assert configure["with"]["role-duration-seconds"] == bootstrap_policies.DEPLOY_SESSION_SECONDS
     for job in (pr["jobs"]["preview"], pulumi_up["jobs"]["up"]):
         [setup] = steps_using(job["steps"], "./.github/actions/pulumi-setup")
         assert setup["with"]["role-to-assume"] == DEPLOY_ROLE
@@ -266,9 +277,13 @@ class _BootstrapMocks:
         return {}
 
 
-def test_bootstrap_program_registers_a_locked_down_state_bucket_and_role(tmp_path):
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pulumi_aws's deprecated aliases, on import
+def test_bootstrap_program_registers_a_locked_down_state_bucket_and_role(tmp_path, monkeypatch):
     """The real bootstrap/__main__.py under Pulumi mocks, its Pulumi.yaml defaults merged."""
     from pdctl.offline import run_offline
+
+    monkeypatch.syspath_prepend(str(tmp_path))  # the Pulumi Python host puts the program's folder there
+    monkeypatch.delitem(sys.modules, "policies", raising=False)
 
     for source in ("Pulumi.yaml", "__main__.py", "policies.py"):
         (tmp_path / source).write_text((REPO / "bootstrap" / source).read_text())
@@ -287,11 +302,12 @@ def test_bootstrap_program_registers_a_locked_down_state_bucket_and_role(tmp_pat
     [block] = run.all("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
     assert all(block.inputs[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
                                                  "restrictPublicBuckets"))
+    [role] = run.all("aws:iam/role:Role")
+    assert role.inputs["maxSessionDuration"] == bootstrap_policies.DEPLOY_SESSION_SECONDS
     [key] = run.all("aws:kms/key:Key")
     assert key.inputs["enableKeyRotation"] is True
     [provider] = run.all("aws:iam/openIdConnectProvider:OpenIdConnectProvider")
     assert provider.inputs["clientIdLists"] == ["sts.amazonaws.com"]
-    [role] = run.all("aws:iam/role:Role")
     trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
     assert trust["token.actions.githubusercontent.com:sub"] == [
         "repo:acme/eks-pd-llm:pull_request", "repo:acme/eks-pd-llm:environment:dev",

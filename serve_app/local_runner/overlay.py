@@ -12,7 +12,7 @@ host with one GPU, a handful of settings cannot stay as rendered, and nothing el
 | engine_kwargs.kv_cache_memory_bytes                       | fixed bytes                    | memory profiling is wrong with another engine on the GPU |
 | engine_kwargs.seed                                        | fixed seed                     | reproducible runs |
 | engine_kwargs.load_format                                 | "dummy" (shaped models only)   | random weights of a real shape, no 16 GB checkpoint |
-| runtime_env.env_vars.VLLM_PORT / VLLM_NIXL_SIDE_CHANNEL_PORT | distinct per engine         | engines on one host otherwise pick the same torch.distributed / NIXL port |
+| runtime_env.env_vars.VLLM_DP_MASTER_PORT / VLLM_NIXL_SIDE_CHANNEL_PORT | distinct per engine | engines on one host otherwise race for the same torch.distributed / NIXL port |
 | accelerator_type (only if rendered)                       | removed                        | the lab GPU is not the cloud's GPU type |
 
 `overlay_paths` lists exactly the keys `apply_lab_overlay` sets for a given config, so a test can
@@ -32,9 +32,13 @@ GiB = 1024 ** 3
 LAB_KV_BACKENDS = ("UCX",)
 # vLLM's own default share of the card, split between the engines that share it.
 WHOLE_CARD_MEMORY_UTILIZATION = 0.90
-# First ports of the per-engine windows (vLLM scans upward from VLLM_PORT; NIXL adds the TP rank to
-# its side-channel port). Windows are PORT_STRIDE apart so no two engines can meet.
-VLLM_PORT_BASE = 29600
+# First ports of the per-engine windows, PORT_STRIDE apart so no two engines can meet.
+# vLLM 0.26's Ray executor (v2) picks its torch.distributed TCPStore port by scanning 32 ports from
+# VLLM_DP_MASTER_PORT + 100 — without data parallelism that is 0 + 100 for every engine, so engines
+# sharing a host race for ports 100..131 (seen on the H200: EADDRINUSE, replicas restarting).
+# NIXL binds its handshake listener on VLLM_NIXL_SIDE_CHANNEL_PORT (+ TP rank); Ray Serve LLM's
+# default (20000 + replica rank) is the same for a prefill and a decode replica on one host.
+DP_MASTER_PORT_BASE = 30000
 NIXL_SIDE_CHANNEL_PORT_BASE = 21000
 PORT_STRIDE = 100
 
@@ -74,8 +78,8 @@ class LabOverlay:
         return math.floor(100 * WHOLE_CARD_MEMORY_UTILIZATION / self.engines_on_gpu) / 100
 
     @property
-    def vllm_port(self) -> int:
-        return VLLM_PORT_BASE + PORT_STRIDE * self.engine_slot
+    def dp_master_port(self) -> int:
+        return DP_MASTER_PORT_BASE + PORT_STRIDE * self.engine_slot
 
     @property
     def nixl_side_channel_port(self) -> int:
@@ -108,7 +112,7 @@ def overlay_values(config: Mapping[str, Any], overlay: LabOverlay) -> dict[str, 
     values["engine_kwargs.seed"] = overlay.seed
     if overlay.dummy_weights:
         values["engine_kwargs.load_format"] = "dummy"
-    values["runtime_env.env_vars.VLLM_PORT"] = str(overlay.vllm_port)
+    values["runtime_env.env_vars.VLLM_DP_MASTER_PORT"] = str(overlay.dp_master_port)
     if _has_kv_transfer(config):
         values["runtime_env.env_vars.VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(overlay.nixl_side_channel_port)
     if "accelerator_type" in config:

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from pdctl.metrics import RequestSample
 
-REQUEST_TIMEOUT_S = 300
+REQUEST_TIMEOUT_S = 90
 
 
 @dataclass(frozen=True)
