@@ -86,6 +86,40 @@ def _scaling(count: int) -> aws.eks.NodeGroupScalingConfigArgs:
     return aws.eks.NodeGroupScalingConfigArgs(desired_size=count, min_size=count, max_size=count)
 
 
+def _managed_node_group(
+    name: str,
+    *,
+    cluster: Cluster,
+    ami_type: str,
+    instance_type: str,
+    count: int,
+    subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
+    role: str,
+    launch_template: aws.ec2.LaunchTemplate,
+    tags: dict[str, str],
+    parent: pulumi.Resource,
+    taints: Sequence[aws.eks.NodeGroupTaintArgs] | None = None,
+) -> eks.ManagedNodeGroup:
+    """An on-demand managed node group of exactly `count` nodes, labelled role=`role`."""
+    return eks.ManagedNodeGroup(
+        name,
+        cluster=cluster.core,
+        cluster_name=cluster.cluster_name,
+        node_role_arn=cluster.node_role.arn,
+        ami_type=ami_type,
+        capacity_type="ON_DEMAND",
+        instance_types=[instance_type],
+        scaling_config=_scaling(count),
+        subnet_ids=subnet_ids,
+        labels={ROLE_LABEL: role},
+        taints=taints,
+        launch_template=_template_ref(launch_template),
+        tags=tags,
+        # Nodes without their policies never become Ready; EKS would wait 20+ minutes to say so.
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=cluster.node_role_policies),
+    )
+
+
 @dataclass(frozen=True)
 class SystemNodeGroupArgs:
     """Inputs of `SystemNodeGroup`.
@@ -113,22 +147,10 @@ class SystemNodeGroup(pulumi.ComponentResource):
         cluster = args.cluster
         tags = {"eks-pd-llm/node-role": SYSTEM_ROLE}
         self.launch_template = _launch_template(f"{name}-lt", disk_gib=args.disk_gib, tags=tags, parent=self)
-        self.node_group = eks.ManagedNodeGroup(
-            name,
-            cluster=cluster.core,
-            cluster_name=cluster.cluster_name,
-            node_role_arn=cluster.node_role.arn,
-            ami_type=SYSTEM_AMI_TYPE,
-            capacity_type="ON_DEMAND",
-            instance_types=[args.settings.instance_type],
-            scaling_config=_scaling(args.settings.count),
-            subnet_ids=args.network.private_subnet_ids,
-            labels={ROLE_LABEL: SYSTEM_ROLE},
-            launch_template=_template_ref(self.launch_template),
-            tags=tags,
-            # Nodes without their policies never become Ready; EKS would wait 20+ minutes to say so.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.node_role_policies),
-        )
+        self.node_group = _managed_node_group(
+            name, cluster=cluster, ami_type=SYSTEM_AMI_TYPE, instance_type=args.settings.instance_type,
+            count=args.settings.count, subnet_ids=args.network.private_subnet_ids, role=SYSTEM_ROLE,
+            launch_template=self.launch_template, tags=tags, parent=self)
         self.register_outputs({"launch_template_id": self.launch_template.id})
 
 
@@ -200,23 +222,12 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 self.instance, [cluster.cluster_security_group_id, self.efa_security_group.id]),
             placement_group=self.placement_group.name,
         )
-        self.node_group = eks.ManagedNodeGroup(
-            name,
-            cluster=cluster.core,
-            cluster_name=cluster.cluster_name,
-            node_role_arn=cluster.node_role.arn,
-            ami_type=GPU_AMI_TYPE,
-            capacity_type="ON_DEMAND",
-            instance_types=[settings.instance_type],
-            scaling_config=_scaling(settings.count),
-            subnet_ids=[args.network.private_subnet_id_by_az[args.availability_zone]],
-            labels={ROLE_LABEL: GPU_ROLE},
+        self.node_group = _managed_node_group(
+            name, cluster=cluster, ami_type=GPU_AMI_TYPE, instance_type=settings.instance_type,
+            count=settings.count, subnet_ids=[args.network.private_subnet_id_by_az[args.availability_zone]],
+            role=GPU_ROLE, launch_template=self.launch_template, tags=tags, parent=self,
             taints=[aws.eks.NodeGroupTaintArgs(
-                key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=_EKS_TAINT_EFFECT[GPU_TAINT_EFFECT])],
-            launch_template=_template_ref(self.launch_template),
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.node_role_policies),
-        )
+                key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=_EKS_TAINT_EFFECT[GPU_TAINT_EFFECT])])
         self.register_outputs({
             "availability_zone": self.availability_zone,
             "placement_group": self.placement_group.name,
