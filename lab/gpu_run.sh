@@ -2,9 +2,9 @@
 # The whole lab run on a one-GPU host with no package index (run from the repository root).
 #   1. bundle parts (lab/build-bundle.sh → .bundle/part.NN, SHA256) copied to $PARTS on the host
 #   2. bash lab/gpu_run.sh [extra `python -m serve_app.local_runner run` options]
-# Results (lab-result.json, lab-report.md, run.log, ray-log-excerpt.txt) go to $OUT (default lab-out/).
+# Results (lab-result.json, lab-report.md, run.log, ray-log-excerpt.txt) go to $OUT (default .lab/out/, git-ignored).
 set -uo pipefail
-OUT=${OUT:-lab-out}
+OUT=${OUT:-.lab/out}
 PARTS=${PARTS:-/tmp/parts}
 SITE=${SITE:-/tmp/site}
 mkdir -p "$OUT"

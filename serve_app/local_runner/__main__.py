@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--models", default="tiny,llama3-8b-shape", help=f"comma-separated: {', '.join(MODEL_KINDS)}")
     run.add_argument("--local-model", action="append", metavar="KEY=DIR", help="also run a real local model")
     run.add_argument("--model-dir", default="/tmp/lab-models")
-    run.add_argument("--out", default="lab-out")
+    run.add_argument("--out", default=".lab/out", help="results folder (.lab/ is git-ignored)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--prompt-tokens", type=int, default=512)
     run.add_argument("--output-tokens", type=int, default=128)

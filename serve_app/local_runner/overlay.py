@@ -169,13 +169,4 @@ def changed_paths(before: Mapping[str, Any], after: Mapping[str, Any]) -> set[st
     return {path for path in old.keys() | new.keys() if old.get(path, _MISSING) != new.get(path, _MISSING)}
 
 
-def collapse_to(paths: set[str], prefixes: set[str]) -> set[str]:
-    """Each path replaced by the overlay path it lies under (the overlay sets whole sub-dicts)."""
-    out = set()
-    for path in paths:
-        owner = [p for p in prefixes if path == p or path.startswith(p + ".")]
-        out.add(owner[0] if owner else path)
-    return out
-
-
 _MISSING = object()

@@ -1,0 +1,408 @@
+"""The single-GPU lab (serve_app.local_runner), on the CPU: what it changes in the stack's serve
+config, how it judges PD output against colocated output, and how it turns a stream into timings.
+The GPU run itself is results/gpu-lab/; these tests keep its logic honest between runs."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+
+import pytest
+
+from pdctl.metrics import summarize
+from serve_app.config import EngineSettings, ModelSettings, PDAppConfig
+from serve_app.errors import ConfigError
+from serve_app.local_runner import compare, evidence, workload
+from serve_app.local_runner.models import SPECIAL_TOKENS, LlamaShape, build_tokenizer, filler_tokens
+from serve_app.local_runner.overlay import (
+    LabOverlay, apply_lab_overlay, changed_paths, colocated_config, leaf_items, overlay_values,
+)
+from serve_app.local_runner.runner import LabModel, lab_apps, lab_environment, verdict
+from serve_app.local_runner.stack import rendered_pd_serving_args
+from serve_app.render import pd_serving_args
+
+MODEL_DIR = "/tmp/lab-models/tiny"
+
+# What the single-host overlay may change in one PD phase of the dev stack's render, leaf by leaf.
+PD_PHASE_OVERLAY_LEAVES = {
+    "model_loading_config.model_source",
+    "engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends",
+    "engine_kwargs.gpu_memory_utilization",
+    "engine_kwargs.kv_cache_memory_bytes",
+    "engine_kwargs.seed",
+    "placement_group_config.bundles",
+    "placement_group_config.strategy",
+    "runtime_env.env_vars.VLLM_DP_MASTER_PORT",
+    "runtime_env.env_vars.VLLM_NIXL_SIDE_CHANNEL_PORT",
+}
+
+
+@pytest.fixture(scope="module")
+def dev_args() -> dict:
+    args, _ = rendered_pd_serving_args("dev")
+    return args
+
+
+def _models(*keys: str) -> list[LabModel]:
+    return [LabModel(key=k, path=f"/tmp/lab-models/{k}", dummy_weights=k != "tiny", compare_outputs=k == "tiny",
+                     prompt_token_range=(4, 500)) for k in keys]
+
+
+def _engine_configs(apps) -> list[dict]:
+    configs = []
+    for app in apps:
+        configs += app.args["llm_configs"] if app.mode == "colocated" else [app.args["prefill_config"],
+                                                                           app.args["decode_config"]]
+    return configs
+
+
+# ── the overlay changes only what it says ────────────────────────────────────────────────────
+
+@pytest.mark.parametrize("role", ["prefill_config", "decode_config"])
+def test_overlay_changes_exactly_the_lab_keys_of_the_dev_stack_render(dev_args, role):
+    before = copy.deepcopy(dev_args[role])
+    after = apply_lab_overlay(dev_args[role], LabOverlay(model_path=MODEL_DIR, engines_on_gpu=2, engine_slot=0))
+
+    assert dev_args[role] == before, "the rendered config must not be modified in place"
+    assert changed_paths(before, after) == PD_PHASE_OVERLAY_LEAVES
+    # The settings that make this the stack's config survive untouched.
+    kv_before, kv_after = before["engine_kwargs"]["kv_transfer_config"], after["engine_kwargs"]["kv_transfer_config"]
+    assert (kv_after["kv_role"], kv_after["engine_id"]) == (kv_before["kv_role"], kv_before["engine_id"])
+    assert after["deployment_config"] == before["deployment_config"]
+    assert after["model_loading_config"]["model_id"] == before["model_loading_config"]["model_id"]
+    assert kv_after["kv_connector_extra_config"]["backends"] == ["UCX"]
+    assert after["placement_group_config"]["bundles"] == [{"GPU": 0.5, "CPU": 1}]
+
+
+def test_overlay_also_repoints_a_rendered_tokenizer_and_drops_the_cloud_gpu_type():
+    rendered = pd_serving_args(PDAppConfig(model=ModelSettings(tokenizer_source="Qwen/Qwen3.5-9B"),
+                                           accelerator_type="L4"))["decode_config"]
+    after = apply_lab_overlay(rendered, LabOverlay(model_path=MODEL_DIR, engines_on_gpu=2, engine_slot=1))
+
+    assert after["model_loading_config"]["tokenizer_source"] == MODEL_DIR
+    assert "accelerator_type" not in after
+    assert changed_paths(rendered, after) == PD_PHASE_OVERLAY_LEAVES | {
+        "model_loading_config.tokenizer_source", "accelerator_type"}
+
+
+def test_shaped_model_overlay_adds_dummy_weights_and_nothing_else(dev_args):
+    plain = apply_lab_overlay(dev_args["prefill_config"], LabOverlay(MODEL_DIR, 2, 0))
+    dummy = apply_lab_overlay(dev_args["prefill_config"], LabOverlay(MODEL_DIR, 2, 0, dummy_weights=True))
+    assert changed_paths(plain, dummy) == {"engine_kwargs.load_format"}
+    assert dummy["engine_kwargs"]["load_format"] == "dummy"
+
+
+def test_overlay_values_are_what_the_overlay_writes(dev_args):
+    overlay = LabOverlay(MODEL_DIR, engines_on_gpu=3, engine_slot=2, kv_cache_memory_bytes=123, seed=7)
+    after = apply_lab_overlay(dev_args["decode_config"], overlay)
+    for path, value in overlay_values(dev_args["decode_config"], overlay).items():
+        node = after
+        for part in path.split("."):
+            node = node[part]
+        assert node == value, path
+
+
+def test_colocated_baseline_is_the_decode_phase_without_kv_transfer(dev_args):
+    (pd, colocated) = lab_apps(dev_args, _models("tiny"))
+    rendered_decode = dev_args["decode_config"]
+    baseline = colocated.args["llm_configs"][0]
+
+    kv_leaves = {p for p, _ in leaf_items(rendered_decode) if p.startswith("engine_kwargs.kv_transfer_config")}
+    overlay_leaves = PD_PHASE_OVERLAY_LEAVES - {
+        "engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends",
+        "runtime_env.env_vars.VLLM_NIXL_SIDE_CHANNEL_PORT"}
+    assert changed_paths(rendered_decode, baseline) == kv_leaves | overlay_leaves
+    # Same engine settings as the PD decode engine, apart from KV transfer and the per-engine ports.
+    pd_engine = {k: v for k, v in pd.args["decode_config"]["engine_kwargs"].items() if k != "kv_transfer_config"}
+    assert baseline["engine_kwargs"] == pd_engine
+
+
+def test_colocated_config_leaves_its_input_alone(dev_args):
+    before = copy.deepcopy(dev_args["decode_config"])
+    colocated_config(dev_args["decode_config"])
+    assert dev_args["decode_config"] == before
+
+
+def test_engines_share_the_gpu_without_overbooking_and_never_race_for_ports(dev_args):
+    models = _models("tiny", "llama3-8b-shape")
+    configs = _engine_configs(lab_apps(dev_args, models))
+    assert len(configs) == 6
+
+    shares = [c["placement_group_config"]["bundles"][0]["GPU"] for c in configs]
+    assert sum(shares) <= 1.0
+    assert {str(s) for s in shares} == {lab_environment(models)["VLLM_RAY_PER_WORKER_GPUS"]}
+    assert sum(c["engine_kwargs"]["gpu_memory_utilization"] for c in configs) <= 0.9
+
+    # vLLM scans 32 ports from VLLM_DP_MASTER_PORT + 100 for its TCPStore: the windows must be disjoint.
+    starts = sorted(int(c["runtime_env"]["env_vars"]["VLLM_DP_MASTER_PORT"]) + 100 for c in configs)
+    assert all(b - a >= 32 for a, b in zip(starts, starts[1:]))
+    nixl_ports = [c["runtime_env"]["env_vars"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] for c in configs
+                  if "kv_transfer_config" in c["engine_kwargs"]]
+    assert len(nixl_ports) == 4 and len(set(nixl_ports)) == 4
+
+
+def test_lab_apps_keep_the_rendered_ingress_settings():
+    rendered = pd_serving_args(PDAppConfig())
+    rendered["ingress_deployment_config"] = {"num_replicas": 2}
+    pd, colocated = lab_apps(rendered, _models("tiny"))
+    assert pd.args["ingress_deployment_config"] == {"num_replicas": 2}
+    assert colocated.args["ingress_deployment_config"] == {"num_replicas": 2}
+
+
+def test_overlay_refuses_a_replica_that_needs_more_than_one_gpu():
+    rendered = pd_serving_args(PDAppConfig(engine=EngineSettings(tensor_parallel_size=2)))
+    with pytest.raises(ConfigError, match="tensorParallelSize"):
+        apply_lab_overlay(rendered["prefill_config"], LabOverlay(MODEL_DIR, 2, 0))
+
+
+def test_overlay_refuses_an_engine_slot_outside_the_gpu():
+    with pytest.raises(ConfigError, match="engine_slot"):
+        LabOverlay(MODEL_DIR, engines_on_gpu=2, engine_slot=2)
+
+
+def test_ray_serve_llm_builds_the_lab_apps(dev_args):
+    """The lab configs pass Ray Serve LLM's own schemas and vLLM's engine-argument names."""
+    llm = pytest.importorskip("ray.serve.llm")
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    started = not ray.is_initialized()
+    if started:  # small and dashboard-free: building the apps only needs a runtime context
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        for app in lab_apps(dev_args, _models("tiny", "llama3-8b-shape")):
+            builder = llm.build_pd_openai_app if app.mode == "pd" else llm.build_openai_app
+            assert builder(copy.deepcopy(app.args)) is not None
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ── PD output against colocated output ───────────────────────────────────────────────────────
+
+def _steps(*pairs: tuple[int, float]) -> list[compare.GreedyStep]:
+    return [compare.GreedyStep(token, margin) for token, margin in pairs]
+
+
+def test_identical_output_counts_clear_and_near_tie_positions():
+    reference = _steps((5, 2.0), (6, 0.1), (7, 3.0))
+    result = compare.compare_greedy(reference, [5, 6, 7], clear_margin=0.5)
+    assert (result.outcome, result.clear_positions, result.near_tie_positions) == ("identical", 2, 1)
+    assert not result.failed
+
+
+def test_parting_at_a_near_tie_is_allowed_and_stops_the_comparison():
+    reference = _steps((5, 2.0), (6, 0.2), (7, 3.0), (8, 3.0))
+    result = compare.compare_greedy(reference, [5, 9, 1, 1], clear_margin=0.5)
+    assert result.outcome == "parted_at_near_tie"
+    assert (result.clear_positions, result.near_tie_positions, result.first_difference) == (1, 1, 1)
+    assert result.uncompared_positions == 2
+    assert not result.failed
+
+
+def test_a_different_token_where_colocated_wins_clearly_is_a_mismatch():
+    reference = _steps((5, 2.0), (6, 0.9))
+    result = compare.compare_greedy(reference, [5, 4], clear_margin=0.5)
+    assert result.outcome == "mismatch" and result.failed and result.first_difference == 1
+    summary = compare.summarize_comparisons([result], clear_margin=0.5, min_clear_positions=1)
+    assert summary["passed"] is False and summary["mismatch_sequences"] == [0]
+
+
+def test_comparison_needs_enough_clear_positions_to_pass():
+    near_ties_only = compare.compare_greedy(_steps((5, 0.1), (6, 0.1)), [5, 6], clear_margin=0.5)
+    summary = compare.summarize_comparisons([near_ties_only], clear_margin=0.5, min_clear_positions=1)
+    assert summary["clear_positions_compared"] == 0 and summary["passed"] is False
+
+
+def test_a_shorter_pd_output_fails_the_comparison():
+    result = compare.compare_greedy(_steps((5, 2.0), (6, 2.0)), [5], clear_margin=0.5)
+    assert result.outcome == "length_differs"
+    summary = compare.summarize_comparisons([result], clear_margin=0.5, min_clear_positions=1)
+    assert summary["passed"] is False
+
+
+def test_margin_is_top1_minus_top2_even_when_the_sampled_token_is_listed_too():
+    logprobs = {"tokens": ["token_id:11", "token_id:12"],
+                "top_logprobs": [{"token_id:11": -0.2, "token_id:3": -1.7, "token_id:4": -2.5},
+                                 {"token_id:12": -0.69, "token_id:13": -0.70}]}
+    steps = compare.steps_from_logprobs(logprobs)
+    assert [s.token for s in steps] == [11, 12]
+    assert steps[0].margin == pytest.approx(1.5)
+    assert steps[1].margin == pytest.approx(0.01)
+
+
+def test_text_tokens_are_refused():
+    with pytest.raises(ValueError, match="return_tokens_as_token_ids"):
+        compare.parse_token_id("hello")
+
+
+# ── timing arithmetic from a stream ──────────────────────────────────────────────────────────
+
+def _event(at: float, payload: dict) -> workload.StreamEvent:
+    return workload.StreamEvent(at, payload)
+
+
+def test_stream_events_become_ttft_tpot_itl_and_tokens_per_second():
+    events = [
+        _event(100.2, {"choices": [{"text": "a", "token_ids": [7]}]}),
+        _event(100.25, {"choices": [{"text": "", "token_ids": [8, 9]}]}),  # Ray Serve batches chunks
+        _event(100.4, {"choices": [{"text": "d", "token_ids": [10]}]}),
+        _event(100.4, {"choices": [], "usage": {"prompt_tokens": 16, "completion_tokens": 4}}),
+    ]
+    sample = workload.sample_from_events(100.0, events, 100.45)
+    assert sample.token_times == (100.2, 100.25, 100.4)
+    assert (sample.output_tokens, sample.prompt_tokens) == (4, 16)
+    assert sample.ttft == pytest.approx(0.2)
+    assert sample.tpot == pytest.approx(0.25 / 3)  # (E2E − TTFT) / (tokens − 1), tokens from usage
+    assert sample.itls == pytest.approx([0.05, 0.15])
+
+    summary = summarize([sample], wall_seconds=2.0)
+    assert summary["output_tokens_per_s"] == pytest.approx(2.0)
+    assert summary["total_tokens_per_s"] == pytest.approx(10.0)
+    assert summary["e2e_s"]["p50"] == pytest.approx(0.45)
+
+
+def test_a_failed_request_is_counted_not_timed():
+    ok = workload.sample_from_events(0.0, [_event(0.1, {"choices": [{"text": "x"}]}),
+                                           _event(0.1, {"choices": [], "usage": {"completion_tokens": 1}})], 0.2)
+    failed = workload.sample_from_events(0.0, [], 0.05, error="HTTP 500: boom")
+    summary = summarize([ok, failed], wall_seconds=1.0)
+    assert summary["requests"] == {"total": 2, "succeeded": 1, "failed": 1}
+    assert summary["errors"] == ["HTTP 500: boom"]
+    assert summary["ttft_s"]["p50"] == pytest.approx(0.1)
+
+
+def test_sse_lines():
+    assert workload.parse_sse_line(b'data: {"choices": []}\n') == {"choices": []}
+    assert workload.parse_sse_line(b"data: [DONE]\n") is None
+    assert workload.parse_sse_line(b": ping\n") is None
+    assert workload.parse_sse_line(b"\n") is None
+
+
+def test_request_bodies_fix_the_lengths_and_ask_for_token_ids():
+    streamed = workload.completion_body("m", [5, 6, 7], 32, stream=True)
+    assert streamed["prompt"] == [5, 6, 7] and streamed["max_tokens"] == 32
+    assert streamed["ignore_eos"] is True and streamed["temperature"] == 0.0
+    assert streamed["stream_options"] == {"include_usage": True}
+    greedy = workload.completion_body("m", [5], 8, stream=False, top_logprobs=2)
+    assert greedy["logprobs"] == 2 and greedy["return_tokens_as_token_ids"] is True
+    assert "stream_options" not in greedy
+
+
+def test_prompts_are_reproducible_distinct_and_in_range():
+    a = workload.random_prompts(8, 64, low=4, high=500, seed=3)
+    assert a == workload.random_prompts(8, 64, low=4, high=500, seed=3)
+    assert a != workload.random_prompts(8, 64, low=4, high=500, seed=4)
+    assert len({tuple(p) for p in a}) == 8
+    assert all(len(p) == 64 and all(4 <= t < 500 for t in p) for p in a)
+
+
+# ── NIXL evidence ────────────────────────────────────────────────────────────────────────────
+
+# Lines as the H200 run logged them (engine ids as Ray Serve LLM rewrites them).
+NIXL_LOG = """\
+(EngineCore pid=1) INFO [factory.py:62] Creating v1 connector with name: NixlPullConnector and engine_id: prefill-192.0.2.2-21000
+(EngineCore pid=2) INFO [factory.py:62] Creating v1 connector with name: NixlPullConnector and engine_id: decode-192.0.2.2-21100
+(Worker pid=3) INFO nixl_cu13 _api.py:390 Backend UCX was instantiated
+(Worker pid=4) INFO nixl_cu13 _api.py:390 Backend UCX was instantiated
+(Worker pid=4) INFO [base_worker.py:669] NIXL compatibility check passed (hash: 4f2a)
+(Worker pid=4) INFO [base_worker.py:1565] Transfer plan: TransferTopology(tp_ratio=1, num_kv_heads=2)
+"""
+
+
+def test_nixl_log_checks_pass_on_a_real_pd_log():
+    found = evidence.scan_lines(NIXL_LOG.splitlines())
+    checks = evidence.nixl_checks(found, prefill_id="prefill", decode_id="decode", backend="UCX", pd_apps=1)
+    assert all(checks.values()) and len(checks) == 5
+
+
+def test_nixl_log_checks_fail_without_the_decode_handshake():
+    lines = [line for line in NIXL_LOG.splitlines() if "compatibility" not in line]
+    checks = evidence.nixl_checks(evidence.scan_lines(lines), prefill_id="prefill", decode_id="decode",
+                                  backend="UCX", pd_apps=1)
+    assert checks["decode_handshake_compatibility_passed"] is False
+
+
+def test_nixl_log_checks_fail_when_no_pd_app_ran():
+    checks = evidence.nixl_checks(evidence.scan_lines([]), prefill_id="prefill", decode_id="decode",
+                                  backend="UCX", pd_apps=0)
+    assert not all(checks.values())
+
+
+def test_nixl_log_checks_count_engines_per_pd_app():
+    checks = evidence.nixl_checks(evidence.scan_lines(NIXL_LOG.splitlines()), prefill_id="prefill",
+                                  decode_id="decode", backend="LIBFABRIC", pd_apps=2)
+    assert checks["nixl_connector_per_prefill_engine"] is False
+    assert checks["backend_LIBFABRIC_instantiated"] is False
+
+
+def test_nixl_metric_totals():
+    text = """# HELP ray_vllm_nixl_bytes_transferred x
+ray_vllm_nixl_bytes_transferred_sum{engine="0"} 100.0
+ray_vllm_nixl_bytes_transferred_sum{engine="1"} 50.0
+ray_vllm_nixl_xfer_time_seconds_count{engine="0"} 3.0
+ray_vllm_kv_cache_usage_perc{engine="0"} 0.5
+"""
+    assert evidence.nixl_metric_totals(text) == {"ray_vllm_nixl_bytes_transferred_sum": 150.0,
+                                                 "ray_vllm_nixl_xfer_time_seconds_count": 3.0}
+
+
+# ── the verdict ──────────────────────────────────────────────────────────────────────────────
+
+def _timing_row(failed: int) -> dict:
+    return {"model": "tiny", "mode": "pd", "concurrency": 1,
+            "summary": {"requests": {"total": 8, "succeeded": 8 - failed, "failed": failed}}}
+
+
+def test_verdict_passes_only_when_every_check_passes_and_nothing_was_skipped():
+    data = {"checks": {"endpoints": {"tiny-pd": {"answers": True}},
+                       "nixl_logs": {"checks": {"decode_transfer_plan_logged": True}},
+                       "greedy_equivalence": {"tiny": {"passed": True}}},
+            "timing": [_timing_row(0)], "not_done": []}
+    assert verdict(data)["passed"] is True
+    assert verdict({**data, "timing": [_timing_row(1)]})["passed"] is False
+    assert verdict({**data, "not_done": ["llama3-8b-shape: out of time"]})["passed"] is False
+    assert verdict({"checks": {}, "timing": [], "not_done": []})["passed"] is False
+
+
+# ── the generated model's tokenizer ──────────────────────────────────────────────────────────
+
+def test_filler_tokens_complete_the_vocabulary_without_clashes():
+    vocab = {"a": 0, "vocabfill1": 1}
+    names = filler_tokens(vocab, 6)
+    assert len(vocab) + len(names) == 6 and "vocabfill1" not in names
+    with pytest.raises(ValueError):
+        filler_tokens({"a": 0, "b": 1}, 1)
+
+
+def test_tokenizer_has_the_model_vocabulary_and_decodes_every_id():
+    pytest.importorskip("tokenizers")
+    tokenizer, trained = build_tokenizer(vocab_size=1500, seed=0)
+    assert tokenizer.get_vocab_size() == 1500
+    assert [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3]
+    assert tokenizer.decode([1499]).startswith("vocabfill")  # an untrained id still prints
+    assert tokenizer.decode(tokenizer.encode("the prefill engine").ids) == "the prefill engine"
+    again, _ = build_tokenizer(vocab_size=1500, seed=0)
+    assert again.to_str() == tokenizer.to_str()
+
+
+def test_tiny_model_is_reproducible_from_its_seed(tmp_path):
+    pytest.importorskip("transformers")
+    from serve_app.local_runner.models import write_tiny_model
+
+    shape = LlamaShape(name="t", vocab_size=1200, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
+                       rope_theta=10000.0)
+
+    def digest(directory, seed):
+        card = write_tiny_model(directory, seed=seed, shape=shape)
+        assert json.loads((directory / "config.json").read_text())["vocab_size"] == 1200
+        return card, hashlib.sha256((directory / "model.safetensors").read_bytes()).hexdigest()
+
+    card, first = digest(tmp_path / "a", 0)
+    _, second = digest(tmp_path / "b", 0)
+    _, other = digest(tmp_path / "c", 1)
+    assert first == second != other
+    assert card.parameters == shape.parameter_count()
