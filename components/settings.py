@@ -66,7 +66,8 @@ class DeclaredKey:
     description: str
 
 
-def _as_config_string(value: Any) -> str:
+def as_config_string(value: Any) -> str:
+    """A YAML value in the string form the Pulumi SDK hands a program (JSON for arrays and objects)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, dict)):
@@ -86,7 +87,7 @@ def declared_keys(project_file: Path = PROJECT_FILE) -> Mapping[str, DeclaredKey
         keys[name] = DeclaredKey(
             name=name,
             type=entry.get("type", "string"),
-            default=None if default is None else _as_config_string(default),
+            default=None if default is None else as_config_string(default),
             description=" ".join(str(entry.get("description", "")).split()),
         )
     return keys

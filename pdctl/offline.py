@@ -119,17 +119,11 @@ def read_project(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
     return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
 
 
-def _as_config_string(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value)
-
-
 def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[dict[str, str], set[str]]:
     """The config the CLI would hand the program: (key -> string, secret keys). Keys are
     fully qualified (`<project>:<key>`, `aws:region`)."""
+    from components.settings import as_config_string
+
     project = read_project(project_dir)
     name = project["name"]
     merged: dict[str, str] = {}
@@ -138,13 +132,13 @@ def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[dict[str,
         full = key if ":" in key else f"{name}:{key}"
         if isinstance(spec, dict):
             if "default" in spec:
-                merged[full] = _as_config_string(spec["default"])
+                merged[full] = as_config_string(spec["default"])
             elif "value" in spec:
-                merged[full] = _as_config_string(spec["value"])
+                merged[full] = as_config_string(spec["value"])
             if spec.get("secret"):
                 secret_keys.add(full)
         else:
-            merged[full] = _as_config_string(spec)
+            merged[full] = as_config_string(spec)
     stack_file = project_dir / f"Pulumi.{stack}.yaml"
     if not stack_file.exists():
         from serve_app.errors import ConfigError
@@ -158,7 +152,7 @@ def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[dict[str,
             merged[full] = offline_secret_placeholder(key.split(":")[-1])
             secret_keys.add(full)
         else:
-            merged[full] = _as_config_string(value)
+            merged[full] = as_config_string(value)
     return merged, secret_keys
 
 

@@ -17,11 +17,11 @@ from serve_app.render import serve_config_v2
 
 def stack_raw_config(stack: str, repo_root: Path) -> dict[str, str]:
     """The stack file's `config:` block as the strings the Pulumi SDK hands the program."""
-    from components.settings import _as_config_string
+    from components.settings import as_config_string
 
     stack_file = repo_root / f"Pulumi.{stack}.yaml"
     config = (yaml.safe_load(stack_file.read_text()) or {}).get("config") or {}
-    return {key: _as_config_string(value) for key, value in config.items()}
+    return {key: as_config_string(value) for key, value in config.items()}
 
 
 def rendered_pd_serving_args(stack: str, repo_root: Path = Path(".")) -> tuple[dict[str, Any], str]:
