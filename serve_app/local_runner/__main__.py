@@ -2,7 +2,9 @@
 
   render      print the stack's rendered PD args, the lab configs and the keys the overlay changed
   make-model  write the tiny random Llama or the Llama-3-8B-shaped model (config + tokenizer)
-  run         deploy PD + colocated for each model on this host's GPU, check, time, write JSON
+  run         deploy PD + colocated for each model on this host's GPU(s), check, time, write JSON
+              (--gpus 2: prefill and decode on separate whole GPUs, apps in stages; see lab/gpu_run_x2.sh)
+  compare-greedy  greedy PD == colocated across a split run's two results files
   report      the results JSON as a markdown table
 """
 
@@ -26,7 +28,8 @@ def _make_model(kind: str, directory: Path, seed: int):
     return models.write_shaped_model(directory, seed=seed)
 
 
-def _lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list[str]):
+def _lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list[str],
+                untimed: frozenset[str] = frozenset()):
     from serve_app.local_runner.runner import LabModel, prompt_range
 
     out = []
@@ -35,7 +38,8 @@ def _lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list
             raise ConfigError("--models", kind, f"a comma-separated subset of {', '.join(MODEL_KINDS)}")
         card = _make_model(kind, model_dir / kind, seed).as_dict()
         out.append(LabModel(key=kind, path=card["path"], dummy_weights=card["weights"] == "dummy",
-                            compare_outputs=kind == "tiny", prompt_token_range=prompt_range(card), card=card))
+                            compare_outputs=kind == "tiny", prompt_token_range=prompt_range(card), card=card,
+                            timed=kind not in untimed))
     for spec in local_models:
         key, _, path = spec.partition("=")
         if not path or not Path(path, "config.json").exists():
@@ -58,13 +62,13 @@ def _render_args(stack: str | None) -> tuple[dict, str]:
 
 
 def cmd_render(args) -> int:
-    from serve_app.local_runner.overlay import changed_paths
+    from serve_app.local_runner.overlay import GiB, changed_paths
     from serve_app.local_runner.runner import LabModel, lab_apps
 
     rendered, source = _render_args(args.stack)
     model = LabModel(key="model", path=args.model_path, dummy_weights=False, compare_outputs=False,
                      prompt_token_range=(4, 100))
-    apps = lab_apps(rendered, [model])
+    apps = lab_apps(rendered, [model], gpus=args.gpus, kv_cache_memory_bytes=None if args.gpus > 1 else 4 * GiB)
     print(f"# source: {source}")
     print(json.dumps({"rendered": rendered, "lab_apps": {a.name: a.args for a in apps}}, indent=2))
     pd = apps[0]
@@ -79,20 +83,75 @@ def cmd_make_model(args) -> int:
     return 0
 
 
-def cmd_run(args) -> int:
-    from serve_app.local_runner.report import markdown_report
-    from serve_app.local_runner.runner import Workload, run_lab
+def _int_list(option: str, text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v)
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise ConfigError(option, text, "comma-separated positive integers, e.g. 1,8,32")
+    return values
 
+
+def _workload(args):
+    from serve_app.local_runner.runner import Interference, Workload
+
+    return Workload(prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed,
+                    concurrencies=_int_list("--concurrencies", args.concurrencies),
+                    requests_per_concurrency_slot=args.requests_per_slot, min_requests=args.min_requests,
+                    max_requests=args.max_requests, interference=Interference() if args.interference else None)
+
+
+def cmd_run(args) -> int:
+    from serve_app.local_runner.overlay import GiB
+    from serve_app.local_runner.report import markdown_report
+    from serve_app.local_runner.runner import run_lab
+
+    if args.gpus not in (1, 2):
+        raise ConfigError("--gpus", args.gpus, "1 (engines share the GPU) or 2 (a whole GPU per engine)")
+    modes = tuple(m for m in args.modes.split(",") if m)
+    if not modes or not set(modes) <= {"pd", "colocated"}:
+        raise ConfigError("--modes", args.modes, "pd, colocated or pd,colocated")
     rendered, source = _render_args(args.stack)
     kinds = [k for k in args.models.split(",") if k]
-    models = _lab_models(kinds, Path(args.model_dir), args.seed, args.local_model or [])
-    spec = Workload(prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed)
+    untimed = frozenset(k for k in (args.untimed or "").split(",") if k)
+    if not untimed <= set(kinds):
+        raise ConfigError("--untimed", args.untimed, f"a subset of --models ({args.models})")
+    spec = _workload(args)
+    models = _lab_models(kinds, Path(args.model_dir), args.seed, args.local_model or [], untimed)
+    # Shared GPU: a fixed KV cache per engine. Whole GPUs: vLLM's memory profiling, as on EKS.
+    kv_cache = int(args.kv_cache_gib * GiB) if args.kv_cache_gib else (4 * GiB if args.gpus == 1 else None)
     data = run_lab(rendered_args=rendered, source=source, models=models, out_dir=Path(args.out), spec=spec,
-                   ready_timeout_s=args.ready_timeout_s, deadline_s=args.deadline_s)
+                   ready_timeout_s=args.ready_timeout_s, deadline_s=args.deadline_s,
+                   kv_cache_memory_bytes=kv_cache, gpus=args.gpus, modes=modes)
     report = markdown_report(data)
     Path(args.out, "lab-report.md").write_text(report)
     print(report)
     return 0 if data["checks"]["verdict"]["passed"] else 1
+
+
+# The workload settings that fix the greedy comparison's prompts and rule: equal in both runs.
+COMPARE_SETTINGS = ("seed", "compare_prompts", "compare_prompt_tokens", "compare_output_tokens")
+
+
+def cmd_compare_greedy(args) -> int:
+    """Greedy PD == colocated across two results files (a split run: --modes pd, --modes colocated)."""
+    from serve_app.local_runner.runner import Workload, compare_greedy_outputs
+
+    colocated, pd = (json.loads(Path(p).read_text()) for p in (args.colocated_result, args.pd_result))
+    for name in COMPARE_SETTINGS:
+        if colocated["workload"][name] != pd["workload"][name]:
+            raise ConfigError(f"workload.{name}", (colocated["workload"][name], pd["workload"][name]),
+                              "the same value in both results files", "they must have compared the same prompts")
+    reference = colocated.get("greedy_outputs", {}).get(f"{args.model}-colocated")
+    candidate = pd.get("greedy_outputs", {}).get(f"{args.model}-pd")
+    if reference is None or candidate is None:
+        raise ConfigError("--model", args.model, "a model with greedy outputs in both files "
+                          f"({args.model}-colocated in the first, {args.model}-pd in the second)")
+    spec = Workload(**{k: colocated["workload"][k] for k in (*COMPARE_SETTINGS, "clear_margin", "min_clear_positions")})
+    result = compare_greedy_outputs(reference, candidate, spec)
+    print(json.dumps({k: v for k, v in result.items() if k != "per_sequence"}, indent=2))
+    return 0 if result["passed"] else 1
 
 
 def cmd_report(args) -> int:
@@ -110,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     render = sub.add_parser("render", help="show the lab configs the overlay makes from the stack's render")
     render.add_argument("--stack", default="dev", help="stack file Pulumi.<stack>.yaml ('' = PDAppConfig defaults)")
     render.add_argument("--model-path", default="/tmp/lab-models/tiny")
+    render.add_argument("--gpus", type=int, default=1, help="1: shared GPU; 2: a whole GPU per engine")
     render.set_defaults(func=cmd_render)
 
     make = sub.add_parser("make-model", help="write a generated model directory")
@@ -127,9 +187,28 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--prompt-tokens", type=int, default=512)
     run.add_argument("--output-tokens", type=int, default=128)
+    run.add_argument("--gpus", type=int, default=1,
+                     help="1: all engines share the GPU; 2: prefill and decode on separate whole GPUs, apps in stages")
+    run.add_argument("--concurrencies", default="1,8", help="comma-separated client concurrencies to time")
+    run.add_argument("--requests-per-slot", type=int, default=4, help="requests = clamp(this × concurrency, min, max)")
+    run.add_argument("--min-requests", type=int, default=8)
+    run.add_argument("--max-requests", type=int, default=None)
+    run.add_argument("--interference", action="store_true",
+                     help="also time short requests decoding while long prompts (2048–4000 tokens) arrive")
+    run.add_argument("--untimed", default="", help="comma-separated models that only prove the path (no timing)")
+    run.add_argument("--kv-cache-gib", type=float, default=None,
+                     help="fixed KV cache per engine (default: 4 GiB with --gpus 1, vLLM's profiling with --gpus 2)")
+    run.add_argument("--modes", default="pd,colocated",
+                     help="apps to run: pd, colocated or both (one per run splits a two-GPU lab over two calls)")
     run.add_argument("--ready-timeout-s", type=float, default=420)
     run.add_argument("--deadline-s", type=float, default=560, help="stop starting new stages after this")
     run.set_defaults(func=cmd_run)
+
+    greedy = sub.add_parser("compare-greedy", help="greedy PD == colocated across two results files")
+    greedy.add_argument("colocated_result")
+    greedy.add_argument("pd_result")
+    greedy.add_argument("--model", default="tiny")
+    greedy.set_defaults(func=cmd_compare_greedy)
 
     report = sub.add_parser("report", help="markdown table of a results JSON")
     report.add_argument("result")

@@ -7,13 +7,17 @@ host with one GPU, a handful of settings cannot stay as rendered, and nothing el
 |-----------------------------------------------------------|--------------------------------|-----|
 | model_loading_config.model_source (+ tokenizer_source)    | local model directory          | no model hub on the lab host |
 | engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends | ["UCX"]              | no EFA on one host; LIBFABRIC needs it |
-| placement_group_config                                    | {bundles: [{GPU: f, CPU: 1}]}  | engines share the GPU: f = 1 / engines on it |
-| engine_kwargs.gpu_memory_utilization                      | 0.9 / engines on the GPU       | vLLM refuses to start when free memory < this share of the card |
-| engine_kwargs.kv_cache_memory_bytes                       | fixed bytes                    | memory profiling is wrong with another engine on the GPU |
+| placement_group_config                                    | {bundles: [{GPU: f, CPU: 1}]}  | f = 1 / engines on the GPU (1: a whole GPU per engine) |
+| engine_kwargs.gpu_memory_utilization (shared GPU only)    | 0.9 / engines on the GPU       | vLLM refuses to start when free memory < this share of the card |
+| engine_kwargs.kv_cache_memory_bytes (unless None)         | fixed bytes                    | memory profiling is wrong with another engine on the GPU |
 | engine_kwargs.seed                                        | fixed seed                     | reproducible runs |
 | engine_kwargs.load_format                                 | "dummy" (shaped models only)   | random weights of a real shape, no 16 GB checkpoint |
 | runtime_env.env_vars.VLLM_DP_MASTER_PORT / VLLM_NIXL_SIDE_CHANNEL_PORT | distinct per engine | engines on one host otherwise race for the same torch.distributed / NIXL port |
 | accelerator_type (only if rendered)                       | removed                        | the lab GPU is not the cloud's GPU type |
+
+With one engine per GPU (`engines_on_gpu=1`, the two-GPU lab: prefill and decode on separate GPUs),
+the bundle is a whole GPU, the rendered `gpu_memory_utilization` stays, and `kv_cache_memory_bytes=None`
+leaves the KV cache to vLLM's memory profiling, as on EKS.
 
 `overlay_paths` lists exactly the keys `apply_lab_overlay` sets for a given config, so a test can
 prove that the before/after difference is that list and nothing more.
@@ -49,28 +53,46 @@ KV_BACKENDS_PATH = "engine_kwargs.kv_transfer_config.kv_connector_extra_config.b
 class LabOverlay:
     """What the lab host imposes on one engine's LLMConfig.
 
-    engine_slot: 0..engines_on_gpu-1, distinct per engine on the host (picks its port windows).
+    engine_slot: 0..engines_on_host-1, distinct per engine on the host (picks its port windows).
+    engines_on_host: engines on the whole host (several GPUs); defaults to engines_on_gpu.
+    kv_cache_memory_bytes: None leaves the KV cache size to vLLM's memory profiling (whole GPU only).
     """
 
     model_path: str
     engines_on_gpu: int
     engine_slot: int
-    kv_cache_memory_bytes: int = 4 * GiB
+    kv_cache_memory_bytes: int | None = 4 * GiB
     seed: int = 0
     dummy_weights: bool = False
     kv_backends: tuple[str, ...] = LAB_KV_BACKENDS
+    engines_on_host: int | None = None
 
     def __post_init__(self) -> None:
         if self.engines_on_gpu < 1:
             raise ConfigError("engines_on_gpu", self.engines_on_gpu, "at least 1")
-        if not 0 <= self.engine_slot < self.engines_on_gpu:
-            raise ConfigError("engine_slot", self.engine_slot, f"0..{self.engines_on_gpu - 1}")
-        if self.kv_cache_memory_bytes <= 0:
+        if self.host_engines < self.engines_on_gpu:
+            raise ConfigError("engines_on_host", self.engines_on_host, f"at least engines_on_gpu ({self.engines_on_gpu})")
+        if not 0 <= self.engine_slot < self.host_engines:
+            raise ConfigError("engine_slot", self.engine_slot, f"0..{self.host_engines - 1}")
+        if self.kv_cache_memory_bytes is None and self.shares_gpu:
+            raise ConfigError("kv_cache_memory_bytes", None, "a positive byte count when engines share a GPU",
+                              "memory profiling is wrong with another engine on the GPU")
+        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes <= 0:
             raise ConfigError("kv_cache_memory_bytes", self.kv_cache_memory_bytes, "a positive byte count")
 
     @property
-    def gpu_share(self) -> float:
-        """Ray GPU fraction of each engine's bundle; floored to Ray's 1e-4 grain so the shares fit."""
+    def host_engines(self) -> int:
+        return self.engines_on_host if self.engines_on_host is not None else self.engines_on_gpu
+
+    @property
+    def shares_gpu(self) -> bool:
+        return self.engines_on_gpu > 1
+
+    @property
+    def gpu_share(self) -> float | int:
+        """Ray GPU fraction of each engine's bundle; floored to Ray's 1e-4 grain so the shares fit; 1: whole GPU."""
+        if not self.shares_gpu:
+            return 1
         return math.floor(10_000 / self.engines_on_gpu) / 10_000
 
     @property
@@ -107,8 +129,10 @@ def overlay_values(config: Mapping[str, Any], overlay: LabOverlay) -> dict[str, 
     if _has_kv_transfer(config):
         values[KV_BACKENDS_PATH] = list(overlay.kv_backends)
     values["placement_group_config"] = {"bundles": [{"GPU": overlay.gpu_share, "CPU": 1}], "strategy": "PACK"}
-    values["engine_kwargs.gpu_memory_utilization"] = overlay.gpu_memory_utilization
-    values["engine_kwargs.kv_cache_memory_bytes"] = overlay.kv_cache_memory_bytes
+    if overlay.shares_gpu:
+        values["engine_kwargs.gpu_memory_utilization"] = overlay.gpu_memory_utilization
+    if overlay.kv_cache_memory_bytes is not None:
+        values["engine_kwargs.kv_cache_memory_bytes"] = overlay.kv_cache_memory_bytes
     values["engine_kwargs.seed"] = overlay.seed
     if overlay.dummy_weights:
         values["engine_kwargs.load_format"] = "dummy"

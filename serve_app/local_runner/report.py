@@ -10,7 +10,6 @@ def _ms(dist: dict[str, float] | None, key: str) -> str:
 
 
 def timing_table(data: dict[str, Any]) -> str:
-    models = data.get("models", {})
     # ITL as the client sees it: Ray Serve LLM batches stream chunks (50 ms by default), so most gaps
     # are ~0 and the rest ~50 ms; its mean, like TPOT, is the decode speed.
     header = ("| model | mode | conc | requests ok | TTFT p50 / p90 (ms) | TPOT p50 / p90 (ms) | ITL mean / p90 (ms) "
@@ -18,16 +17,55 @@ def timing_table(data: dict[str, Any]) -> str:
     lines = [header, "|" + "---|" * 9]
     for row in data.get("timing", []):
         s = row["summary"]
-        weights = "dummy weights" if models.get(row["model"], {}).get("dummy_weights") else "safetensors"
         rate = s["output_tokens_per_s"]
         lines.append(
-            f"| {row['model']} ({weights}) | {row['mode']} | {row['concurrency']} "
+            f"| {_model_label(data, row['model'])} | {row['mode']} | {row['concurrency']} "
             f"| {s['requests']['succeeded']}/{s['requests']['total']} "
             f"| {_ms(s['ttft_s'], 'p50')} / {_ms(s['ttft_s'], 'p90')} "
             f"| {_ms(s['tpot_s'], 'p50')} / {_ms(s['tpot_s'], 'p90')} | {_ms(s['itl_s'], 'mean')} / {_ms(s['itl_s'], 'p90')} "
             f"| {_ms(s['e2e_s'], 'p50')} / {_ms(s['e2e_s'], 'p90')} "
             f"| {'–' if rate is None else f'{rate:.0f}'} |")
     return "\n".join(lines)
+
+
+def _model_label(data: dict[str, Any], model: str) -> str:
+    weights = "dummy weights" if data.get("models", {}).get(model, {}).get("dummy_weights") else "safetensors"
+    return f"{model} ({weights})"
+
+
+def interference_table(data: dict[str, Any]) -> str:
+    """Short requests' decode latency alone and while long prompts arrive, per app."""
+    rows = data.get("interference", [])
+    if not rows:
+        return ""
+    header = ("| model | mode | short requests | TPOT p50 / p90 (ms) alone → with long prompts "
+              "| ITL p50 / p90 / p99 (ms) alone → with long prompts | longest gap (ms) alone → with "
+              "| long prompts' TTFT p50 / p90 (ms) |")
+    lines = [header, "|" + "---|" * 7]
+    for row in rows:
+        quiet, loaded, long = row["short_quiet"], row["short_with_long_prompts"], row["long_prompts"]
+
+        def gap(part: dict[str, Any]) -> str:
+            return "–" if part.get("itl_max_s") is None else f"{1000 * part['itl_max_s']:.0f}"
+
+        lines.append(
+            f"| {_model_label(data, row['model'])} | {row['mode']} "
+            f"| {loaded['requests']['succeeded']}/{loaded['requests']['total']} "
+            f"| {_ms(quiet['tpot_s'], 'p50')} / {_ms(quiet['tpot_s'], 'p90')} → "
+            f"{_ms(loaded['tpot_s'], 'p50')} / {_ms(loaded['tpot_s'], 'p90')} "
+            f"| {_ms(quiet['itl_s'], 'p50')} / {_ms(quiet['itl_s'], 'p90')} / {_ms(quiet['itl_s'], 'p99')} → "
+            f"{_ms(loaded['itl_s'], 'p50')} / {_ms(loaded['itl_s'], 'p90')} / {_ms(loaded['itl_s'], 'p99')} "
+            f"| {gap(quiet)} → {gap(loaded)} "
+            f"| {_ms(long['ttft_s'], 'p50')} / {_ms(long['ttft_s'], 'p90')} |")
+    return "\n".join(lines)
+
+
+def nixl_metrics_line(label: str, totals: dict[str, float]) -> str:
+    if not totals.get("ray_vllm_nixl_xfer_time_seconds_count"):
+        return f"NIXL metrics ({label}): no ray_vllm_nixl_* transfer series exported"
+    return (f"NIXL metrics ({label}): {totals['ray_vllm_nixl_xfer_time_seconds_count']:.0f} transfers, "
+            f"{totals.get('ray_vllm_nixl_bytes_transferred_sum', 0) / 1e9:.2f} GB, "
+            f"{totals['ray_vllm_nixl_xfer_time_seconds_sum']:.1f} s of transfer time in total")
 
 
 def checks_table(data: dict[str, Any]) -> str:
@@ -47,6 +85,10 @@ def markdown_report(data: dict[str, Any]) -> str:
         "",
         f"Serve config: {data.get('stack', {}).get('source')}",
         "",
+        f"Topology: {data.get('topology', {}).get('gpus', 1)} GPU(s), "
+        f"{data.get('topology', {}).get('engines_on_gpu', '?')} engine(s) per GPU; stages "
+        f"{data.get('topology', {}).get('stages')}",
+        "",
         "Apps ready after (s): " + ", ".join(
             f"{name} {entry.get('ready_after_s', entry.get('status'))}" for name, entry in data.get("apps", {}).items()),
         "",
@@ -59,11 +101,17 @@ def markdown_report(data: dict[str, Any]) -> str:
                       f"{result.get('clear_positions_compared')} clear-margin positions identical, "
                       f"{result.get('near_tie_positions')} near-tie positions (margin < {result.get('clear_margin_nats')} nats), "
                       f"outcomes {result.get('outcomes')}, passed={result.get('passed')}"]
-    totals = data.get("checks", {}).get("nixl_metrics", {}).get("totals", {})
-    if totals.get("ray_vllm_nixl_xfer_time_seconds_count"):
-        parts += ["", f"NIXL metrics (all PD apps): {totals['ray_vllm_nixl_xfer_time_seconds_count']:.0f} transfers, "
-                      f"{totals.get('ray_vllm_nixl_bytes_transferred_sum', 0) / 1e9:.2f} GB, "
-                      f"{totals['ray_vllm_nixl_xfer_time_seconds_sum']:.1f} s of transfer time in total"]
+    by_stage = data.get("checks", {}).get("nixl_metrics_by_stage", {})
+    if len(by_stage) > 1:  # counters as Ray exported them after each PD stage (before its tear-down)
+        parts += [""] + [nixl_metrics_line(f"after stage {label}", m.get("totals", {})) for label, m in by_stage.items()]
+    else:
+        totals = data.get("checks", {}).get("nixl_metrics", {}).get("totals", {})
+        if totals.get("ray_vllm_nixl_xfer_time_seconds_count"):
+            parts += ["", nixl_metrics_line("all PD apps", totals)]
+    interference = interference_table(data)
+    if interference:
+        parts += ["", "Interference: short requests decoding while long prompts arrive "
+                      f"({data.get('workload', {}).get('interference')})", "", interference]
     if data.get("not_done"):
         parts += ["", "Not done: " + "; ".join(data["not_done"])]
     return "\n".join(parts) + "\n"

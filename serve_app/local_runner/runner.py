@@ -1,14 +1,21 @@
-"""Run the stack's serve config on one GPU host: PD app and colocated baseline, side by side.
+"""Run the stack's serve config on a GPU host: PD app and colocated baseline, measured alike.
 
 `lab_apps` (pure) turns the rendered PD serving args into the Serve applications of the lab: per
 model, one PD app (`build_pd_openai_app`, overlay applied to both phases) and one colocated app
-(`build_openai_app`, the decode phase's engine settings without KV transfer). All engines of all
-apps start together and share the one GPU, each with its own slice (`LabOverlay`).
+(`build_openai_app`, the decode phase's engine settings without KV transfer).
 
-`run_lab` starts Ray, deploys every app, waits until they are ready, checks that both endpoints
-answer, compares PD output with colocated output under greedy decoding, times both at each
-concurrency, collects the NIXL evidence from the logs and metrics, and shuts down. It writes the
-results JSON after every stage, so a run cut short still leaves what it measured.
+Two topologies (`gpus`):
+- one GPU: all engines of all apps start together and share the GPU, each with its own slice;
+- two GPUs: one whole GPU per engine, as on EKS. A PD app's prefill and decode engines take both
+  GPUs (KV moves between them), so the apps run in stages (`lab_stages`), one after the other in
+  the same Ray instance; each stage is torn down before the next starts.
+
+`run_lab` starts Ray and, stage by stage, deploys, waits until ready, checks that the endpoints
+answer, warms up, collects greedy outputs, times each app at each concurrency (and, if asked, the
+interference load: long prompts arriving while short requests decode), snapshots the NIXL metrics
+of a PD stage, and tears down. At the end it compares PD output with colocated output under greedy
+decoding, collects the NIXL log evidence, and shuts down. It writes the results JSON after every
+step, so a run cut short still leaves what it measured.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pdctl.metrics import summarize
+from pdctl.metrics import RequestSample, summarize
+from serve_app.errors import ConfigError
 from serve_app.local_runner import compare, evidence, workload
 from serve_app.local_runner.models import SPECIAL_TOKENS
 from serve_app.local_runner.overlay import (
@@ -46,6 +54,14 @@ RESULT_SCHEMA = "gpu-lab-result/1"
 #   Ray's OOM killer would read as memory pressure and kill engine workers.
 STATIC_ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
               "RAY_memory_monitor_refresh_ms": "0"}
+# Several GPUs of one lent host: NVLink multicast stays off (the host's GPUs are shared; KINDS.md).
+MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# A stage is not started with less time than this left: engines need about a minute to be ready.
+MIN_STAGE_S = 100
+# After a stage's apps are deleted, wait (at most this long) until each GPU's memory is back below
+# IDLE_GPU_MEMORY_MIB: vLLM refuses to start while free memory < gpu_memory_utilization × card.
+GPU_RELEASE_TIMEOUT_S = 60
+IDLE_GPU_MEMORY_MIB = 2048
 
 
 @dataclass(frozen=True)
@@ -56,6 +72,7 @@ class LabModel:
     compare_outputs: bool  # peaked logits: the greedy PD-vs-colocated comparison means something
     prompt_token_range: tuple[int, int]  # ids the tokenizer was trained on, for prompts
     card: dict[str, Any] = field(default_factory=dict)
+    timed: bool = True  # False: the model only proves the path (endpoints, NIXL, greedy comparison)
 
 
 @dataclass(frozen=True)
@@ -78,11 +95,33 @@ class LabApp:
 
 
 @dataclass(frozen=True)
+class Interference:
+    """Short requests decoding while a stream of long prompts arrives (what PD exists to remove).
+
+    Measured twice per app: the short requests alone ("quiet"), then with the long prompts arriving
+    open-loop from `long_start_after_s`, one every `long_interval_s`.
+    """
+
+    short_requests: int = 8
+    short_prompt_tokens: int = 64
+    short_output_tokens: int = 256
+    long_requests: int = 6
+    long_prompt_tokens_min: int = 2048
+    long_prompt_tokens_max: int = 4000
+    long_output_tokens: int = 16
+    long_start_after_s: float = 0.5
+    long_interval_s: float = 0.5
+
+
+@dataclass(frozen=True)
 class Workload:
     prompt_tokens: int = 512
     output_tokens: int = 128
     concurrencies: tuple[int, ...] = (1, 8)
-    requests_per_concurrency_slot: int = 4  # requests = max(8, 4 × concurrency)
+    requests_per_concurrency_slot: int = 4  # requests = clamp(slot × concurrency, min, max)
+    min_requests: int = 8
+    max_requests: int | None = None
+    interference: Interference | None = None
     warmup_requests: int = 4
     compare_prompts: int = 24
     compare_prompt_tokens: int = 48
@@ -92,25 +131,41 @@ class Workload:
     seed: int = 0
 
     def requests_at(self, concurrency: int) -> int:
-        return max(8, self.requests_per_concurrency_slot * concurrency)
+        count = max(self.min_requests, self.requests_per_concurrency_slot * concurrency)
+        return count if self.max_requests is None else min(count, self.max_requests)
 
 
-def engines_on_gpu(models: list[LabModel]) -> int:
+def engines_on_host(models: list[LabModel]) -> int:
     return 3 * len(models)  # prefill + decode + colocated per model
 
 
+def engines_on_gpu(models: list[LabModel], gpus: int = 1) -> int:
+    """One GPU: every engine shares it. Several: a whole GPU per engine (apps run in stages)."""
+    return engines_on_host(models) if gpus == 1 else 1
+
+
+def _check_gpus(gpus: int) -> None:
+    if gpus < 1:
+        raise ConfigError("gpus", gpus, "1 (engines share the GPU) or 2 or more (a whole GPU per engine)")
+
+
 def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
-             kv_cache_memory_bytes: int = 4 * GiB, seed: int = 0) -> list[LabApp]:
-    """The lab's Serve applications for the rendered PD serving args (pure)."""
-    engines = engines_on_gpu(models)
+             kv_cache_memory_bytes: int | None = 4 * GiB, seed: int = 0, gpus: int = 1) -> list[LabApp]:
+    """The lab's Serve applications for the rendered PD serving args (pure).
+
+    Every engine of the run gets its own port windows (slots are numbered over the whole host),
+    also across stages, so a port still held by a torn-down engine cannot clash.
+    """
+    _check_gpus(gpus)
+    per_gpu, per_host = engines_on_gpu(models, gpus), engines_on_host(models)
     apps: list[LabApp] = []
     slot = 0
 
     def overlay_for(model: LabModel) -> LabOverlay:
         nonlocal slot
-        overlay = LabOverlay(model_path=model.path, engines_on_gpu=engines, engine_slot=slot,
+        overlay = LabOverlay(model_path=model.path, engines_on_gpu=per_gpu, engine_slot=slot,
                              kv_cache_memory_bytes=kv_cache_memory_bytes, seed=seed,
-                             dummy_weights=model.dummy_weights)
+                             dummy_weights=model.dummy_weights, engines_on_host=per_host)
         slot += 1
         return overlay
 
@@ -133,7 +188,29 @@ def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
     return apps
 
 
-def lab_environment(models: list[LabModel]) -> dict[str, str]:
+def lab_stages(apps: list[LabApp], gpus: int = 1) -> list[list[LabApp]]:
+    """Which apps run together, in order (pure).
+
+    One GPU: all at once (they share it). Several GPUs, a whole GPU per engine: a PD app takes two
+    GPUs and a colocated app one, so PD apps run `gpus // 2` at a time and colocated apps `gpus` at a
+    time. Order: the first PD stage, then the colocated stages, then the other PD stages, so the
+    first model's PD-vs-colocated timing is complete earliest and a run cut short loses later PD
+    stages only.
+    """
+    _check_gpus(gpus)
+    if gpus == 1:
+        return [list(apps)]
+    pd = [a for a in apps if a.mode == "pd"]
+    colocated = [a for a in apps if a.mode == "colocated"]
+    per_pd_stage = gpus // 2
+    pd_stages = [pd[i:i + per_pd_stage] for i in range(0, len(pd), per_pd_stage)]
+    colocated_stages = [colocated[i:i + gpus] for i in range(0, len(colocated), gpus)]
+    return pd_stages[:1] + colocated_stages + pd_stages[1:]
+
+
+def lab_environment(models: list[LabModel], gpus: int = 1) -> dict[str, str]:
+    if gpus > 1:  # whole GPUs: Ray Serve LLM's own per-worker GPU share (1) is right
+        return {**STATIC_ENV, **MULTI_GPU_ENV}
     overlay = LabOverlay(model_path="", engines_on_gpu=engines_on_gpu(models), engine_slot=0)
     return {**STATIC_ENV, "VLLM_RAY_PER_WORKER_GPUS": str(overlay.gpu_share)}
 
@@ -268,13 +345,22 @@ def _choice_text(body: Any, *, chat: bool) -> str:
     return (choice["message"]["content"] if chat else choice["text"]) or ""
 
 
-async def _compare_outputs(pd: LabApp, colocated: LabApp, spec: Workload) -> dict[str, Any]:
-    low, high = pd.model.prompt_token_range
+async def _greedy_outputs(app: LabApp, spec: Workload) -> list[dict[str, Any]]:
+    """Greedy token ids with top-2 logprobs for the comparison prompts (same prompts for every app).
+
+    Kept in the results JSON, so runs of one mode each can be compared afterwards (`compare-greedy`).
+    """
+    low, high = app.model.prompt_token_range
     prompts = workload.random_prompts(spec.compare_prompts, spec.compare_prompt_tokens,
                                       low=low, high=high, seed=spec.seed + 1)
-    reference = await workload.greedy_completions(colocated.base_url, colocated.model_id, prompts,
-                                                  spec.compare_output_tokens)
-    candidate = await workload.greedy_completions(pd.base_url, pd.model_id, prompts, spec.compare_output_tokens)
+    choices = await workload.greedy_completions(app.base_url, app.model_id, prompts, spec.compare_output_tokens)
+    return [c if "error" in c else {"logprobs": {k: c["logprobs"][k] for k in ("tokens", "top_logprobs")}}
+            for c in choices]
+
+
+def compare_greedy_outputs(reference: list[dict[str, Any]], candidate: list[dict[str, Any]],
+                           spec: Workload) -> dict[str, Any]:
+    """PD's greedy choices (`candidate`) against colocated's (`reference`, with margins), prompt by prompt."""
     errors = [r["error"] for r in (*reference, *candidate) if "error" in r]
     if errors:
         return {"passed": False, "errors": errors[:5]}
@@ -285,7 +371,7 @@ async def _compare_outputs(pd: LabApp, colocated: LabApp, spec: Workload) -> dic
         comparisons.append(compare.compare_greedy(ref_steps, cand_tokens, clear_margin=spec.clear_margin))
     summary = compare.summarize_comparisons(comparisons, clear_margin=spec.clear_margin,
                                             min_clear_positions=spec.min_clear_positions)
-    summary["prompts"] = {"count": len(prompts), "prompt_tokens": spec.compare_prompt_tokens,
+    summary["prompts"] = {"count": len(reference), "prompt_tokens": spec.compare_prompt_tokens,
                           "output_tokens": spec.compare_output_tokens}
     summary["per_sequence"] = [asdict(c) for c in comparisons]
     return summary
@@ -305,11 +391,39 @@ async def _time_app(app: LabApp, spec: Workload, concurrency: int) -> dict[str, 
     }
 
 
+def _longest_gap(samples: list[RequestSample]) -> float | None:
+    gaps = [gap for s in samples if s.ok for gap in s.itls]
+    return max(gaps) if gaps else None
+
+
+async def _interference(app: LabApp, spec: Workload) -> dict[str, Any]:
+    """The short requests' decode latency alone, then with long prompts arriving (same load for PD and colocated)."""
+    load = spec.interference
+    low, high = app.model.prompt_token_range
+    quiet_prompts, loaded_prompts = (
+        workload.random_prompts(load.short_requests, load.short_prompt_tokens, low=low, high=high, seed=seed)
+        for seed in (spec.seed + 5000, spec.seed + 5001))
+    lengths = workload.long_prompt_lengths(load.long_requests, load.long_prompt_tokens_min, load.long_prompt_tokens_max)
+    long_prompts = [workload.random_prompts(1, n, low=low, high=high, seed=spec.seed + 6000 + i)[0]
+                    for i, n in enumerate(lengths)]
+    quiet, quiet_wall = await workload.run_load(app.base_url, app.model_id, quiet_prompts,
+                                                load.short_output_tokens, len(quiet_prompts))
+    short, long, wall = await workload.run_interference(
+        app.base_url, app.model_id, loaded_prompts, load.short_output_tokens, long_prompts, load.long_output_tokens,
+        long_start_after_s=load.long_start_after_s, long_interval_s=load.long_interval_s)
+    return {
+        "model": app.model.key, "mode": app.mode, "long_prompt_tokens": lengths,
+        "short_quiet": {**summarize(quiet, wall_seconds=quiet_wall), "itl_max_s": _longest_gap(quiet)},
+        "short_with_long_prompts": {**summarize(short, wall_seconds=wall), "itl_max_s": _longest_gap(short)},
+        "long_prompts": summarize(long, wall_seconds=wall),
+    }
+
+
 async def _warm_up(app: LabApp, spec: Workload) -> dict[str, Any]:
     """The first requests (the PD app's first one includes the NIXL handshake); kept out of the timing."""
     low, high = app.model.prompt_token_range
-    prompts = workload.random_prompts(spec.warmup_requests, spec.prompt_tokens, low=low, high=high,
-                                      seed=spec.seed + 7)
+    length = spec.prompt_tokens if app.model.timed else spec.compare_prompt_tokens
+    prompts = workload.random_prompts(spec.warmup_requests, length, low=low, high=high, seed=spec.seed + 7)
     samples, wall = await workload.run_load(app.base_url, app.model_id, prompts[:1], spec.output_tokens, 1)
     first = samples[0]
     more, _ = await workload.run_load(app.base_url, app.model_id, prompts[1:], spec.output_tokens, 8)
@@ -327,29 +441,83 @@ def _scrape_metrics() -> str:
         return f"# scrape failed: {error}"
 
 
+def _nixl_metrics(attempts: int = 3) -> dict[str, Any]:
+    """ray_vllm_nixl_* totals as Ray exports them now (its metrics agent exports on an interval)."""
+    metrics_text = ""
+    for attempt in range(attempts):
+        metrics_text = _scrape_metrics()
+        if "ray_vllm_nixl" in metrics_text or attempt == attempts - 1:
+            break
+        time.sleep(5)
+    return {
+        "totals": evidence.nixl_metric_totals(metrics_text),
+        "scraped": not metrics_text.startswith("# scrape failed"),
+        "ray_vllm_series": sorted({line.split("{", 1)[0].split(" ")[0] for line in metrics_text.splitlines()
+                                  if line.startswith("ray_vllm_")})[:80],
+        "nixl_lines": [line[:400] for line in metrics_text.splitlines() if line.startswith("ray_vllm_nixl")][:40],
+    }
+
+
+def _gpu_memory_used_mib() -> list[int] | None:
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [int(float(line)) for line in text.split()]
+
+
+def _tear_down(stage: list[LabApp], started: float) -> dict[str, Any]:
+    """Delete the stage's apps and wait until the GPUs' memory is released (the next stage needs it)."""
+    from ray import serve
+
+    begun = time.perf_counter()
+    for app in stage:
+        serve.delete(app.name)
+    used = _gpu_memory_used_mib()
+    while used is not None and max(used) > IDLE_GPU_MEMORY_MIB and time.perf_counter() - begun < GPU_RELEASE_TIMEOUT_S:
+        time.sleep(1)
+        used = _gpu_memory_used_mib()
+    took = round(time.perf_counter() - begun, 1)
+    _log(f"tore down {[a.name for a in stage]} in {took} s; GPU memory used (MiB) {used}", started)
+    return {"torn_down_in_s": took, "gpu_memory_used_mib_after": used}
+
+
 def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel], out_dir: Path,
             spec: Workload = Workload(), ready_timeout_s: float = 420, deadline_s: float = 560,
-            kv_cache_memory_bytes: int = 4 * GiB) -> dict[str, Any]:
-    """Deploy, check, time, collect evidence, shut down. Returns the results document."""
+            kv_cache_memory_bytes: int | None = 4 * GiB, gpus: int = 1,
+            modes: tuple[Mode, ...] = ("pd", "colocated")) -> dict[str, Any]:
+    """Deploy, check, time, collect evidence, shut down — stage by stage. Returns the results document.
+
+    `modes` picks the apps to run (both by default). One mode per run splits a two-GPU lab over two
+    device calls when one call cannot hold three engine start-ups; ports and prompts stay the same.
+    """
     started = time.perf_counter()
-    apps = lab_apps(rendered_args, models, kv_cache_memory_bytes=kv_cache_memory_bytes, seed=spec.seed)
-    env = lab_environment(models)
+    apps = [a for a in lab_apps(rendered_args, models, kv_cache_memory_bytes=kv_cache_memory_bytes, seed=spec.seed,
+                                gpus=gpus) if a.mode in modes]
+    stages = lab_stages(apps, gpus)
+    env = lab_environment(models, gpus)
     results = Results(out_dir / "lab-result.json", {
         "schema": RESULT_SCHEMA,
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": {"gpu": _gpu(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "versions": _versions(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
+        "topology": {"gpus": gpus, "engines_on_gpu": engines_on_gpu(models, gpus), "modes": list(modes),
+                     "stages": [[a.name for a in stage] for stage in stages]},
         "environment": env,
-        "models": {m.key: {"path": m.path, "dummy_weights": m.dummy_weights, "card": m.card} for m in models},
+        "models": {m.key: {"path": m.path, "dummy_weights": m.dummy_weights, "timed": m.timed, "card": m.card}
+                   for m in models},
         "apps": {a.name: {"mode": a.mode, "model": a.model.key, "route_prefix": a.route_prefix,
                           "overlay": a.overlays} for a in apps},
         "workload": asdict(spec),
         "checks": {},
         "timing": [],
+        "interference": [],
         "not_done": [],
     })
     data = results.data
+    checks = data["checks"]
 
     def time_left() -> float:
         return deadline_s - (time.perf_counter() - started)
@@ -359,59 +527,67 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
     from ray import serve
 
     ray.init(_metrics_export_port=METRICS_PORT, log_to_driver=False)
+    greedy: dict[str, list[dict[str, Any]]] = data.setdefault("greedy_outputs", {})
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})
-        _log(f"deploying {len(apps)} apps ({engines_on_gpu(models)} engines on the GPU)", started)
-        _deploy(apps)
-        state = _wait_ready(apps, min(ready_timeout_s, time_left() - 60), started)
-        for name, entry in state.items():
-            data["apps"][name].update(entry)
-        results.save()
-        ready = {a.name for a in apps if "ready_after_s" in data["apps"][a.name]}
-        by_name = {a.name: a for a in apps}
-
-        checks = data["checks"]
         checks["endpoints"] = {}
-        for app in apps:
-            if app.name in ready:
-                checks["endpoints"][app.name] = asyncio.run(_endpoint_checks(app))
-                _log(f"{app.name}: answers={checks['endpoints'][app.name]['answers']}", started)
-            else:
-                checks["endpoints"][app.name] = {"answers": False, "why": data["apps"][app.name]}
-        results.save()
+        for number, stage in enumerate(stages, start=1):
+            names = [a.name for a in stage]
+            if time_left() < MIN_STAGE_S:
+                data["not_done"].append(f"stage {number} {names}: out of time, not deployed")
+                for name in names:
+                    checks["endpoints"][name] = {"answers": False, "why": "not deployed: out of time"}
+                results.save()
+                continue
+            _log(f"stage {number}/{len(stages)}: deploying {names} "
+                 f"({engines_on_gpu(models, gpus)} engine(s) per GPU)", started)
+            stage_started = time.perf_counter()
+            _deploy(stage)
+            state = _wait_ready(stage, min(ready_timeout_s, time_left() - 60), started)
+            for name, entry in state.items():
+                data["apps"][name].update(entry, stage=number)
+            results.save()
+            ready = [a for a in stage if "ready_after_s" in data["apps"][a.name]]
+            for app in stage:
+                if app in ready:
+                    checks["endpoints"][app.name] = asyncio.run(_endpoint_checks(app))
+                    _log(f"{app.name}: answers={checks['endpoints'][app.name]['answers']}", started)
+                else:
+                    checks["endpoints"][app.name] = {"answers": False, "why": data["apps"][app.name]}
+            results.save()
+            for app in ready:
+                _measure_app(app, spec, data, greedy, time_left, started)
+                results.save()
+            if any(a.mode == "pd" for a in ready):
+                # Before tear-down: the engines' counters go with them.
+                checks.setdefault("nixl_metrics_by_stage", {})["+".join(a.name for a in ready)] = snapshot = (
+                    _nixl_metrics(attempts=3 if len(stages) == 1 else 2))
+                checks["nixl_metrics"] = snapshot
+                results.save()
+            if number < len(stages):  # the last stage goes with serve.shutdown
+                data["topology"].setdefault("stage_log", []).append(
+                    {"stage": number, "apps": names, "wall_s": round(time.perf_counter() - stage_started, 1),
+                     **_tear_down(stage, started)})
+                results.save()
 
         for model in models:
-            pd, colocated = by_name[f"{model.key}-pd"], by_name[f"{model.key}-colocated"]
-            if not {pd.name, colocated.name} <= ready:
-                data["not_done"].append(f"{model.key}: comparison and timing (an app was not ready)")
+            if not model.compare_outputs:
                 continue
-            data["checks"].setdefault("warmup", {})
-            for app in (pd, colocated):
-                data["checks"]["warmup"][app.name] = asyncio.run(_warm_up(app, spec))
-            if model.compare_outputs:
-                result = asyncio.run(_compare_outputs(pd, colocated, spec))
+            pd, colocated = f"{model.key}-pd", f"{model.key}-colocated"
+            if pd in greedy and colocated in greedy:
+                result = compare_greedy_outputs(greedy[colocated], greedy[pd], spec)
                 checks.setdefault("greedy_equivalence", {})[model.key] = result
                 _log(f"{model.key}: greedy PD == colocated: passed={result.get('passed')} "
                      f"clear={result.get('clear_positions_compared')} near_ties={result.get('near_tie_positions')}",
                      started)
-            results.save()
-            for concurrency in spec.concurrencies:
-                for app in (pd, colocated):
-                    if time_left() < 45:
-                        data["not_done"].append(f"{app.name} c={concurrency}: out of time")
-                        continue
-                    row = asyncio.run(_time_app(app, spec, concurrency))
-                    data["timing"].append(row)
-                    s = row["summary"]
-                    _log(f"{app.name} c={concurrency}: ok={s['requests']['succeeded']}/{s['requests']['total']} "
-                         f"ttft_p50={_ms(s['ttft_s'], 'p50')} tpot_p50={_ms(s['tpot_s'], 'p50')} "
-                         f"e2e_p50={_ms(s['e2e_s'], 'p50')} out_tok/s={_num(s['output_tokens_per_s'])}", started)
-                    results.save()
-
-        _collect_evidence(data, apps, rendered_args, started)
+            elif {"pd", "colocated"} <= set(modes):
+                data["not_done"].append(f"{model.key}: greedy comparison (an app was not measured)")
         results.save()
+        if "pd" in modes:  # a colocated-only run has no KV transfer to prove
+            _collect_evidence(data, apps, rendered_args, started)
+            results.save()
     finally:
-        data["checks"]["verdict"] = verdict(data)
+        checks["verdict"] = verdict(data)
         data["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         data["wall_s"] = round(time.perf_counter() - started, 1)
         results.save()
@@ -422,6 +598,37 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
             ray.shutdown()
         _log("shut down", started)
     return data
+
+
+def _measure_app(app: LabApp, spec: Workload, data: dict[str, Any], greedy: dict[str, list[dict[str, Any]]],
+                 time_left, started: float) -> None:
+    """Warm-up, greedy outputs (compared models), timing per concurrency and interference (timed models)."""
+    data["checks"].setdefault("warmup", {})[app.name] = asyncio.run(_warm_up(app, spec))
+    if app.model.compare_outputs:
+        greedy[app.name] = asyncio.run(_greedy_outputs(app, spec))
+    if not app.model.timed:
+        return
+    for concurrency in spec.concurrencies:
+        if time_left() < 45:
+            data["not_done"].append(f"{app.name} c={concurrency}: out of time")
+            continue
+        row = asyncio.run(_time_app(app, spec, concurrency))
+        data["timing"].append(row)
+        s = row["summary"]
+        _log(f"{app.name} c={concurrency}: ok={s['requests']['succeeded']}/{s['requests']['total']} "
+             f"ttft_p50={_ms(s['ttft_s'], 'p50')} tpot_p50={_ms(s['tpot_s'], 'p50')} "
+             f"e2e_p50={_ms(s['e2e_s'], 'p50')} out_tok/s={_num(s['output_tokens_per_s'])}", started)
+    if spec.interference is None:
+        return
+    if time_left() < 45:
+        data["not_done"].append(f"{app.name} interference: out of time")
+        return
+    row = asyncio.run(_interference(app, spec))
+    data["interference"].append(row)
+    quiet, loaded = row["short_quiet"], row["short_with_long_prompts"]
+    _log(f"{app.name} interference: short TPOT p50 quiet={_ms(quiet['tpot_s'], 'p50')} "
+         f"with long prompts={_ms(loaded['tpot_s'], 'p50')}; ITL p90 {_ms(quiet['itl_s'], 'p90')} → "
+         f"{_ms(loaded['itl_s'], 'p90')}", started)
 
 
 def _collect_evidence(data: dict[str, Any], apps: list[LabApp], rendered_args: dict[str, Any], started: float) -> None:
@@ -436,19 +643,8 @@ def _collect_evidence(data: dict[str, Any], apps: list[LabApp], rendered_args: d
         "checks": evidence.nixl_checks(found, prefill_id=kv["engine_id"], decode_id=decode_kv["engine_id"],
                                        backend=backend, pd_apps=len(pd_apps)),
     }
-    metrics_text = ""
-    for _ in range(3):  # Ray's metrics agent exports on an interval
-        metrics_text = _scrape_metrics()
-        if "ray_vllm_nixl" in metrics_text:
-            break
-        time.sleep(5)
-    data["checks"]["nixl_metrics"] = {
-        "totals": evidence.nixl_metric_totals(metrics_text),
-        "scraped": not metrics_text.startswith("# scrape failed"),
-        "ray_vllm_series": sorted({line.split("{", 1)[0].split(" ")[0] for line in metrics_text.splitlines()
-                                  if line.startswith("ray_vllm_")})[:80],
-    }
     _log(f"NIXL log checks: {data['checks']['nixl_logs']['checks']}", started)
+
 
 
 def ray_log_dir() -> Path:
@@ -491,6 +687,10 @@ def verdict(data: dict[str, Any]) -> dict[str, Any]:
         s = row["summary"]["requests"]
         items[f"timing_all_requests_ok:{row['model']}-{row['mode']}-c{row['concurrency']}"] = (
             s["failed"] == 0 and s["succeeded"] > 0)
+    for row in data.get("interference", []):
+        ok = all(part["requests"]["failed"] == 0 and part["requests"]["succeeded"] > 0
+                 for part in (row["short_quiet"], row["short_with_long_prompts"], row["long_prompts"]))
+        items[f"interference_all_requests_ok:{row['model']}-{row['mode']}"] = ok
     return {"checks": items, "passed": bool(items) and all(items.values()) and not data.get("not_done")}
 
 

@@ -152,3 +152,37 @@ async def greedy_completions(base_url: str, model: str, prompts: Sequence[list[i
 def chat_smoke_body(model: str, max_tokens: int = 16) -> dict[str, Any]:
     return {"model": model, "messages": [{"role": "user", "content": "the prefill engine sends the cache"}],
             "max_tokens": max_tokens, "temperature": 0.0}
+
+
+def long_prompt_lengths(count: int, shortest: int, longest: int) -> list[int]:
+    """`count` prompt lengths spread evenly from `shortest` to `longest` (both included)."""
+    if count == 1:
+        return [longest]
+    return [shortest + (longest - shortest) * i // (count - 1) for i in range(count)]
+
+
+async def run_interference(base_url: str, model: str, short_prompts: Sequence[list[int]], short_max_tokens: int,
+                           long_prompts: Sequence[list[int]], long_max_tokens: int, *,
+                           long_start_after_s: float, long_interval_s: float,
+                           ) -> tuple[list[RequestSample], list[RequestSample], float]:
+    """Short requests all start at once and decode; long prompts arrive open-loop while they do.
+
+    The long ones start `long_start_after_s` after the short ones (so those are past their first
+    token) and then every `long_interval_s`. Returns (short samples, long samples, wall time). The
+    short requests' inter-token latency is what a prefill on the decode GPU disturbs.
+    """
+    import aiohttp
+
+    url = f"{base_url}/v1/completions"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)) as session:
+        async def long_one(index: int, prompt: list[int]) -> RequestSample:
+            await asyncio.sleep(long_start_after_s + index * long_interval_s)
+            return await stream_completion(session, url, completion_body(model, prompt, long_max_tokens, stream=True))
+
+        started = time.perf_counter()
+        shorts = [stream_completion(session, url, completion_body(model, p, short_max_tokens, stream=True))
+                  for p in short_prompts]
+        longs = [long_one(i, p) for i, p in enumerate(long_prompts)]
+        results = await asyncio.gather(*shorts, *longs)
+        wall = time.perf_counter() - started
+    return list(results[:len(short_prompts)]), list(results[len(short_prompts):]), wall
