@@ -1,7 +1,8 @@
 """EKS managed node groups: the system group (CPU) and the EFA GPU group prefill and decode run on.
 
 Both use a launch template this module creates, so what every node gets is in the Pulumi graph:
-IMDSv2 required (hop limit 2 so pods that need instance metadata, like the VPC CNI, still reach it),
+IMDSv2 required with a hop limit of 1 (host-network pods such as the VPC CNI and kube-proxy
+still reach it; pods in their own network namespace cannot fetch the node role's credentials),
 an encrypted gp3 root volume, and for GPU nodes the EFA interface and the cluster placement group.
 
 Why an explicit launch template + placement group + EFA security group, rather than pulumi-eks's
@@ -39,7 +40,9 @@ SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 # AL2023 NVIDIA AMIs carry the NVIDIA driver and the EFA kernel driver (REFERENCE.md §2).
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 ROOT_DEVICE = "/dev/xvda"  # root volume of AL2023 AMIs
-IMDS_HOP_LIMIT = 2
+# 1: an IMDSv2 token cannot cross the extra hop into a pod's network namespace, so only
+# host-network pods get the node role's credentials. Nothing this stack runs needs them in a pod.
+IMDS_HOP_LIMIT = 1
 
 # The EKS API spells taint effects in upper snake case; Kubernetes in camel case.
 _EKS_TAINT_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}

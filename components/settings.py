@@ -388,8 +388,9 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str) ->
         serving=_serving(texts, region, gpu_nodes),
         hf_token_configured=bool(texts.get(HF_TOKEN_KEY)),
     )
-    # The RayService spec is derived again when it is registered; deriving it here too means a
-    # mistake it would find (pods that do not fit the GPU node) stops the run before any resource.
+    # The RayService spec is derived again when it is registered; deriving (and dropping) it here
+    # means a mistake it would find (a bad name, timeout or strategy, pods that do not fit the GPU
+    # node) stops the run before any resource.
     manifests.ray_service_spec(settings.serving, gpu_nodes.instance, gpu_nodes.count,
                                hf_token_configured=settings.hf_token_configured)
     return settings
@@ -398,7 +399,7 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str) ->
 def _serving(texts: Mapping[str, str], region: str, gpu_nodes: GpuNodeSettings) -> ServingSettings:
     """serve_app's app and the RayService settings, checked against the GPU node group it runs on."""
     instance = gpu_nodes.instance
-    app = pd_app_from_config(texts.get, efa=instance.efa_capable)
+    app = pd_app_from_config(texts.get, efa=instance.efa_capable, network_gbps=instance.network_gbps)
     check_app(app, DeploymentTarget(
         gpu_instance=instance, gpu_node_count=gpu_nodes.count, efa=instance.efa_capable,
         accept_ucx_on_efa=texts.get(ACCEPT_UCX_ON_EFA_KEY, "").lower() == "true"))
@@ -412,10 +413,8 @@ def _serving(texts: Mapping[str, str], region: str, gpu_nodes: GpuNodeSettings) 
         upgrade_strategy=texts["upgradeStrategy"],
         app=app,
     )
-    # Build (and drop) the RayService spec now: it refuses a bad name, timeout or strategy and a
-    # worker pod the GPU node cannot hold, before any resource exists. The token's presence does
-    # not change what is checked.
-    manifests.ray_service_spec(serving, instance, gpu_nodes.count, hf_token_configured=False)
+    # The RayService spec itself (name, timeout, strategy, worker fit) is checked by
+    # settings_from_config once the whole settings object exists.
     return serving
 
 

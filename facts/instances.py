@@ -72,9 +72,9 @@ _TYPES = (
                  gpu_model="A10G", gpu_memory_mib_usable=22_731, local_nvme_gb=7_600),
     # P5: NVIDIA H100 80 GB / H200 141 GB, 3,200 Gbps EFA.
     InstanceType("p5.48xlarge", vcpus=192, memory_gib=2_048, network_gbps=3_200, efa_interfaces=32,
-                 gpus=8, gpu_model="H100", gpu_memory_mib_usable=81_559, local_nvme_gb=30_400),
+                 gpus=8, gpu_model="H100", gpu_memory_mib_usable=81_559, local_nvme_gb=30_720),
     InstanceType("p5en.48xlarge", vcpus=192, memory_gib=2_048, network_gbps=3_200, efa_interfaces=16,
-                 gpus=8, gpu_model="H200", gpu_memory_mib_usable=143_771, local_nvme_gb=30_400),
+                 gpus=8, gpu_model="H200", gpu_memory_mib_usable=143_771, local_nvme_gb=30_720),
 )
 
 INSTANCE_TYPES: dict[str, InstanceType] = {t.name: t for t in _TYPES}

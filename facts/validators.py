@@ -61,7 +61,10 @@ ACCEPTED_PAIRINGS: Mapping[str, AcceptedPairing] = MappingProxyType({
             "cu13); Ray 2.58's vLLM 0.26 needs torch 2.11.0, a multi-GB install per CI run, so CI "
             "checks the config shape with Ray 2.60.0 / vLLM 0.29.0 on the CPU torch 2.13.0 wheel."
         ),
-        proven_on_image_by="GPU lab run of the rendered serveConfigV2 on the DLC image (Ray 2.58.0)",
+        # Not the image itself: its Python packages (pip bundle, lab/build-bundle.sh) on a GPU host,
+        # KV over UCX, so LIBFABRIC/EFA remains unproven until a cluster run (`pdctl verify-transport`).
+        proven_on_image_by=("GPU lab run (results/gpu-lab/, 2026-11-29) of the rendered serveConfigV2 with the "
+                            "image's Ray 2.58.0 / vLLM 0.26.0 / NIXL 1.3.1"),
     ),
 })
 

@@ -52,7 +52,9 @@ async def _one_request(client, model: str, prompt: str, spec: BenchSpec) -> Requ
             now = time.perf_counter()
             if chunk.usage is not None:
                 usage = chunk.usage
-            if any(choice.delta.content for choice in chunk.choices):
+            # A reasoning model streams its thinking as reasoning_content: those are output tokens too.
+            if any(choice.delta.content or getattr(choice.delta, "reasoning_content", None)
+                   for choice in chunk.choices):
                 token_times.append(now)
     except Exception as exc:  # one failed request is data for the summary, not a crash
         return RequestSample(start=start, end=time.perf_counter(), token_times=token_times,

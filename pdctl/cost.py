@@ -54,6 +54,8 @@ class CostEstimate:
             "label": price_data.LABEL,
             "currency": "USD",
             "region": self.region,
+            # False when a line has no price: per_hour then leaves it out and is a lower bound.
+            "complete": not self.missing,
             "per_hour": round(self.per_hour, 4),
             "per_month": round(self.per_hour * price_data.HOURS_PER_MONTH, 2),
             "lines": [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -11,8 +12,6 @@ from pathlib import Path
 # Stack outputs pdctl reads (exported by __main__.py).
 OUTPUT_NAMESPACE = "namespace"
 OUTPUT_RAY_SERVICE = "rayServiceName"
-OUTPUT_SERVE_SERVICE = "serveServiceName"
-OUTPUT_SERVE_PORT = "servePort"
 OUTPUT_MODEL_ID = "modelId"
 OUTPUT_KUBECONFIG = "kubeconfig"
 
@@ -38,7 +37,8 @@ class ClientConfig:
                 "OPENAI_MODEL": self.model}
 
     def env_text(self) -> str:
-        return "".join(f"export {k}={v}\n" for k, v in self.env().items())
+        # Quoted for the shell: the README runs this through `eval`, and a --base-url may hold `&`.
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.env().items())
 
 
 def read_stack_outputs(stack: str | None, from_file: Path | None, *, cwd: Path | None = None) -> dict:
@@ -60,7 +60,10 @@ def read_stack_outputs(stack: str | None, from_file: Path | None, *, cwd: Path |
     result = subprocess.run(command, capture_output=True, text=True, cwd=cwd, check=False)
     if result.returncode != 0:
         raise EndpointError(f"`{' '.join(command[1:])}` failed: {result.stderr.strip()}")
-    return json.loads(result.stdout)
+    try:
+        return json.loads(result.stdout)
+    except json.JSONDecodeError as exc:
+        raise EndpointError(f"`{' '.join(command[1:])}` did not print JSON ({exc}): {result.stdout[:200]!r}") from None
 
 
 def required_output(outputs: dict, key: str) -> str:

@@ -204,13 +204,19 @@ def transport_problems(pods: Iterable[PodTransport], expected: str = "LIBFABRIC"
 
 
 def parse_prometheus(text: str, prefix: str = NIXL_METRIC_PREFIX) -> dict[str, float]:
-    """Sum of every sample of each metric whose name starts with `prefix` (labels folded)."""
+    """Sum of every sample of each metric whose name starts with `prefix` (labels folded).
+
+    Histogram `_bucket` series are left out: their samples are cumulative per `le` bound, so their
+    sum means nothing; a histogram's `_sum` and `_count` are kept.
+    """
     totals: dict[str, float] = {}
     for line in text.splitlines():
         if not line.startswith(prefix):
             continue
         name_and_labels, _, rest = line.partition(" ")
         name = name_and_labels.split("{", 1)[0]
+        if name.endswith("_bucket"):
+            continue
         if "{" in name_and_labels and "}" not in name_and_labels:
             # A label value held a space: the value is after the closing brace.
             name_and_labels, _, rest = line.partition("} ")

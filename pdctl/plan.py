@@ -15,7 +15,7 @@ from facts.instances import INSTANCE_TYPES
 from facts.models import known_model
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
-from serve_app.capacity import CapacityReport, capacity_report
+from serve_app.capacity import SIZED_KV_CACHE_DTYPES, CapacityReport, capacity_report
 
 NODE_GROUP_TYPES = ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup")
 LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -251,6 +251,9 @@ def capacity_reports(resources: list) -> tuple[dict[str, CapacityReport], str | 
         if model is None:
             return {}, f"no architecture facts for model {source!r} (facts/models.py)"
         engine = config.get("engine_kwargs") or {}
+        kv_cache_dtype = str(engine.get("kv_cache_dtype", "auto"))
+        if kv_cache_dtype not in SIZED_KV_CACHE_DTYPES:
+            return {}, f"kv_cache_dtype {kv_cache_dtype!r} is not sized by serve_app/capacity.py"
         # An engine argument left out takes vLLM's default (EngineArgs): the same here.
         reports[phase] = capacity_report(
             model, INSTANCE_TYPES[instance_name],
@@ -260,7 +263,7 @@ def capacity_reports(resources: list) -> tuple[dict[str, CapacityReport], str | 
             enforce_eager=bool(engine.get("enforce_eager", False)),
             tensor_parallel_size=int(engine.get("tensor_parallel_size", 1)),
             pipeline_parallel_size=int(engine.get("pipeline_parallel_size", 1)),
-            kv_cache_dtype=engine.get("kv_cache_dtype", "auto"),
+            kv_cache_dtype=kv_cache_dtype,
         )
     return reports, None
 

@@ -63,7 +63,7 @@ def render_plan(console: Console, plan) -> None:
         table.add_row(line.item, f"{line.quantity:g} {line.unit}",
                       "no price data" if line.unit_price_per_hour is None else f"${line.unit_price_per_hour:.5f}",
                       "—" if line.per_hour is None else f"${line.per_hour:.4f}")
-    table.add_row("[bold]total[/]", "", "",
+    table.add_row("[bold]total[/]" if not cost.missing else "[bold]total, priced lines only[/]", "", "",
                   f"[bold]${cost.per_hour:.2f}[/] (≈ ${cost.per_hour * price_data.HOURS_PER_MONTH:,.0f}"
                   f" / {price_data.HOURS_PER_MONTH} h month)")
     console.print(table)

@@ -42,9 +42,14 @@ UCX_ON_EFA_BYTES_PER_SECOND = 0.3e9
 
 # vLLM `kv_cache_dtype` values that store one byte per element; "auto" means the model dtype.
 _ONE_BYTE_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+# The vLLM 0.29 `kv_cache_dtype` values (vllm/config/cache.py CacheDType) this estimate sizes. The
+# others (turboquant_*, *_per_token_head, nvfp4*) pack sub-byte values with scales: not sized here.
+SIZED_KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", *_ONE_BYTE_KV_DTYPES)
 
 
 def kv_cache_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
+    if kv_cache_dtype not in SIZED_KV_CACHE_DTYPES:
+        raise ValueError(f"kv_cache_dtype {kv_cache_dtype!r} is not sized here (sized: {list(SIZED_KV_CACHE_DTYPES)})")
     if kv_cache_dtype == "auto":
         return model_dtype_bytes
     if kv_cache_dtype in _ONE_BYTE_KV_DTYPES:

@@ -15,9 +15,9 @@ from typing import Any, Mapping
 
 from facts.instances import InstanceType
 from facts.models import ModelArchitecture, known_model
-from serve_app.capacity import CapacityReport, capacity_report
+from serve_app.capacity import SIZED_KV_CACHE_DTYPES, UCX_ON_EFA_BYTES_PER_SECOND, CapacityReport, capacity_report
 from serve_app.config import (
-    EFA_KV_BACKEND, KV_BACKENDS, KV_ROLES, PHASES, ROLES_FOR_PHASE, PDAppConfig, Phase, setting_name,
+    EFA_KV_BACKEND, KV_BACKENDS, PHASES, ROLES_FOR_PHASE, PDAppConfig, Phase, setting_name,
 )
 from serve_app.errors import ConfigError
 from serve_app.render import pd_serving_args
@@ -32,8 +32,6 @@ LLM_CONFIG_KEYS = (
     "accelerator_config", "placement_group_config", "lora_config", "deployment_config", "server_cls",
     "experimental_configs", "log_engine_metrics", "callback_config",
 )
-# vLLM KVTransferConfig.kv_role (vllm/config/kv_transfer.py KVRole): see serve_app.config.KV_ROLES.
-KV_ROLES_SOURCE = "vllm/config/kv_transfer.py KVRole (vLLM 0.26.0 and 0.29.0)"
 
 ACCEPT_UCX_ON_EFA_KEY = "acceptUcxOnEfaKvTransferIs100xSlower"
 
@@ -62,8 +60,13 @@ class CheckResult:
     notes: tuple[str, ...] = ()  # what was not checked, and why
 
 
-def check_kv_backends(backends: tuple[str, ...] | list[str], *, efa: bool, accept_ucx_on_efa: bool) -> None:
-    """EFA ⇒ LIBFABRIC; UCX on EFA only when the user accepts a ~100× slower KV transfer."""
+def check_kv_backends(backends: tuple[str, ...] | list[str], *, efa: bool, accept_ucx_on_efa: bool,
+                      network_gbps: float | None = None) -> None:
+    """EFA ⇒ LIBFABRIC; UCX on EFA only when the user accepts a much slower KV transfer.
+
+    `network_gbps`: the GPU node's EFA bandwidth, to say how much slower on this node (about 10× on
+    a 25 Gbps g6.8xlarge, far more on 3,200 Gbps p5); reports put UCX over EFA at ~0.3 GB/s.
+    """
     key = setting_name("kv_transfer.backends")
     allowed = f"a non-empty list of distinct names from {list(KV_BACKENDS)}"
     unknown = [b for b in backends if b not in KV_BACKENDS]
@@ -72,10 +75,15 @@ def check_kv_backends(backends: tuple[str, ...] | list[str], *, efa: bool, accep
                           f"unknown NIXL backend {unknown[0]!r}" if unknown else None)
     if efa:
         if "UCX" in backends and not accept_ucx_on_efa:
+            on_this_node = ""
+            if network_gbps:
+                ratio = network_gbps * 1e9 / 8 / UCX_ON_EFA_BYTES_PER_SECOND
+                on_this_node = f", about {ratio:,.0f}x slower than this node's {network_gbps:g} Gbps EFA"
             raise ConfigError(
                 key, list(backends), f'["{EFA_KV_BACKEND}"] on EFA nodes',
-                "UCX over EFA moves KV at TCP-like speed (~0.3 GB/s; ~98 s vs ~1 s TTFT for an 8k prompt) and "
-                f"fails silently; set {ACCEPT_UCX_ON_EFA_KEY}: true only if you accept that")
+                f"UCX over EFA moves KV at TCP-like speed (~{UCX_ON_EFA_BYTES_PER_SECOND / 1e9:g} GB/s"
+                f"{on_this_node}; reported: ~98 s vs ~1 s TTFT for an 8k prompt) and fails silently; "
+                f"set {ACCEPT_UCX_ON_EFA_KEY}: true only if you accept that")
     elif EFA_KV_BACKEND in backends:
         raise ConfigError(key, list(backends), '["UCX"] on nodes without EFA',
                           "LIBFABRIC needs EFA: the Ray LLM image sets FI_PROVIDER=efa")
@@ -108,8 +116,6 @@ def check_pd_serving_args(args: Mapping[str, Any]) -> None:
 def _check_kv_roles(app: PDAppConfig) -> None:
     for phase in PHASES:
         role = app.phase(phase).kv_role
-        if role not in KV_ROLES:
-            raise ConfigError(f"{phase}.kv_role", role, f"one of {list(KV_ROLES)} ({KV_ROLES_SOURCE})")
         if role not in ROLES_FOR_PHASE[phase]:
             raise ConfigError(f"{phase}.kv_role", role, f"one of {list(ROLES_FOR_PHASE[phase])}",
                               f"the {phase} engine must {'produce' if phase == 'prefill' else 'consume'} KV")
@@ -157,16 +163,19 @@ def _check_accelerator(app: PDAppConfig, target: DeploymentTarget) -> None:
                           "Ray would wait forever for a node with that accelerator")
 
 
+def _kv_cache_dtype(app: PDAppConfig, phase: Phase) -> str:
+    return str(app.engine_for(phase).extra_engine_kwargs.get("kv_cache_dtype", "auto"))
+
+
 def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget,
                    model: ModelArchitecture) -> CapacityReport:
     engine = app.engine_for(phase)
-    extra = engine.extra_engine_kwargs
     return capacity_report(
         model, target.gpu_instance,
         dtype=engine.dtype, max_model_len=engine.max_model_len,
         gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
         tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
-        kv_cache_dtype=str(extra.get("kv_cache_dtype", "auto")),
+        kv_cache_dtype=_kv_cache_dtype(app, phase),
     )
 
 
@@ -217,7 +226,8 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
     check_pd_serving_args(pd_serving_args(app))
     _check_kv_roles(app)
     _check_engine_ids(app)
-    check_kv_backends(app.kv_transfer.backends, efa=target.efa, accept_ucx_on_efa=target.accept_ucx_on_efa)
+    check_kv_backends(app.kv_transfer.backends, efa=target.efa, accept_ucx_on_efa=target.accept_ucx_on_efa,
+                      network_gbps=target.gpu_instance.network_gbps)
     if not target.gpu_instance.has_gpu:
         raise ConfigError("gpuNodeType", target.gpu_instance.name, "a GPU instance type")
     _check_accelerator(app, target)
@@ -227,4 +237,9 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
         return CheckResult(notes=(
             f"capacity not checked: no architecture facts for {app.model.model_source!r} "
             "(add it to facts/models.py or pass a local config.json)",))
+    unsized = sorted({_kv_cache_dtype(app, phase) for phase in PHASES} - set(SIZED_KV_CACHE_DTYPES))
+    if unsized:
+        return CheckResult(notes=(
+            f"capacity not checked: kv_cache_dtype {unsized[0]!r} is not sized by serve_app/capacity.py "
+            f"(sized: {list(SIZED_KV_CACHE_DTYPES)})",))
     return CheckResult(capacity=_check_capacity(app, target, model))

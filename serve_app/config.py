@@ -126,6 +126,29 @@ class ModelSettings(FrozenModel):
         return value
 
 
+# Engine arguments extra_engine_kwargs may not carry: each has its own typed field (and stack key),
+# so one place decides each value and the capacity check sees what vLLM gets.
+OWNED_ENGINE_KWARGS: Mapping[str, str] = MappingProxyType({
+    "max_model_len": "maxModelLen", "dtype": "dtype", "gpu_memory_utilization": "gpuMemoryUtilization",
+    "enforce_eager": "enforceEager", "tensor_parallel_size": "tensorParallelSize",
+    "pipeline_parallel_size": "pipelineParallelSize", "kv_transfer_config": "kvBackends/prefillEngineId/decodeEngineId",
+    "model": "modelSource", "tokenizer": "tokenizerSource", "served_model_name": "modelId",
+})
+# Engine arguments the Ray Serve LLM builder refuses outright (DEPLOY_FAILED on the cluster).
+REFUSED_ENGINE_KWARGS: Mapping[str, str] = MappingProxyType({
+    "disable_log_stats": "Ray Serve LLM 2.60's LLMConfig refuses it while log_engine_metrics is on (its default)",
+})
+
+
+def _no_owned_engine_kwargs(kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+    for name in kwargs:
+        if name in OWNED_ENGINE_KWARGS:
+            raise ValueError(f"extra_engine_kwargs may not set {name}: it has its own field")
+        if name in REFUSED_ENGINE_KWARGS:
+            raise ValueError(f"extra_engine_kwargs may not set {name}: {REFUSED_ENGINE_KWARGS[name]}")
+    return kwargs
+
+
 class EngineSettings(FrozenModel):
     """vLLM engine arguments both phases share (unless a phase overrides them)."""
 
@@ -141,6 +164,11 @@ class EngineSettings(FrozenModel):
         description="Further vLLM engine arguments, passed through as given (checked by the real "
                     "validator tier, not here).",
     )
+
+    @field_validator("extra_engine_kwargs")
+    @classmethod
+    def _extra_kwargs_are_extra(cls, value: Mapping[str, Any]) -> Mapping[str, Any]:
+        return _no_owned_engine_kwargs(value)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -158,6 +186,11 @@ class EngineOverrides(FrozenModel):
     pipeline_parallel_size: int | None = Field(None, ge=1)
     extra_engine_kwargs: Mapping[str, Any] = Field(
         default_factory=dict, description="Merged over the shared extra_engine_kwargs, key by key.")
+
+    @field_validator("extra_engine_kwargs")
+    @classmethod
+    def _extra_kwargs_are_extra(cls, value: Mapping[str, Any]) -> Mapping[str, Any]:
+        return _no_owned_engine_kwargs(value)
 
     def apply_to(self, shared: EngineSettings) -> EngineSettings:
         update: dict[str, Any] = {
@@ -251,6 +284,7 @@ class PDAppConfig(FrozenModel):
 __all__ = [
     "DEFAULT_KV_ROLE", "DTYPES", "Dtype", "EFA_KV_BACKEND", "EngineOverrides", "EngineSettings",
     "IngressSettings", "KV_BACKENDS", "KV_ROLES", "KV_ROLE_DECISION", "KvRole", "KvTransferSettings",
-    "ModelSettings", "PDAppConfig", "PHASES", "Phase", "PhaseSettings", "ROLES_FOR_PHASE", "Replicas",
+    "ModelSettings", "OWNED_ENGINE_KWARGS", "PDAppConfig", "PHASES", "Phase", "PhaseSettings", "REFUSED_ENGINE_KWARGS",
+    "ROLES_FOR_PHASE", "Replicas",
     "STACK_KEYS", "setting_name",
 ]

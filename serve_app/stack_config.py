@@ -16,19 +16,14 @@ from pydantic import ValidationError
 
 from facts.images import ResolvedRayImage, check_ray_image, default_ray_image
 from serve_app.checks import ACCEPT_UCX_ON_EFA_KEY, check_kv_backends
-from serve_app.config import DTYPES, EFA_KV_BACKEND, PHASES, PDAppConfig, Replicas, setting_name
+from serve_app.config import (
+    DTYPES, EFA_KV_BACKEND, OWNED_ENGINE_KWARGS, PHASES, REFUSED_ENGINE_KWARGS, PDAppConfig, Replicas, setting_name,
+)
 from serve_app.errors import ConfigError
 
 Getter = Callable[[str], "str | None"]
 
 _ENGINE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-# extraEngineKwargs may not set what has its own key (or is derived): one place decides each value.
-_OWNED_ENGINE_KWARGS = {
-    "max_model_len": "maxModelLen", "dtype": "dtype", "gpu_memory_utilization": "gpuMemoryUtilization",
-    "enforce_eager": "enforceEager", "tensor_parallel_size": "tensorParallelSize",
-    "pipeline_parallel_size": "pipelineParallelSize", "kv_transfer_config": "kvBackends/prefillEngineId/decodeEngineId",
-    "model": "modelSource", "tokenizer": "tokenizerSource", "served_model_name": "modelId",
-}
 # Engine arguments that change how many GPUs a replica takes, which the GPU-fit checks do not model.
 _UNMODELLED_ENGINE_KWARGS = ("data_parallel_size", "data_parallel_size_local", "prefill_context_parallel_size",
                              "decode_context_parallel_size")
@@ -100,6 +95,18 @@ def _text(get: Getter, key: str) -> str | None:
     return raw
 
 
+def _model_location(get: Getter, key: str) -> str | None:
+    """A model or tokenizer source the stack's Ray pods can read: a Hugging Face id or a path."""
+    raw = _text(get, key)
+    if raw is not None and raw.startswith("s3://"):
+        # Ray Serve LLM reads s3:// itself, but only with AWS credentials: the Ray pods get no IAM
+        # identity (no IRSA or Pod Identity) and the nodes' metadata is closed to pods, so the load
+        # would fail on the cluster as DEPLOY_FAILED after the GPU nodes are up.
+        raise ConfigError(key, raw, "a Hugging Face model id (org/name) or a path inside the image",
+                          "s3:// needs an AWS identity for the Ray pods, which this stack does not create")
+    return raw
+
+
 def _replicas(get: Getter, phase: str) -> dict[str, int | None]:
     fixed_key = setting_name(f"{phase}.replicas.min_replicas")
     max_key = setting_name(f"{phase}.replicas.max_replicas")
@@ -122,9 +129,12 @@ def _extra_engine_kwargs(get: Getter) -> dict[str, Any]:
     key = setting_name("engine.extra_engine_kwargs")
     kwargs = _json(get, key, dict, 'an object, e.g. {"max_num_seqs": 16}') or {}
     for name in kwargs:
-        if name in _OWNED_ENGINE_KWARGS:
+        if name in OWNED_ENGINE_KWARGS:
             raise ConfigError(key, {name: kwargs[name]}, "vLLM engine arguments not set by another key",
-                              f"set {name} with {_OWNED_ENGINE_KWARGS[name]}")
+                              f"set {name} with {OWNED_ENGINE_KWARGS[name]}")
+        if name in REFUSED_ENGINE_KWARGS:
+            raise ConfigError(key, {name: kwargs[name]}, "vLLM engine arguments Ray Serve LLM accepts",
+                              REFUSED_ENGINE_KWARGS[name])
         if name in _UNMODELLED_ENGINE_KWARGS and kwargs[name] not in (1, None):
             raise ConfigError(key, {name: kwargs[name]}, f"{name} 1 (or unset)",
                               "the GPU-fit checks model tensor and pipeline parallelism only")
@@ -145,7 +155,7 @@ def _drop_none(**values: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def pd_app_from_config(get: Getter, *, efa: bool = True) -> PDAppConfig:
+def pd_app_from_config(get: Getter, *, efa: bool = True, network_gbps: float | None = None) -> PDAppConfig:
     """Read the serving keys of docs/ARCHITECTURE.md into a checked `PDAppConfig`.
 
     `efa`: whether the GPU nodes have EFA. It picks the default kvBackends (LIBFABRIC with EFA, UCX
@@ -155,13 +165,14 @@ def pd_app_from_config(get: Getter, *, efa: bool = True) -> PDAppConfig:
     if dtype is not None and dtype not in DTYPES:
         raise ConfigError(setting_name("engine.dtype"), dtype, f"one of {list(DTYPES)}")
     backends = _kv_backends(get, efa=efa)
-    check_kv_backends(backends, efa=efa, accept_ucx_on_efa=bool(_bool(get, ACCEPT_UCX_ON_EFA_KEY)))
+    check_kv_backends(backends, efa=efa, accept_ucx_on_efa=bool(_bool(get, ACCEPT_UCX_ON_EFA_KEY)),
+                      network_gbps=network_gbps)
     defaults = PDAppConfig()
     data = {
         "model": _drop_none(
             model_id=_text(get, setting_name("model.model_id")),
-            model_source=_text(get, setting_name("model.model_source")),
-            tokenizer_source=_text(get, setting_name("model.tokenizer_source")),
+            model_source=_model_location(get, setting_name("model.model_source")),
+            tokenizer_source=_model_location(get, setting_name("model.tokenizer_source")),
         ),
         "engine": _drop_none(
             max_model_len=_int(get, setting_name("engine.max_model_len"), minimum=1),

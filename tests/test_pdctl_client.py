@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -290,3 +291,23 @@ def test_client_config_without_pulumi_points_to_from_file(cli, monkeypatch, tmp_
     result = cli("client-config")
     assert result.exit_code == 1
     assert "--from-file" in result.stderr
+
+
+def test_client_config_env_survives_eval_with_shell_characters(cli, tmp_path):
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(OUTPUTS))
+    url = "https://gw.example.com/v1?team=a&env=dev"
+    env = cli("client-config", "--from-file", outputs, "--env", "--base-url", url).stdout
+    shell = subprocess.run(["sh", "-c", f'{env}\nprintf "%s" "$OPENAI_BASE_URL"'], capture_output=True,
+                           text=True, check=True)
+    assert shell.stdout == url
+
+
+def test_client_config_when_the_pulumi_cli_prints_no_json(cli, tmp_path, monkeypatch):
+    fake = tmp_path / "pulumi"
+    fake.write_text("#!/bin/sh\necho 'error: no stack selected'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    result = cli("client-config")
+    assert result.exit_code == 1
+    assert "did not print JSON" in result.stderr and "no stack selected" in result.stderr

@@ -155,7 +155,7 @@ def test_hourly_cost_recomputed_from_price_table():
     assert estimate.per_hour == pytest.approx(expected)
     assert estimate.missing == []
     doc = estimate.to_dict()
-    assert doc["label"] == "estimate" and doc["as_of"] == prices.AS_OF and doc["source"]
+    assert doc["label"] == "estimate" and doc["as_of"] == prices.AS_OF and doc["source"] and doc["complete"]
     # Against the public list prices themselves: 2 × $2.0144 + $0.2016 + ... ≈ $4.40/h.
     assert 4.3 < estimate.per_hour < 4.5
 
@@ -165,6 +165,7 @@ def test_unknown_type_or_region_is_reported_not_guessed():
     assert estimate.missing == ["EC2 g7.huge in us-west-2"]
     assert estimate.per_hour == pytest.approx(
         prices.PRICES["us-west-2"].eks_cluster_per_hour + 10 * 0.08 / prices.HOURS_PER_MONTH)
+    assert estimate.to_dict()["complete"] is False  # the total is a lower bound, and says so
     nowhere = hourly_cost(CostInputs("mars-north-1", [], 1, 1))
     assert nowhere.per_hour == 0 and nowhere.missing == ["no price data for region mars-north-1"]
 

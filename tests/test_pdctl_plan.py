@@ -16,7 +16,8 @@ from pdctl.offline import run_offline
 from pdctl.plan import build_plan
 from pdctl.render import ray_service_manifest, to_yaml
 
-CRD = Path("/work/shared/kuberay/v1.7.0/ray.io_rayservices.yaml")
+# CI checks out ../shared beside the clone (as tests/validation/conftest.py says); a user's CI may not.
+CRD = Path(__file__).resolve().parents[2] / "shared" / "kuberay" / "v1.7.0" / "ray.io_rayservices.yaml"
 CLUSTER = "eks:index:Cluster"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 HELM = "kubernetes:helm.sh/v3:Release"
@@ -207,6 +208,8 @@ def test_render_prints_an_applyable_rayservice(dev_run, cached_dev):
     workers = manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]
     assert isinstance(workers[0]["replicas"], int)  # not the engine's 2.0
     # What the API server would check: the KubeRay 1.7.0 CRD schema of spec.
+    if not CRD.is_file():
+        pytest.skip(f"KubeRay 1.7.0 CRD not found at {CRD}: the rendered spec was NOT validated against it")
     crd = yaml.load(CRD.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
     jsonschema.Draft7Validator(schema["properties"]["spec"]).validate(manifest["spec"])

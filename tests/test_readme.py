@@ -51,3 +51,20 @@ def test_the_two_setup_commands_are_the_documented_ones(command):
 def test_ci_runs_exactly_the_readme_test_command():
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == "make test"
+
+
+def test_every_pdctl_command_and_option_in_the_readme_exists():
+    """A newcomer copies these lines: a renamed command or flag must fail here, not in their shell."""
+    import typer.main
+
+    from pdctl.cli import app
+
+    commands = typer.main.get_command(app).commands
+    used = re.findall(r"-m pdctl ([a-z-]+)([^`#\n]*)", README)
+    assert {"plan", "render", "status", "connect", "client-config", "smoke", "chat", "verify-transport",
+            "bench"} <= {name for name, _ in used}
+    for name, rest in used:
+        assert name in commands, f"README runs `pdctl {name}`, which does not exist"
+        options = {opt for param in commands[name].params for opt in (*param.opts, *param.secondary_opts)}
+        for flag in re.findall(r"(?<!\S)(--?[a-z][a-z-]*)", rest):
+            assert flag in options, f"README runs `pdctl {name} {flag}`, which it does not take"

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from facts.images import (
     DLC_TAG, PUBLIC_DLC_REPOSITORY, RAY_LLM_DLC_V1_0, check_ray_image, default_ray_image, serving_stack,
 )
-from serve_app.config import STACK_KEYS, EngineOverrides, PDAppConfig, PhaseSettings, Replicas
+from serve_app.config import STACK_KEYS, EngineOverrides, EngineSettings, PDAppConfig, PhaseSettings, Replicas
 from serve_app.errors import ConfigError
 from serve_app.render import (
     PD_BUILDER_IMPORT_PATH, deployment_names, pd_serving_args, serve_config_v2, serve_config_v2_yaml,
@@ -111,7 +111,7 @@ def both_phases(args: dict, *path: str) -> list:
 
 @pytest.mark.parametrize(("key", "raw", "path", "expected"), [
     ("modelId", "my-model", ("model_loading_config", "model_id"), "my-model"),
-    ("modelSource", "s3://bucket/qwen", ("model_loading_config", "model_source"), "s3://bucket/qwen"),
+    ("modelSource", "acme/custom-model-7b", ("model_loading_config", "model_source"), "acme/custom-model-7b"),
     ("tokenizerSource", "Qwen/Qwen3.5-9B-Tok", ("model_loading_config", "tokenizer_source"), "Qwen/Qwen3.5-9B-Tok"),
     ("maxModelLen", "8192", ("engine_kwargs", "max_model_len"), 8192),
     ("dtype", "float16", ("engine_kwargs", "dtype"), "float16"),
@@ -230,6 +230,9 @@ def test_accelerator_type_ingress_and_app_name_render():
     ({"extraEngineKwargs": '{"max_model_len": 8192}'}, "extraEngineKwargs", "set max_model_len with maxModelLen"),
     ({"extraEngineKwargs": '{"kv_transfer_config": {}}'}, "extraEngineKwargs", "kvBackends"),
     ({"extraEngineKwargs": '{"data_parallel_size": 2}'}, "extraEngineKwargs", "tensor and pipeline"),
+    ({"extraEngineKwargs": '{"disable_log_stats": true}'}, "extraEngineKwargs", "log_engine_metrics"),
+    ({"modelSource": "s3://models/qwen3.5-9b"}, "modelSource", "needs an AWS identity for the Ray pods"),
+    ({"tokenizerSource": "s3://models/tok"}, "tokenizerSource", "needs an AWS identity for the Ray pods"),
 ])
 def test_bad_setting_is_refused_naming_its_key(settings, key, says):
     with pytest.raises(ConfigError) as raised:
@@ -333,3 +336,14 @@ def test_stack_config_reader_accepts_pulumi_json_arrays():
     # Pulumi hands arrays over as JSON text; the reader takes exactly that.
     app = from_stack(kvBackends=json.dumps(["LIBFABRIC"]))
     assert app.kv_transfer.backends == ("LIBFABRIC",)
+
+
+@pytest.mark.parametrize("engine", [
+    lambda kwargs: EngineSettings(extra_engine_kwargs=kwargs),
+    lambda kwargs: EngineOverrides(extra_engine_kwargs=kwargs),
+])
+@pytest.mark.parametrize("kwargs", [{"max_model_len": 65536}, {"kv_transfer_config": {}}, {"disable_log_stats": True}])
+def test_the_typed_api_cannot_smuggle_owned_engine_kwargs(engine, kwargs):
+    # The capacity check reads the typed fields: an extra kwarg overriding one would go unchecked.
+    with pytest.raises(ValueError, match="extra_engine_kwargs may not set"):
+        engine(kwargs)

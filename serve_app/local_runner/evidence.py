@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from pdctl.kube import parse_prometheus
+
 CONNECTOR_CREATED = re.compile(r"Creating v1 connector with name: (\w+) and engine_id: (\S+)")
 BACKEND_INSTANTIATED = re.compile(r"Backend (\w+) was instantiated")
 NIXL_WORKER = re.compile(r"Initializing NIXL worker (\S+)")
@@ -103,15 +105,8 @@ def nixl_checks(evidence: LogEvidence, *, prefill_id: str, decode_id: str, backe
 
 
 def nixl_metric_totals(prometheus_text: str) -> dict[str, float]:
-    """Sum of every ray_vllm_nixl_* series by metric name (histograms: _sum and _count kept apart)."""
-    totals: dict[str, float] = {}
-    for line in prometheus_text.splitlines():
-        if not line.startswith("ray_vllm_nixl"):
-            continue
-        name_part, _, value = line.rpartition(" ")
-        name = name_part.split("{", 1)[0]
-        try:
-            totals[name] = totals.get(name, 0.0) + float(value)
-        except ValueError:
-            continue
-    return totals
+    """Sum of every ray_vllm_nixl_* series by metric name (histograms: _sum and _count kept apart).
+
+    The same parser `pdctl verify-transport --metrics-url` uses on a cluster's workers.
+    """
+    return parse_prometheus(prometheus_text)

@@ -66,9 +66,6 @@ class LlamaShape:
         per_layer = h * h * 2 + h * kv * 2 + 3 * h * self.intermediate_size + 2 * h
         return self.num_hidden_layers * per_layer + 2 * self.vocab_size * h + h
 
-    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
-
 
 TINY_LLAMA = LlamaShape(
     name="tiny-random-llama", vocab_size=2048, hidden_size=256, intermediate_size=512,
@@ -82,7 +79,6 @@ LLAMA3_8B = LlamaShape(
     num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
     max_position_embeddings=8192, rope_theta=500000.0,
 )
-SHAPES = {shape.name: shape for shape in (TINY_LLAMA, LLAMA3_8B)}
 
 
 @dataclass(frozen=True)
@@ -217,8 +213,3 @@ def write_shaped_model(directory: Path, *, seed: int = 0, shape: LlamaShape = LL
                      parameters=shape.parameter_count(), trained_tokens=trained)
     (directory / "lab_model.json").write_text(json.dumps(card.as_dict(), indent=2))
     return card
-
-
-def read_card(directory: Path) -> dict[str, Any] | None:
-    path = directory / "lab_model.json"
-    return json.loads(path.read_text()) if path.exists() else None

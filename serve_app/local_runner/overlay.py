@@ -19,8 +19,8 @@ With one engine per GPU (`engines_on_gpu=1`, the two-GPU lab: prefill and decode
 the bundle is a whole GPU, the rendered `gpu_memory_utilization` stays, and `kv_cache_memory_bytes=None`
 leaves the KV cache to vLLM's memory profiling, as on EKS.
 
-`overlay_paths` lists exactly the keys `apply_lab_overlay` sets for a given config, so a test can
-prove that the before/after difference is that list and nothing more.
+`overlay_values` lists exactly the keys `apply_lab_overlay` sets for a given config (with their
+values), so a test can prove that the before/after difference is that list and nothing more.
 """
 
 from __future__ import annotations
@@ -142,10 +142,6 @@ def overlay_values(config: Mapping[str, Any], overlay: LabOverlay) -> dict[str, 
     if "accelerator_type" in config:
         values["accelerator_type"] = None
     return values
-
-
-def overlay_paths(config: Mapping[str, Any], overlay: LabOverlay) -> set[str]:
-    return set(overlay_values(config, overlay))
 
 
 def _set_path(data: dict[str, Any], path: str, value: Any) -> None:

@@ -475,7 +475,7 @@ def _tear_down(stage: list[LabApp], started: float) -> dict[str, Any]:
     for app in stage:
         serve.delete(app.name)
     used = _gpu_memory_used_mib()
-    while used is not None and max(used) > IDLE_GPU_MEMORY_MIB and time.perf_counter() - begun < GPU_RELEASE_TIMEOUT_S:
+    while used and max(used) > IDLE_GPU_MEMORY_MIB and time.perf_counter() - begun < GPU_RELEASE_TIMEOUT_S:
         time.sleep(1)
         used = _gpu_memory_used_mib()
     took = round(time.perf_counter() - begun, 1)

@@ -25,7 +25,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # CI checks out ../shared beside the clone (REFERENCE.md's kuberay/ folder); a user's own CI may not.
 KUBERAY_CRD = REPO_ROOT.parent / "shared" / "kuberay" / "v1.7.0" / "ray.io_rayservices.yaml"
 
-STACKS = ("dev", "prod")
+# Every stack file in the repository, not a fixed list: a stack a platform team adds (staging, a
+# second model) is validated by the real Ray/vLLM the moment its Pulumi.<stack>.yaml exists.
+STACKS = tuple(sorted(p.name[len("Pulumi."):-len(".yaml")] for p in REPO_ROOT.glob("Pulumi.*.yaml")))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -4,10 +4,10 @@ Why this test exists: the tier proves a serveConfigV2 against Ray Serve LLM 2.60
 while the stacks deploy the Ray LLM DLC image with Ray 2.58.0 / vLLM 0.26.0. That gap is a
 decision, not an accident (facts/validators.py says why: the DLC image carries the EFA stack —
 libfabric efa provider, aws-ofi-nccl, NIXL cu13 — and Ray 2.58 would cost CI a multi-GB torch 2.11
-install per run; the shape is validated with 2.60 here, and 2.58 is proven on the image in the GPU
-lab). A decision like that rots silently when one side moves: someone bumps the image, switches
-`rayImage`, or a venv rebuild resolves another vLLM, and the tier keeps passing while it validates
-against a Ray the cluster never runs.
+install per run; the shape is validated with 2.60 here, and the rendered config ran on the image's
+Ray 2.58 / vLLM 0.26 / NIXL 1.3.1 packages in the GPU lab). A decision like that rots silently when
+one side moves: someone bumps the image, switches `rayImage`, or a venv rebuild resolves another
+vLLM, and the tier keeps passing while it validates against a Ray the cluster never runs.
 
 So this fails when:
 - the installed ray/vllm/nixl are not the pinned validator versions (facts.validators.VALIDATOR);
