@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pdctl import endpoint
+from serve_app.render import SERVE_HTTP_PORT
 
 app = typer.Typer(
     help="Plan an eks-pd-llm stack offline (no AWS account), then operate its endpoint.",
@@ -32,7 +33,6 @@ err = Console(stderr=True)
 
 DEFAULT_NAMESPACE = "inference"
 DEFAULT_RAY_SERVICE = "ray-llm"
-SERVE_PORT = 8000
 
 
 class OutputFormat(str, Enum):
@@ -127,7 +127,7 @@ def client_config(
     stack: Optional[str] = PULUMI_STACK_OPTION,
     from_file: Optional[Path] = OUTPUTS_FILE_OPTION,
     base_url: Optional[str] = typer.Option(None, help="Endpoint URL; default: the `connect` port-forward."),
-    local_port: int = typer.Option(SERVE_PORT, help="Local port `pdctl connect` forwards."),
+    local_port: int = typer.Option(SERVE_HTTP_PORT, help="Local port `pdctl connect` forwards."),
     write: Optional[Path] = typer.Option(None, "--write", "-w", help="Also write the JSON config here."),
     env: bool = typer.Option(False, "--env", help="Print `export` lines instead of JSON."),
 ) -> None:
@@ -264,7 +264,7 @@ def connect(
     namespace: str = NAMESPACE_OPTION, name: str = NAME_OPTION,
     kubeconfig: Optional[Path] = KUBECONFIG_OPTION, context: Optional[str] = CONTEXT_OPTION,
     stack: Optional[str] = PULUMI_STACK_OPTION, from_file: Optional[Path] = OUTPUTS_FILE_OPTION,
-    local_port: int = typer.Option(SERVE_PORT, help="Port on 127.0.0.1."),
+    local_port: int = typer.Option(SERVE_HTTP_PORT, help="Port on 127.0.0.1."),
 ) -> None:
     """Port-forward 127.0.0.1:<local-port> to <name>-serve-svc:8000 (runs `kubectl port-forward`).
 
@@ -287,13 +287,13 @@ def connect(
             namespace = outputs.get(endpoint.OUTPUT_NAMESPACE, namespace)
             name = outputs.get(endpoint.OUTPUT_RAY_SERVICE, name)
         command = [kubectl, "port-forward", "--address", "127.0.0.1", "-n", namespace,
-                   f"svc/{name}-serve-svc", f"{local_port}:{SERVE_PORT}"]
+                   f"svc/{name}-serve-svc", f"{local_port}:{SERVE_HTTP_PORT}"]
         if kubeconfig is not None:
             command += ["--kubeconfig", str(kubeconfig)]
         if context:
             command += ["--context", context]
         console.print(f"forwarding http://127.0.0.1:{local_port}/v1 → {namespace}/{name}-serve-svc:"
-                      f"{SERVE_PORT}; Ctrl-C stops")
+                      f"{SERVE_HTTP_PORT}; Ctrl-C stops")
         try:
             raise typer.Exit(subprocess.call(command))
         except KeyboardInterrupt:
@@ -313,7 +313,7 @@ def openai_target(base_url: Optional[str], model: Optional[str], from_file: Opti
         model = stack_outputs(None, from_file).get(endpoint.OUTPUT_MODEL_ID)
     if not model:
         raise fail("which model? pass --model, set OPENAI_MODEL (pdctl client-config --env) or --from-file", 2)
-    return base_url or f"http://127.0.0.1:{SERVE_PORT}/v1", model
+    return base_url or f"http://127.0.0.1:{SERVE_HTTP_PORT}/v1", model
 
 
 def api_key() -> str:

@@ -9,6 +9,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from serve_app.render import SERVE_HTTP_PORT
+
 # Stack outputs pdctl reads (exported by __main__.py).
 OUTPUT_NAMESPACE = "namespace"
 OUTPUT_RAY_SERVICE = "rayServiceName"
@@ -16,7 +18,6 @@ OUTPUT_MODEL_ID = "modelId"
 OUTPUT_KUBECONFIG = "kubeconfig"
 
 API_KEY_PLACEHOLDER = "not-needed"  # Ray Serve LLM does not check keys; the SDK insists on one
-DEFAULT_LOCAL_PORT = 8000
 
 
 class EndpointError(RuntimeError):
@@ -76,7 +77,7 @@ def required_output(outputs: dict, key: str) -> str:
 
 
 def client_config(outputs: dict, *, base_url: str | None = None,
-                  local_port: int = DEFAULT_LOCAL_PORT) -> ClientConfig:
+                  local_port: int = SERVE_HTTP_PORT) -> ClientConfig:
     """The serve Service is ClusterIP (private by default): the client reaches it through
     `pdctl connect` on localhost unless `base_url` says otherwise."""
     return ClientConfig(
