@@ -3,8 +3,9 @@
 Creates, in the account and region of the AWS credentials running it:
 - the S3 bucket for Pulumi state (versioned, KMS-encrypted, public access blocked, TLS only);
 - the KMS key behind the stacks' `awskms://` secrets provider (and the bucket's encryption);
-- GitHub's OIDC provider and the deploy role the workflows assume, trusted only for this
-  repository's pull requests and its deploy environments.
+- GitHub's OIDC provider and the two roles the workflows assume: a read-only preview role trusted
+  only for this repository's pull requests, and the deploy role trusted only for its deploy
+  environments.
 Its outputs are what the repository variables and `pulumi stack init` need.
 """
 
@@ -14,10 +15,16 @@ import pulumi
 import pulumi_aws as aws
 
 from policies import (
+    DEFAULT_DEPLOY_POLICY_ARN,
     DEPLOY_SESSION_SECONDS,
     GITHUB_OIDC_URL,
+    PREVIEW_POLICY_ARN,
+    PREVIEW_SESSION_SECONDS,
     STS_AUDIENCE,
-    deploy_role_trust_policy,
+    deploy_subjects,
+    github_oidc_trust_policy,
+    preview_subjects,
+    state_access_policy,
     state_bucket_policy,
 )
 
@@ -25,6 +32,9 @@ config = pulumi.Config()
 repository = config.require("githubRepository")
 environments = config.get_object("deployEnvironments") or ["dev", "prod"]
 region = pulumi.Config("aws").require("region")
+# Checked before anything is registered: a bad repository or environment list stops the run here.
+preview_trust = preview_subjects(repository)
+deploy_trust = deploy_subjects(repository, environments)
 
 # Losing state orphans every resource of a stack, and losing the key every stack secret: keep
 # both out of `pulumi destroy`.
@@ -80,35 +90,36 @@ else:
         client_id_lists=[STS_AUDIENCE],
     ).arn
 
-deploy_role = aws.iam.Role(
-    "github-deploy",
-    description=f"Assumed by {repository}'s GitHub workflows to preview and deploy eks-pd-llm",
-    assume_role_policy=oidc_provider_arn.apply(
-        lambda arn: json.dumps(deploy_role_trust_policy(arn, repository, environments))),
-    max_session_duration=DEPLOY_SESSION_SECONDS,
-)
-aws.iam.RolePolicyAttachment(
-    "github-deploy",
-    role=deploy_role.name,
-    policy_arn=config.get("deployPolicyArn") or "arn:aws:iam::aws:policy/AdministratorAccess",
-)
-# State and secrets access stated on their own, so narrowing deployPolicyArn cannot lock CI out of them.
-aws.iam.RolePolicy(
-    "github-deploy-state",
-    role=deploy_role.id,
-    policy=pulumi.Output.all(state_bucket.arn, state_key.arn).apply(lambda arns: json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": arns[0]},
-            {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-             "Resource": f"{arns[0]}/*"},
-            {"Effect": "Allow", "Action": ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
-             "Resource": arns[1]},
-        ],
-    })),
-)
+
+def github_role(name: str, purpose: str, subjects: list[str], session_seconds: int, policy_arn: str,
+                write_state: bool) -> aws.iam.Role:
+    """An IAM role GitHub jobs with exactly `subjects` may assume, with `policy_arn` and state access."""
+    role = aws.iam.Role(
+        name,
+        description=f"Assumed by {repository}'s GitHub workflows to {purpose} eks-pd-llm",
+        assume_role_policy=oidc_provider_arn.apply(lambda arn: json.dumps(github_oidc_trust_policy(arn, subjects))),
+        max_session_duration=session_seconds,
+    )
+    aws.iam.RolePolicyAttachment(name, role=role.name, policy_arn=policy_arn)
+    aws.iam.RolePolicy(
+        f"{name}-state",
+        role=role.id,
+        policy=pulumi.Output.all(state_bucket.arn, state_key.arn).apply(
+            lambda arns: json.dumps(state_access_policy(arns[0], arns[1], write=write_state))),
+    )
+    return role
+
+
+# Pull requests run code anyone with branch push rights wrote: they get a role that can look, not touch.
+preview_role = github_role(
+    "github-preview", "preview", preview_trust, PREVIEW_SESSION_SECONDS, PREVIEW_POLICY_ARN, write_state=False)
+# Only jobs of the deploy environments (merged code; prod also approved) may change the account.
+deploy_role = github_role(
+    "github-deploy", "deploy", deploy_trust, DEPLOY_SESSION_SECONDS,
+    config.get("deployPolicyArn") or DEFAULT_DEPLOY_POLICY_ARN, write_state=True)
 
 pulumi.export("stateBackendUrl", state_bucket.bucket.apply(lambda name: f"s3://{name}"))
 pulumi.export("secretsProvider", state_key_alias.name.apply(lambda alias: f"awskms://{alias}?region={region}"))
 pulumi.export("deployRoleArn", deploy_role.arn)
+pulumi.export("previewRoleArn", preview_role.arn)
 pulumi.export("awsRegion", region)

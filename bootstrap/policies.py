@@ -1,4 +1,11 @@
-"""IAM and bucket policy documents for the bootstrap, as plain data (no Pulumi), so tests can read them."""
+"""IAM and bucket policy documents for the bootstrap, as plain data (no Pulumi), so tests can read them.
+
+Two roles, split by what may trigger them:
+- the preview role: pull-request jobs, i.e. code anyone with branch push rights can write. Read-only
+  on AWS (`ReadOnlyAccess`), read-only on the state, decrypt-only on the key;
+- the deploy role: jobs of the protected `dev`/`prod` GitHub environments, i.e. code already merged
+  to `main` (and, for prod, approved). Administrator by default.
+"""
 
 from __future__ import annotations
 
@@ -10,24 +17,40 @@ STS_AUDIENCE = "sts.amazonaws.com"
 # A first `pulumi up` runs 30-60 min (EKS 15-20 min, GPU nodes, the RayService's first model
 # load): the workflows' role session (role-duration-seconds) and the role's maximum must cover it.
 DEPLOY_SESSION_SECONDS = 3 * 3600
+# A preview changes nothing and is done within its job's 30 min; IAM's default (and minimum) maximum.
+PREVIEW_SESSION_SECONDS = 3600
+DEFAULT_DEPLOY_POLICY_ARN = "arn:aws:iam::aws:policy/AdministratorAccess"
+# `pulumi preview` reads what exists (Describe/Get/List of EC2, EKS, IAM, KMS...) and writes nothing.
+PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/ReadOnlyAccess"
 
 
-def github_subjects(repository: str, environments: Sequence[str]) -> list[str]:
-    """The OIDC `sub` claims GitHub issues to this repository's preview and deploy jobs.
+def _repository_subject_prefix(repository: str) -> str:
+    owner, sep, name = repository.partition("/")
+    if not owner or not sep or not name or "/" in name or "*" in repository or "?" in repository:
+        raise ValueError(f"githubRepository: got {repository!r}; allowed: 'owner/name' without wildcards")
+    return f"repo:{repository}"
+
+
+def preview_subjects(repository: str) -> list[str]:
+    """The OIDC `sub` GitHub issues to this repository's pull-request jobs (forks get no id-token)."""
+    return [f"{_repository_subject_prefix(repository)}:pull_request"]
+
+
+def deploy_subjects(repository: str, environments: Sequence[str]) -> list[str]:
+    """The OIDC `sub` claims of this repository's jobs that run in one of `environments`.
 
     A job that names an `environment:` gets `repo:<o>/<r>:environment:<env>` (not the branch), so
     deploys are trusted by environment; the protected `prod` environment's reviewers then gate the
-    role. Pull requests get `repo:<o>/<r>:pull_request` (forks get no id-token at all).
+    role. No pull-request subject: a PR's code must never hold the deploy role.
     """
-    owner, sep, name = repository.partition("/")
-    if not owner or not sep or not name or "/" in name or "*" in repository:
-        raise ValueError(f"githubRepository: got {repository!r}; allowed: 'owner/name' without wildcards")
-    prefix = f"repo:{repository}"
-    return [f"{prefix}:pull_request"] + [f"{prefix}:environment:{env}" for env in environments]
+    prefix = _repository_subject_prefix(repository)
+    if not environments or any(not env or "*" in env or "?" in env for env in environments):
+        raise ValueError(f"deployEnvironments: got {list(environments)!r}; allowed: a non-empty list of "
+                         "GitHub environment names without wildcards")
+    return [f"{prefix}:environment:{env}" for env in environments]
 
 
-def deploy_role_trust_policy(oidc_provider_arn: str, repository: str,
-                             environments: Sequence[str]) -> dict:
+def github_oidc_trust_policy(oidc_provider_arn: str, subjects: Sequence[str]) -> dict:
     """Trust only GitHub's OIDC tokens minted for STS and for exactly these subjects (no wildcards)."""
     return {
         "Version": "2012-10-17",
@@ -38,10 +61,31 @@ def deploy_role_trust_policy(oidc_provider_arn: str, repository: str,
             "Condition": {
                 "StringEquals": {
                     f"{GITHUB_OIDC_HOST}:aud": STS_AUDIENCE,
-                    f"{GITHUB_OIDC_HOST}:sub": github_subjects(repository, environments),
+                    f"{GITHUB_OIDC_HOST}:sub": list(subjects),
                 },
             },
         }],
+    }
+
+
+def state_access_policy(bucket_arn: str, key_arn: str, *, write: bool) -> dict:
+    """Access to the state bucket and the secrets key, stated on its own so that narrowing a role's
+    managed policy cannot lock CI out of its state.
+
+    Read (both roles): list the stacks, read checkpoints, decrypt them (SSE-KMS) and each stack's
+    data key (`awskms://` secrets provider). A preview needs no more: the S3 backend takes its lock
+    (an object under `.pulumi/locks/`) and writes history only for `up`/`refresh`/`destroy`/`import`.
+    Write (deploy role): put and delete state objects and locks, and encrypt with the key.
+    """
+    object_actions = ["s3:GetObject"] + (["s3:PutObject", "s3:DeleteObject"] if write else [])
+    key_actions = ["kms:Decrypt", "kms:DescribeKey"] + (["kms:Encrypt", "kms:GenerateDataKey"] if write else [])
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
+            {"Effect": "Allow", "Action": object_actions, "Resource": f"{bucket_arn}/*"},
+            {"Effect": "Allow", "Action": key_actions, "Resource": key_arn},
+        ],
     }
 
 

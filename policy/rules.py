@@ -2,8 +2,9 @@
 
 Each policy stops a mistake that costs money or safety on this system before `pulumi up` makes it:
 an EFA node group spread over AZs, KV transfer left on UCX over EFA (100x slower, silently), nodes
-with public IPs or IMDSv1, unencrypted Secrets, a world-open API endpoint or an unprotected cluster
-in production, privileged pods outside the serving namespace, floating images and charts.
+with public IPs, IMDSv1 or an IMDS hop limit that lets pods take the node role, unencrypted
+Secrets, a world-open API endpoint or an unprotected cluster in production, privileged pods outside
+the serving namespace, floating images and charts.
 
 The checks read resource inputs as the engine sees them: camelCase keys, pulumi-eks's components
 (`eks:index:*`) and, when the engine shows a component's children in a real preview, the AWS
@@ -62,6 +63,9 @@ KV_BACKEND_REQUIRED = "LIBFABRIC"
 # vLLM's NixlConnector uses UCX when kv_connector_extra_config.backends is absent.
 KV_BACKENDS_DEFAULT = ("UCX",)
 WORLD_CIDRS = frozenset({"0.0.0.0/0", "::/0"})
+# An IMDSv2 response crosses one hop: the node itself and host-network pods, not pods behind the
+# extra hop into their own network namespace.
+MAX_IMDS_HOP_LIMIT = 1
 DEFAULT_PRODUCTION_STACKS = ("prod",)
 
 # pulumi_policy.PolicyConfigSchema properties of the rules that treat production differently.
@@ -250,9 +254,15 @@ def _require_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> No
         if _get(props, "metadataOptions", "httpTokens") != "required":
             report("launch template must set metadataOptions.httpTokens = \"required\" (IMDSv2): "
                    "with IMDSv1 any pod that can reach 169.254.169.254 can take the node role")
+        hop_limit = _get(props, "metadataOptions", "httpPutResponseHopLimit")
+        if not isinstance(hop_limit, (int, float)) or isinstance(hop_limit, bool) or hop_limit > MAX_IMDS_HOP_LIMIT:
+            report(f"launch template must set metadataOptions.httpPutResponseHopLimit <= {MAX_IMDS_HOP_LIMIT}, got "
+                   f"{hop_limit!r} (unset: the AMI's or account's default): with 2 hops an IMDSv2 token reaches "
+                   "pods in their own network namespace, and with it the node role's credentials")
     elif args.resource_type == EKS_MANAGED_NODE_GROUP:
-        if not props.get("launchTemplate") and not _truthy(props.get("enableIMDSv2")):
-            report("managed node group must set enableIMDSv2 or use a launch template that requires IMDSv2")
+        if not props.get("launchTemplate"):
+            report("managed node group must use a launch template that requires IMDSv2 with hop limit "
+                   f"{MAX_IMDS_HOP_LIMIT}: enableIMDSv2 alone sets hop limit 2, and without either EKS allows IMDSv1")
     elif args.resource_type == AWS_EKS_NODE_GROUP:
         if not props.get("launchTemplate"):
             report("EKS node group without a launch template gets EKS's default one, which allows IMDSv1")
@@ -410,7 +420,8 @@ RULES: tuple[Rule, ...] = (
          "Worker nodes get no public IP addresses.",
          "stack", _nodes_without_public_ips),
     Rule("imdsv2-required",
-         "Node launch templates require IMDSv2 (httpTokens required).",
+         "Node launch templates require IMDSv2 (httpTokens required) with a hop limit of 1, so pods "
+         "cannot fetch the node role's credentials.",
          "resource", _require_imdsv2),
     Rule("eks-secrets-encrypted",
          "EKS encrypts Kubernetes Secrets with a KMS key.",

@@ -102,9 +102,9 @@ def violations(policy_name: str, resources: Sequence[PolicyResource],
 
 def from_offline(run) -> list[PolicyResource]:
     """PolicyResources from pdctl.offline's RegisteredResources (inputs as the engine got them)."""
-    # Mocks do not see resource options, so `protect` is unknown here (False); the program's
-    # deletion protection shows as the eks.Cluster input deletionProtection.
-    resources = {r.urn: PolicyResource(r.type, copy.deepcopy(dict(r.inputs)), r.urn, r.name) for r in run.resources}
+    # The offline run records each registration's `protect` option, as the analyzer would see it.
+    resources = {r.urn: PolicyResource(r.type, copy.deepcopy(dict(r.inputs)), r.urn, r.name, Options(r.protect))
+                 for r in run.resources}
     for registered in run.resources:
         resource = resources[registered.urn]
         resource.parent = resources.get(registered.parent)
@@ -270,11 +270,53 @@ def test_eks_default_node_group_with_public_ips_is_refused(stack):
 def test_imdsv1_is_refused(stack):
     _, resources = stack
     template = find(resources, rules.LAUNCH_TEMPLATE)
-    template.props["metadataOptions"] = {"httpTokens": "optional"}
+    template.props["metadataOptions"] = {"httpTokens": "optional", "httpPutResponseHopLimit": 1}
     bare_group = make_resource("dev", rules.EKS_MANAGED_NODE_GROUP, "bare", {"subnetIds": ["s-1"]})
     aws_group = make_resource("dev", rules.AWS_EKS_NODE_GROUP, "aws-bare", {"subnetIds": ["s-1"]})
     found = violations("imdsv2-required", [*resources, bare_group, aws_group])
     assert sorted(urn for urn, _ in found) == sorted([template.urn, bare_group.urn, aws_group.urn])
+    assert "httpTokens" in dict(found)[template.urn]
+
+
+def test_the_stacks_node_launch_templates_keep_imds_one_hop_away_from_pods(registered):
+    """Both node groups launch from a template the rule checks, and it sets hop limit 1."""
+    _, resources = registered
+    groups = [r for r in resources if r.resource_type == rules.EKS_MANAGED_NODE_GROUP]
+    assert len(groups) == 2
+    for group in groups:
+        [template] = rules.node_group_launch_templates(group)
+        assert template.props["metadataOptions"]["httpPutResponseHopLimit"] == 1
+        assert violations("imdsv2-required", [group, template]) == []
+
+
+def test_imds_hop_limit_above_one_is_refused_on_the_stacks_templates(stack):
+    _, resources = stack
+    templates = [r for r in resources if r.resource_type == rules.LAUNCH_TEMPLATE]
+    for template in templates:
+        template.props["metadataOptions"]["httpPutResponseHopLimit"] = 2
+    found = violations("imdsv2-required", resources)
+    assert sorted(urn for urn, _ in found) == sorted(t.urn for t in templates)
+    assert all("httpPutResponseHopLimit <= 1, got 2" in message for _, message in found)
+
+
+@pytest.mark.parametrize("metadata_options, refused", [
+    ({"httpTokens": "required", "httpPutResponseHopLimit": 2}, True),
+    ({"httpTokens": "required"}, True),  # unset: the AMI's or account's default, 2 on AL2023
+    ({"httpTokens": "required", "httpPutResponseHopLimit": "1"}, True),  # not a number the API takes
+    ({"httpTokens": "required", "httpPutResponseHopLimit": 1}, False),
+])
+def test_imds_hop_limit_on_a_hand_made_launch_template(metadata_options, refused):
+    template = make_resource("dev", rules.LAUNCH_TEMPLATE, "lt", {"metadataOptions": metadata_options})
+    found = violations("imdsv2-required", [template])
+    assert [message.split(",")[0] for _, message in found] == (
+        ["launch template must set metadataOptions.httpPutResponseHopLimit <= 1"] if refused else [])
+
+
+def test_pulumi_eks_enable_imdsv2_alone_is_refused():
+    """pulumi-eks's enableIMDSv2 makes a launch template with hop limit 2 (nodes/nodegroup.ts)."""
+    group = make_resource("dev", rules.EKS_MANAGED_NODE_GROUP, "imdsv2-flag", {"enableIMDSv2": True})
+    [(urn, message)] = violations("imdsv2-required", [group])
+    assert urn == group.urn and "hop limit 1" in message
 
 
 def test_unencrypted_secrets_are_refused(stack):
@@ -392,6 +434,7 @@ def test_production_cluster_without_deletion_protection_is_refused(stack):
     stack_name, resources = stack
     cluster = find(resources, rules.EKS_CLUSTER)
     cluster.props["deletionProtection"] = False
+    cluster.opts = Options(protect=False)
     found = violations("prod-deletion-protection", resources)
     assert [urn for urn, _ in found] == ([cluster.urn] if stack_name == "prod" else [])
     cluster.opts = Options(protect=True)  # the `protect` resource option is enough too

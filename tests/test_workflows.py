@@ -19,13 +19,18 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / ".github" / "workflows"
 SETUP_ACTION = REPO / ".github" / "actions" / "pulumi-setup" / "action.yml"
 STACKS = ["dev", "prod"]
 DEPLOY_ROLE = "${{ vars.AWS_DEPLOY_ROLE_ARN }}"
+PREVIEW_ROLE = "${{ vars.AWS_PREVIEW_ROLE_ARN }}"
 BACKEND_URL = "${{ vars.PULUMI_BACKEND_URL }}"
+HOSTED_RUNNER = "ubuntu-24.04"
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+REPOSITORY = "acme/eks-pd-llm"
 
 
 def _load_bootstrap_policies():
@@ -92,6 +97,65 @@ def walk(node: Any) -> Iterator[tuple[Any, Any]]:
     elif isinstance(node, list):
         for item in node:
             yield from walk(item)
+
+
+_EXPRESSION_TOKEN = re.compile(r"\s*(?:(?P<op>&&|\|\||==)|'(?P<string>[^']*)'|(?P<path>[A-Za-z_][\w.-]*))")
+
+
+def evaluate(expression: str, context: dict[str, Any]) -> Any:
+    """A GitHub `${{ }}` expression made of 'strings', context paths, ==, && and || (GitHub's
+    precedence and value semantics: && and || return an operand; '' and a missing variable are falsy)."""
+    body = re.fullmatch(r"\$\{\{(.*)\}\}", expression.strip()).group(1).strip()
+    tokens, at = [], 0
+    while at < len(body):
+        match = _EXPRESSION_TOKEN.match(body, at)
+        assert match and match.end() > at, f"unsupported expression {expression!r} at {body[at:]!r}"
+        tokens.append(match)
+        at = match.end()
+
+    def value(match: re.Match) -> Any:
+        if match["string"] is not None:
+            return match["string"]
+        node: Any = context
+        for key in match["path"].split("."):
+            node = node.get(key, "") if isinstance(node, dict) else ""
+        return node
+
+    def split(items: list[re.Match], op: str) -> list[list[re.Match]]:
+        parts: list[list[re.Match]] = [[]]
+        for item in items:
+            parts.append([]) if item["op"] == op else parts[-1].append(item)
+        return parts
+
+    def either(items):
+        result = ""
+        for part in split(items, "||"):
+            result = both(part)
+            if result:
+                return result
+        return result
+
+    def both(items):
+        result = True
+        for part in split(items, "&&"):
+            result = compare(part)
+            if not result:
+                return result
+        return result
+
+    def compare(items):
+        sides = split(items, "==")
+        assert all(len(side) == 1 for side in sides) and len(sides) <= 2, expression
+        return value(sides[0][0]) if len(sides) == 1 else value(sides[0][0]) == value(sides[1][0])
+
+    return either(tokens)
+
+
+def test_the_expression_evaluator_follows_githubs_semantics():
+    expression = "${{ matrix.stack == 'prod' && vars.PROD_RUNNER || 'ubuntu-24.04' }}"
+    assert evaluate(expression, {"matrix": {"stack": "prod"}, "vars": {"PROD_RUNNER": "vpc"}}) == "vpc"
+    assert evaluate(expression, {"matrix": {"stack": "prod"}, "vars": {}}) == "ubuntu-24.04"
+    assert evaluate(expression, {"matrix": {"stack": "dev"}, "vars": {"PROD_RUNNER": "vpc"}}) == "ubuntu-24.04"
 
 
 # --- Schema ------------------------------------------------------------------------------------------
@@ -192,13 +256,61 @@ def test_aws_credentials_come_only_from_github_oidc(setup_action, pr, pulumi_up)
     [configure] = steps_using(setup_action["runs"]["steps"], "aws-actions/configure-aws-credentials")
     assert set(configure["with"]) == {"role-to-assume", "role-session-name", "aws-region", "role-duration-seconds"}
     assert configure["with"]["role-to-assume"] == "${{ inputs.role-to-assume }}"
-    # long enough for a first `pulumi up`, and no longer than the bootstrap lets the role be held
-    assert configure["with"]["role-duration-seconds"] == bootstrap_policies.DEPLOY_SESSION_SECONDS
-    for job in (pr["jobs"]["preview"], pulumi_up["jobs"]["up"]):
+    assert configure["with"]["role-duration-seconds"] == "${{ inputs.role-duration-seconds }}"
+    # Pull requests get the read-only preview role, deploy environments the deploy role; each session
+    # as long as the job needs and no longer than the bootstrap lets that role be held (STS refuses more).
+    for job, role, seconds in ((pr["jobs"]["preview"], PREVIEW_ROLE, bootstrap_policies.PREVIEW_SESSION_SECONDS),
+                               (pulumi_up["jobs"]["up"], DEPLOY_ROLE, bootstrap_policies.DEPLOY_SESSION_SECONDS)):
         [setup] = steps_using(job["steps"], "./.github/actions/pulumi-setup")
-        assert setup["with"]["role-to-assume"] == DEPLOY_ROLE
+        assert setup["with"]["role-to-assume"] == role
+        assert setup["with"]["role-duration-seconds"] == seconds
+        assert job["timeout-minutes"] * 60 <= seconds  # the credentials outlive the job
         checkout_at = next(i for i, s in enumerate(job["steps"]) if s.get("uses", "").startswith("actions/checkout@"))
         assert checkout_at < job["steps"].index(setup)  # a local action needs the checkout first
+
+
+def test_each_job_presents_the_oidc_subject_its_role_trusts_and_no_other(pr, pulumi_up, deploy):
+    """GitHub's `sub` claim: `environment:<name>` for a job naming an environment, else `pull_request`
+    for pull_request events. The preview job (PR code) can only ever be the preview role."""
+    preview_trust = bootstrap_policies.preview_subjects(REPOSITORY)
+    deploy_trust = bootstrap_policies.deploy_subjects(REPOSITORY, STACKS)
+    assert "environment" not in pr["jobs"]["preview"] and set(pr["on"]) == {"pull_request"}
+    assert f"repo:{REPOSITORY}:pull_request" in preview_trust
+    assert f"repo:{REPOSITORY}:pull_request" not in deploy_trust
+    assert pulumi_up["jobs"]["up"]["environment"] == "${{ inputs.stack }}"
+    for stack in (job["with"]["stack"] for job in deploy["jobs"].values() if "uses" in job):
+        assert f"repo:{REPOSITORY}:environment:{stack}" in deploy_trust
+        assert f"repo:{REPOSITORY}:environment:{stack}" not in preview_trust
+
+
+# --- Runners: prod's API endpoint is not reachable from GitHub-hosted runners ------------------------
+
+@pytest.mark.parametrize("prod_runner", ["", "eks-pd-llm-prod"], ids=["PROD_RUNNER unset", "PROD_RUNNER set"])
+def test_prod_runs_on_the_configured_runner_and_dev_on_githubs(pr, pulumi_up, prod_runner):
+    """Prod admits only apiPublicAccessCidrs (or a private endpoint): its preview and its update run
+    on the runner named by the repository variable PROD_RUNNER; dev and the tests stay GitHub-hosted."""
+    preview, up = pr["jobs"]["preview"]["runs-on"], pulumi_up["jobs"]["up"]["runs-on"]
+    variables = {"PROD_RUNNER": prod_runner} if prod_runner else {}
+    for stack in STACKS:
+        expected = prod_runner if stack == "prod" and prod_runner else HOSTED_RUNNER
+        assert evaluate(preview, {"matrix": {"stack": stack}, "vars": variables}) == expected
+        assert evaluate(up, {"inputs": {"stack": stack}, "vars": variables}) == expected
+    assert pr["jobs"]["test"]["runs-on"] == HOSTED_RUNNER
+
+
+# --- The test suite on GitHub-hosted runners: CPU torch, not CUDA ------------------------------------
+
+def test_jobs_running_make_test_install_torch_from_pytorchs_cpu_index(pr, deploy):
+    test_jobs = [job for workflow in (pr, deploy) for job in workflow["jobs"].values()
+                 if any(step.get("run") == "make test" for step in job.get("steps", []))]
+    assert len(test_jobs) == 2
+    for job in test_jobs:
+        assert job["env"]["PIP_EXTRA_INDEX_URL"] == PYTORCH_CPU_INDEX
+    # The CPU index names its wheels 2.13.0+cpu: the pin must be one the local version satisfies.
+    [torch] = [Requirement(line) for line in (REPO / "requirements-dev.txt").read_text().splitlines()
+               if line.startswith("torch")]
+    [pin] = torch.specifier
+    assert pin.operator == "==" and torch.specifier.contains(f"{pin.version}+cpu")
 
 
 @pytest.mark.parametrize("path", [*workflow_files(), SETUP_ACTION], ids=lambda p: p.name)
@@ -229,28 +341,68 @@ def test_ci_installs_the_pulumi_cli_matching_the_sdk(setup_action):
     assert install["with"]["pulumi-version"] == importlib.metadata.version("pulumi")
 
 
-# --- Bootstrap: the deploy role trusts this repository's PRs and deploy environments only ------------
+# --- Bootstrap: PRs get a read-only role, only the deploy environments the deploy role ---------------
 
-def test_deploy_role_trusts_exact_subjects_of_one_repository():
-    policy = bootstrap_policies.deploy_role_trust_policy(
-        "arn:aws:iam::111122223333:oidc-provider/token.actions.githubusercontent.com", "acme/eks-pd-llm",
-        ["dev", "prod"])
+OIDC_PROVIDER = "arn:aws:iam::111122223333:oidc-provider/token.actions.githubusercontent.com"
+
+
+def _trusted_subjects(policy: dict) -> list[str]:
     [statement] = policy["Statement"]
     assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert statement["Principal"] == {"Federated": OIDC_PROVIDER}
     assert list(statement["Condition"]) == ["StringEquals"]  # no StringLike: no wildcards
     condition = statement["Condition"]["StringEquals"]
     assert condition["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
-    assert condition["token.actions.githubusercontent.com:sub"] == [
-        "repo:acme/eks-pd-llm:pull_request",
+    return condition["token.actions.githubusercontent.com:sub"]
+
+
+def test_deploy_role_trusts_exactly_the_deploy_environments_of_one_repository():
+    subjects = bootstrap_policies.deploy_subjects(REPOSITORY, ["dev", "prod"])
+    assert _trusted_subjects(bootstrap_policies.github_oidc_trust_policy(OIDC_PROVIDER, subjects)) == [
         "repo:acme/eks-pd-llm:environment:dev",
         "repo:acme/eks-pd-llm:environment:prod",
     ]
 
 
-@pytest.mark.parametrize("repository", ["acme", "acme/*", "*/eks-pd-llm", "acme/eks/x", "/eks-pd-llm"])
+def test_preview_role_trusts_exactly_the_pull_requests_of_one_repository():
+    subjects = bootstrap_policies.preview_subjects(REPOSITORY)
+    assert _trusted_subjects(bootstrap_policies.github_oidc_trust_policy(OIDC_PROVIDER, subjects)) == [
+        "repo:acme/eks-pd-llm:pull_request",
+    ]
+
+
+@pytest.mark.parametrize("repository", ["acme", "acme/*", "*/eks-pd-llm", "acme/eks/x", "/eks-pd-llm", "acme/eks?"])
 def test_bootstrap_refuses_repository_patterns(repository):
     with pytest.raises(ValueError, match="githubRepository"):
-        bootstrap_policies.github_subjects(repository, ["dev"])
+        bootstrap_policies.preview_subjects(repository)
+    with pytest.raises(ValueError, match="githubRepository"):
+        bootstrap_policies.deploy_subjects(repository, ["dev"])
+
+
+@pytest.mark.parametrize("environments", [[], ["*"], ["dev", ""], ["prod*"]])
+def test_bootstrap_refuses_empty_or_wildcard_deploy_environments(environments):
+    with pytest.raises(ValueError, match="deployEnvironments"):
+        bootstrap_policies.deploy_subjects(REPOSITORY, environments)
+
+
+def _allowed_actions(policy: dict) -> set[str]:
+    return {action for statement in policy["Statement"] if statement["Effect"] == "Allow"
+            for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])}
+
+
+STATE_WRITES = {"s3:PutObject", "s3:DeleteObject", "kms:Encrypt", "kms:GenerateDataKey"}
+
+
+def test_preview_reads_and_decrypts_state_and_writes_nothing():
+    """`pulumi preview` on the S3 backend takes no lock and writes no history: read + decrypt suffice."""
+    preview = bootstrap_policies.state_access_policy("arn:aws:s3:::state", "arn:aws:kms:r:1:key/k", write=False)
+    deploy = bootstrap_policies.state_access_policy("arn:aws:s3:::state", "arn:aws:kms:r:1:key/k", write=True)
+    reads = {"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "kms:Decrypt", "kms:DescribeKey"}
+    assert _allowed_actions(preview) == reads
+    assert _allowed_actions(deploy) == reads | STATE_WRITES
+    for policy in (preview, deploy):
+        resources = {json.dumps(s["Resource"]) for s in policy["Statement"]}
+        assert resources == {'"arn:aws:s3:::state"', '"arn:aws:s3:::state/*"', '"arn:aws:kms:r:1:key/k"'}
 
 
 def test_workflow_environments_are_the_ones_the_role_trusts(pulumi_up, deploy):
@@ -268,32 +420,37 @@ def test_state_bucket_refuses_plain_http():
 
 
 class _BootstrapMocks:
-    """Fake AWS for the bootstrap: resources echo their inputs, with an ARN."""
+    """Fake AWS for the bootstrap: resources echo their inputs, with an ARN and their name."""
 
     def new_resource(self, args):
-        return [f"{args.name}-id", {"arn": f"arn:aws:mock:::{args.name}", **args.inputs}]
+        return [f"{args.name}-id", {"arn": f"arn:aws:mock:::{args.name}", "name": args.name, **args.inputs}]
 
     def call(self, args):
         return {}
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pulumi_aws's deprecated aliases, on import
-def test_bootstrap_program_registers_a_locked_down_state_bucket_and_role(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def bootstrap_run(tmp_path_factory):
     """The real bootstrap/__main__.py under Pulumi mocks, its Pulumi.yaml defaults merged."""
     from pdctl.offline import run_offline
 
-    monkeypatch.syspath_prepend(str(tmp_path))  # the Pulumi Python host puts the program's folder there
-    monkeypatch.delitem(sys.modules, "policies", raising=False)
+    project = tmp_path_factory.mktemp("bootstrap")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.syspath_prepend(str(project))  # the Pulumi Python host puts the program's folder there
+        monkeypatch.delitem(sys.modules, "policies", raising=False)
+        for source in ("Pulumi.yaml", "__main__.py", "policies.py"):
+            (project / source).write_text((REPO / "bootstrap" / source).read_text())
+        (project / "Pulumi.ci.yaml").write_text(yaml.safe_dump({"config": {
+            "aws:region": "us-west-2",
+            "eks-pd-llm-bootstrap:githubRepository": REPOSITORY,
+            "eks-pd-llm-bootstrap:stateBucketName": "acme-pulumi-state",
+        }}))
+        yield run_offline("ci", project_dir=project, mocks=_BootstrapMocks())
 
-    for source in ("Pulumi.yaml", "__main__.py", "policies.py"):
-        (tmp_path / source).write_text((REPO / "bootstrap" / source).read_text())
-    (tmp_path / "Pulumi.ci.yaml").write_text(yaml.safe_dump({"config": {
-        "aws:region": "us-west-2",
-        "eks-pd-llm-bootstrap:githubRepository": "acme/eks-pd-llm",
-        "eks-pd-llm-bootstrap:stateBucketName": "acme-pulumi-state",
-    }}))
-    run = run_offline("ci", project_dir=tmp_path, mocks=_BootstrapMocks())
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pulumi_aws's deprecated aliases, on import
+def test_bootstrap_program_registers_a_locked_down_state_bucket(bootstrap_run):
+    run = bootstrap_run
     [versioning] = run.all("aws:s3/bucketVersioning:BucketVersioning")
     assert versioning.inputs["versioningConfiguration"]["status"] == "Enabled"
     [encryption] = run.all(
@@ -302,15 +459,41 @@ def test_bootstrap_program_registers_a_locked_down_state_bucket_and_role(tmp_pat
     [block] = run.all("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
     assert all(block.inputs[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
                                                  "restrictPublicBuckets"))
-    [role] = run.all("aws:iam/role:Role")
-    assert role.inputs["maxSessionDuration"] == bootstrap_policies.DEPLOY_SESSION_SECONDS
     [key] = run.all("aws:kms/key:Key")
     assert key.inputs["enableKeyRotation"] is True
     [provider] = run.all("aws:iam/openIdConnectProvider:OpenIdConnectProvider")
     assert provider.inputs["clientIdLists"] == ["sts.amazonaws.com"]
-    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
-    assert trust["token.actions.githubusercontent.com:sub"] == [
-        "repo:acme/eks-pd-llm:pull_request", "repo:acme/eks-pd-llm:environment:dev",
-        "repo:acme/eks-pd-llm:environment:prod"]
     assert run.outputs["stateBackendUrl"] == "s3://acme-pulumi-state"
     assert run.outputs["secretsProvider"] == "awskms://alias/eks-pd-llm-pulumi?region=us-west-2"
+
+
+def _role_grants(run, role) -> tuple[list[str], list[str], set[str]]:
+    """(trusted OIDC subjects, attached managed policies, inline-policy actions) of a registered role."""
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
+    attached = [a.inputs["policyArn"] for a in run.all("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                if a.inputs["role"] == role.name]
+    inline = set().union(*(_allowed_actions(json.loads(p.inputs["policy"]))
+                           for p in run.all("aws:iam/rolePolicy:RolePolicy") if p.inputs["role"] == f"{role.name}-id"))
+    return trust["token.actions.githubusercontent.com:sub"], attached, inline
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_bootstrap_gives_pull_requests_a_read_only_role_and_environments_the_deploy_role(bootstrap_run):
+    run = bootstrap_run
+    roles = {role.name: role for role in run.all("aws:iam/role:Role")}
+    assert set(roles) == {"github-preview", "github-deploy"}
+
+    subjects, attached, inline = _role_grants(run, roles["github-preview"])
+    assert subjects == ["repo:acme/eks-pd-llm:pull_request"]
+    assert attached == ["arn:aws:iam::aws:policy/ReadOnlyAccess"]  # never AdministratorAccess
+    assert inline and not inline & STATE_WRITES and all(":" in a and "*" not in a for a in inline)
+    assert roles["github-preview"].inputs["maxSessionDuration"] == bootstrap_policies.PREVIEW_SESSION_SECONDS
+
+    subjects, attached, inline = _role_grants(run, roles["github-deploy"])
+    assert subjects == ["repo:acme/eks-pd-llm:environment:dev", "repo:acme/eks-pd-llm:environment:prod"]
+    assert attached == ["arn:aws:iam::aws:policy/AdministratorAccess"]  # deployPolicyArn's default
+    assert STATE_WRITES <= inline
+    assert roles["github-deploy"].inputs["maxSessionDuration"] == bootstrap_policies.DEPLOY_SESSION_SECONDS
+
+    assert run.outputs["previewRoleArn"] == "arn:aws:mock:::github-preview"
+    assert run.outputs["deployRoleArn"] == "arn:aws:mock:::github-deploy"
