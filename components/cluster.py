@@ -4,7 +4,8 @@ Kubernetes provider everything in the cluster goes through.
 Secure by default: Kubernetes secrets are envelope-encrypted with a customer KMS key (rotation on);
 authentication is EKS access entries only (no aws-auth ConfigMap); the API endpoint is always
 reachable privately and publicly only from `apiPublicAccessCidrs` (or not at all); nodes get no
-public IPs; every control-plane log type goes to CloudWatch.
+public IPs; every control-plane log type goes to CloudWatch; the VPC CNI enforces NetworkPolicies.
+CoreDNS becomes an EKS managed add-on (`CoreDns`) once there are nodes to run it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from components.addons import explicit_dependencies
 from components.network import Network
 from components.settings import ClusterSettings
 
@@ -156,6 +158,9 @@ class Cluster(pulumi.ComponentResource):
             endpoint_public_access=settings.endpoint_public_access,
             public_access_cidrs=list(settings.api_public_access_cidrs) or None,
             deletion_protection=settings.protect,
+            # The VPC CNI add-on's network policy agent: without it the serving namespace's
+            # NetworkPolicies (components/inference.py) are accepted and not enforced.
+            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             tags=tags,
             opts=pulumi.ResourceOptions.merge(protected, pulumi.ResourceOptions(depends_on=[control_plane_logs])),
         )
@@ -181,3 +186,39 @@ class Cluster(pulumi.ComponentResource):
             "oidc_provider_arn": self.oidc_provider_arn,
             "node_role_arn": self.node_role.arn,
         })
+
+
+@dataclass(frozen=True)
+class CoreDnsArgs:
+    """Inputs of `CoreDns`.
+
+    cluster: the cluster whose DNS EKS should manage.
+    """
+
+    cluster: Cluster
+
+
+class CoreDns(pulumi.ComponentResource):
+    """CoreDNS as an EKS managed add-on, so EKS patches and upgrades it with the cluster.
+
+    pulumi-eks creates its own coredns add-on only with its default node group, Fargate or Auto
+    Mode; with `skip_default_node_group` the cluster keeps the self-managed CoreDNS that EKS
+    bootstraps, which nothing updates. The add-on adopts that Deployment (conflicts resolved by
+    overwriting it). Pass the system node group in `opts.depends_on`: with no node to run on, the
+    add-on stays DEGRADED and its creation waits until it times out.
+    """
+
+    addon: aws.eks.Addon
+
+    def __init__(self, name: str, args: CoreDnsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("eks-pd-llm:cluster:CoreDns", name, None, opts)
+        self.addon = aws.eks.Addon(
+            name,
+            cluster_name=args.cluster.cluster_name,
+            addon_name="coredns",
+            # No addon_version: EKS installs its default version for the cluster's Kubernetes version.
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=explicit_dependencies(opts)),
+        )
+        self.register_outputs({"addon_name": self.addon.addon_name})

@@ -1,5 +1,6 @@
-"""The serving side: the namespace the EFA workers may run privileged in, the Hugging Face token
-Secret, and the KubeRay RayService that runs the prefill/decode Ray Serve LLM app.
+"""The serving side: the namespace the EFA workers may run privileged in, the NetworkPolicies that
+close its Ray ports, the Hugging Face token Secret, and the KubeRay RayService that runs the
+prefill/decode Ray Serve LLM app.
 
 The objects themselves are built by `components/manifests.py` (pure data); this module only
 registers them, in order, through the cluster's provider.
@@ -46,7 +47,8 @@ class InferenceServiceArgs:
 
 
 class InferenceService(pulumi.ComponentResource):
-    """Namespace (Pod Security: privileged here only) → HF token Secret → RayService.
+    """Namespace (Pod Security: privileged here only) → NetworkPolicies and HF token Secret →
+    RayService.
 
     Pass the KubeRay release, the device plugins and the GPU node group in `opts.depends_on`: the
     RayService's CRD comes with KubeRay, and its workers need the GPU and EFA resources the device
@@ -68,9 +70,19 @@ class InferenceService(pulumi.ComponentResource):
         namespace_body = manifests.serving_namespace_manifest(spec.namespace)
         self.namespace_resource = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata=namespace_body["metadata"], opts=child)
+        after_namespace = pulumi.ResourceOptions.merge(
+            child, pulumi.ResourceOptions(depends_on=[self.namespace_resource]))
+        # Before the RayService, so no Ray pod ever starts with its unauthenticated dashboard, job
+        # API and GCS open to the whole cluster.
+        self.network_policies = {
+            role: k8s.networking.v1.NetworkPolicy(
+                f"{name}-netpol-{role}", metadata=body["metadata"], spec=body["spec"], opts=after_namespace)
+            for role, body in manifests.serving_network_policies(spec).items()
+        }
         # The RayService also names the component's own dependencies (KubeRay, device plugins, GPU
         # nodes) rather than relying on its parent for the ordering: those are what it really waits for.
-        ray_service_deps: list[pulumi.Resource] = [self.namespace_resource, *explicit_dependencies(opts)]
+        ray_service_deps: list[pulumi.Resource] = [
+            self.namespace_resource, *self.network_policies.values(), *explicit_dependencies(opts)]
 
         self.hf_token_secret: k8s.core.v1.Secret | None = None
         if args.hf_token is not None:
@@ -79,8 +91,7 @@ class InferenceService(pulumi.ComponentResource):
                 metadata={"name": manifests.HF_TOKEN_SECRET_NAME, "namespace": spec.namespace},
                 type="Opaque",
                 string_data={manifests.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token)},
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                    depends_on=[self.namespace_resource],
+                opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(
                     additional_secret_outputs=["data", "stringData"])),
             )
             ray_service_deps.append(self.hf_token_secret)

@@ -103,6 +103,11 @@ MIN_SHM_GIB = 4
 MAX_SHM_GIB = 32
 MIN_HF_CACHE_GIB = 50
 
+# On every Ray pod of the RayService (KubeRay copies pod template labels onto the pods it makes,
+# beside its own): what the serving namespace's NetworkPolicies select. KubeRay's own labels name
+# the RayCluster, whose name KubeRay generates, not the RayService.
+RAY_SERVICE_POD_LABEL = "eks-pd-llm/ray-service"
+
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_FILE = "token"
 HF_TOKEN_SECRET_NAME = "hf-token"
@@ -321,6 +326,11 @@ def ray_service_spec(serving: ServingSettings, gpu_instance: InstanceType, gpu_n
     )
 
 
+def ray_pod_labels(ray_service_name: str) -> dict[str, str]:
+    """Labels of the RayService's head and worker pods, set in their pod templates."""
+    return {RAY_SERVICE_POD_LABEL: ray_service_name}
+
+
 def _ray_stop_on_termination() -> dict[str, Any]:
     # Lets raylet tell GCS it is leaving, so Serve reschedules replicas instead of waiting out a
     # health-check timeout.
@@ -380,8 +390,9 @@ def _head_group(spec: RayServiceSpec) -> dict[str, Any]:
         ],
         "env": [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(spec.hf_token)],
         "resources": {bound: dict(amounts) for bound, amounts in HEAD_RESOURCES.items()},
-        # The head needs no privilege. Capabilities beyond NET_RAW stay: the image's user is not
-        # known here, and a root user without DAC_OVERRIDE/CHOWN could not write where it expects.
+        # The head needs no privilege. Capabilities beyond NET_RAW stay: the default image (the Ray
+        # LLM DLC) has a user not verified here (rayproject/ray images run as `ray`, uid 1000), and
+        # a root user without DAC_OVERRIDE/CHOWN could not write where it expects.
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}},
         "lifecycle": _ray_stop_on_termination(),
     }
@@ -391,7 +402,10 @@ def _head_group(spec: RayServiceSpec) -> dict[str, Any]:
     return {
         # num-gpus "0": the head lands on a system node, and nothing GPU-bound may be scheduled there.
         "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
-        "template": {"spec": _pod_spec(SYSTEM_NODE_SELECTOR, container, _hf_token_volumes(spec.hf_token))},
+        "template": {
+            "metadata": {"labels": ray_pod_labels(spec.name)},
+            "spec": _pod_spec(SYSTEM_NODE_SELECTOR, container, _hf_token_volumes(spec.hf_token)),
+        },
     }
 
 
@@ -425,12 +439,15 @@ def _worker_group(spec: RayServiceSpec) -> dict[str, Any]:
     }
     volumes = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{sizing.shm_gib}Gi"}},
-        # emptyDir, not a hostPath: it is writable by the image's non-root user, is deleted with the
-        # pod (no stale or poisoned weights left on a node), and its sizeLimit makes the kubelet
-        # evict a runaway download instead of filling the root disk. It lives under the kubelet's
-        # directory, which is on the node's instance-store NVMe when the node group mounts it there.
-        # Cold-start speed after a pod is recreated comes from an S3 model mirror (`modelSource:
-        # s3://...`, via the VPC's S3 gateway endpoint), not from keeping files on the node.
+        # emptyDir, not a hostPath: it is writable by the image's user, is deleted with the pod (no
+        # stale or poisoned weights left on a node), and its sizeLimit makes the kubelet evict a
+        # runaway download instead of filling the root disk. It lives under the kubelet's directory
+        # on the node's root volume: the launch template's EBS gp3 disk (`gpuDiskGiB`), so the
+        # checkpoint is read back at EBS speed. The instance's local NVMe is not used: putting the
+        # kubelet's directory on it (an AL2023 nodeadm `localStorage.strategy: RAID0` in the GPU
+        # launch template) would be faster and is not done. Cold-start speed after a pod is
+        # recreated comes from an S3 model mirror (`modelSource: s3://...`, via the VPC's S3 gateway
+        # endpoint), not from keeping files on the node.
         {"name": "hf-cache", "emptyDir": {"sizeLimit": f"{sizing.hf_cache_gib}Gi"}},
         *_hf_token_volumes(spec.hf_token),
     ]
@@ -444,7 +461,10 @@ def _worker_group(spec: RayServiceSpec) -> dict[str, Any]:
             "num-gpus": str(sizing.gpus),
             "object-store-memory": str(sizing.object_store_gib * GIB),
         },
-        "template": {"spec": _pod_spec(GPU_NODE_SELECTOR, container, volumes, [dict(GPU_TOLERATION)])},
+        "template": {
+            "metadata": {"labels": ray_pod_labels(spec.name)},
+            "spec": _pod_spec(GPU_NODE_SELECTOR, container, volumes, [dict(GPU_TOLERATION)]),
+        },
     }
 
 
@@ -521,6 +541,68 @@ def serving_namespace_manifest(name: str) -> dict[str, Any]:
 def kuberay_namespace_manifest() -> dict[str, Any]:
     """The operator's namespace: its pod already meets `restricted`, and nothing privileged belongs beside it."""
     return namespace_manifest(KUBERAY_NAMESPACE, "restricted")
+
+
+# --- Network policies -----------------------------------------------------------------------------
+
+NETWORK_POLICY_API_VERSION = "networking.k8s.io/v1"
+# Set by the API server on every namespace (Kubernetes >= 1.22), so a policy can name a namespace.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+DEFAULT_DENY_INGRESS_POLICY = "default-deny-ingress"
+
+
+def _network_policy(name: str, namespace: str, pod_selector: Mapping[str, str],
+                    ingress: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "podSelector": {"matchLabels": dict(pod_selector)} if pod_selector else {},
+        "policyTypes": ["Ingress"],
+    }
+    if ingress:  # none: the selected pods admit nothing
+        spec["ingress"] = ingress
+    return {
+        "apiVersion": NETWORK_POLICY_API_VERSION,
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def _tcp_ports(*ports: int) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": port} for port in ports]
+
+
+def serving_network_policies(spec: RayServiceSpec) -> dict[str, dict[str, Any]]:
+    """The serving namespace's ingress rules, by role. Ray's dashboard / job API (8265) and GCS
+    (6379) have no authentication, and a job submitted there runs on the privileged EFA workers
+    (root on the node), so only what needs a Ray port may reach it:
+
+    - `default-deny-ingress`: every pod in the namespace; allows nothing (a pod no other policy
+      selects stays closed).
+    - `ray-internal`: Ray pods from Ray pods of this RayService, every port and protocol: GCS,
+      raylet and object manager, worker ports, dashboard agents, the NIXL side channel.
+    - `serve`: anyone to the Serve proxies on 8000, the OpenAI endpoint behind `<name>-serve-svc`.
+    - `kuberay-operator`: the operator's namespace to 8265 (it reads Serve status and PUTs
+      serveConfigV2 through the head Service) and 8000 (it checks the head's Serve proxy at
+      `/-/healthz` to put the head in the serve Service), KubeRay 1.7.0 rayservice_controller.go.
+
+    Needs no rule: kubelet probes (the VPC CNI's policy agent always admits the node's own IP,
+    aws-network-policy-agent#65) and `kubectl port-forward` (it connects on the pod's localhost).
+    KV transfer over EFA (SRD) bypasses the kernel and is not filtered. Egress stays open: workers
+    download the model and pull images. Enforced only because the cluster enables the VPC CNI's
+    network policy agent (components/cluster.py).
+    """
+    ray_pods = ray_pod_labels(spec.name)
+    namespace = spec.namespace
+    return {
+        DEFAULT_DENY_INGRESS_POLICY: _network_policy(DEFAULT_DENY_INGRESS_POLICY, namespace, {}, []),
+        "ray-internal": _network_policy(
+            f"{spec.name}-ray-internal", namespace, ray_pods, [{"from": [{"podSelector": {"matchLabels": ray_pods}}]}]),
+        "serve": _network_policy(f"{spec.name}-serve", namespace, ray_pods, [{"ports": _tcp_ports(SERVE_PORT)}]),
+        "kuberay-operator": _network_policy(f"{spec.name}-kuberay-operator", namespace, ray_pods, [{
+            "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: KUBERAY_NAMESPACE}}}],
+            "ports": _tcp_ports(DASHBOARD_PORT, SERVE_PORT),
+        }]),
+    }
 
 
 # --- Helm values ----------------------------------------------------------------------------------

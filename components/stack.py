@@ -4,7 +4,7 @@ Order of work:
 1. Ask EC2 which AZs exist and which offer the GPU type, and pick the GPU AZ and the VPC's AZs
    (a wrong `gpuAvailabilityZone` stops here, before any resource).
 2. Network → Cluster → node groups → add-ons → RayService, each waiting on what it really needs:
-   device plugins on the GPU nodes they run on, KubeRay on the system nodes, the RayService on
+   the CoreDNS add-on, device plugins and KubeRay on the nodes they run on, the RayService on
    KubeRay (its CRD), both device plugins (GPU and EFA resources) and the GPU nodes.
 `pulumi destroy` walks the same edges backwards, so nothing is left orphaned.
 """
@@ -18,7 +18,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.addons import GpuDevicePlugins, GpuDevicePluginsArgs, KubeRayOperator, KubeRayOperatorArgs
-from components.cluster import Cluster, ClusterArgs
+from components.cluster import Cluster, ClusterArgs, CoreDns, CoreDnsArgs
 from components.inference import InferenceService, InferenceServiceArgs
 from components.network import Network, NetworkArgs
 from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, SystemNodeGroup, SystemNodeGroupArgs
@@ -55,6 +55,7 @@ class InferenceStack:
     cluster: Cluster
     system_nodes: SystemNodeGroup
     gpu_nodes: GpuNodeGroup
+    coredns: CoreDns
     device_plugins: GpuDevicePlugins
     kuberay: KubeRayOperator
     inference: InferenceService
@@ -97,6 +98,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
     system_nodes = SystemNodeGroup("system-nodes", SystemNodeGroupArgs(settings.system_nodes, cluster, network))
     gpu_nodes = GpuNodeGroup(
         "gpu-nodes", GpuNodeGroupArgs(settings.gpu_nodes, cluster, network, availability_zone=zones.gpu_zone))
+    coredns = CoreDns("coredns", CoreDnsArgs(cluster), opts=pulumi.ResourceOptions(depends_on=[system_nodes]))
 
     charts = settings.charts
     device_plugins = GpuDevicePlugins(
@@ -121,5 +123,5 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
     )
     return InferenceStack(
         settings=settings, zones=zones, network=network, cluster=cluster, system_nodes=system_nodes,
-        gpu_nodes=gpu_nodes, device_plugins=device_plugins, kuberay=kuberay, inference=inference,
+        gpu_nodes=gpu_nodes, coredns=coredns, device_plugins=device_plugins, kuberay=kuberay, inference=inference,
     )

@@ -166,9 +166,6 @@ class CloudMocks(pulumi.runtime.Mocks):
         rtb = self._ec2_id("rtb", args)
         return rtb, {"arn": self._arn("ec2", f"route-table/{rtb}")}
 
-    def _aws_ec2_route_Route(self, args):
-        return f"r-{_digest(args.typ, args.name)}", {}
-
     def _aws_ec2_routeTableAssociation_RouteTableAssociation(self, args):
         return self._ec2_id("rtbassoc", args), {}
 
@@ -213,10 +210,6 @@ class CloudMocks(pulumi.runtime.Mocks):
 
     def _aws_iam_rolePolicyAttachment_RolePolicyAttachment(self, args):
         return f"{args.inputs.get('role')}-{_digest(args.name, length=8)}", {}
-
-    def _aws_iam_instanceProfile_InstanceProfile(self, args):
-        name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
-        return name, {"name": name, "arn": self._arn("iam", f"instance-profile/{name}", region=False)}
 
     def _aws_cloudwatch_logGroup_LogGroup(self, args):
         name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"

@@ -41,12 +41,19 @@ def manifest(resource_type: str, inputs: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": api_version, "kind": kind, **{k: inputs[k] for k in MANIFEST_FIELDS if k in inputs}}
 
 
+def template_labels(obj: dict[str, Any], group: str) -> dict[str, str]:
+    """The labels a RayService's pod template gives its pods (the NetworkPolicies select on them)."""
+    cluster = obj["spec"]["rayClusterConfig"]
+    groups = {"head": cluster["headGroupSpec"], **{g["groupName"]: g for g in cluster["workerGroupSpecs"]}}
+    return dict(groups[group]["template"].get("metadata", {}).get("labels", {}))
+
+
 def pod_template_deployments(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The RayService's head and worker pod templates as Deployments, for checkov's Pod checks."""
     found = []
     for template in rules.pod_templates(f"kubernetes:{obj['apiVersion']}:{obj['kind']}", obj):
         name = f"{obj['metadata']['name']}-{template.group}"
-        labels = {"app.kubernetes.io/name": name}
+        labels = {"app.kubernetes.io/name": name, **template_labels(obj, template.group)}
         found.append({
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -122,8 +129,10 @@ def stack_findings(scan) -> list[dict[str, Any]]:
 def test_every_object_the_stacks_apply_is_scanned(scan):
     for stack in STACKS:
         kinds = sorted(o["kind"] for o in scan["objects"][stack])
-        # serving + KubeRay namespaces, the HF token Secret, the RayService and its two pod templates
-        assert kinds == ["Deployment", "Deployment", "Namespace", "Namespace", "RayService", "Secret"], kinds
+        # serving + KubeRay namespaces, the serving namespace's four NetworkPolicies, the HF token
+        # Secret, the RayService and its two pod templates
+        assert kinds == ["Deployment", "Deployment", "Namespace", "Namespace", *["NetworkPolicy"] * 4,
+                         "RayService", "Secret"], kinds
     assert scan["summary"]["parsing_errors"] == 0
     # checkov counts every built-in object it parsed (the RayService, a CRD, is covered through its
     # pod templates); Namespaces have no check of their own, Deployments and Secrets must have run.

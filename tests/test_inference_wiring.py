@@ -30,6 +30,7 @@ HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 SECRET = "kubernetes:core/v1:Secret"
 RAY_SERVICE = "kubernetes:ray.io/v1:RayService"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 TOKEN = "hf_not_a_real_token_0123456789"
 
@@ -219,6 +220,34 @@ def test_children_are_parented_to_their_components(run: Run) -> None:
     assert len(plugins) == 2 and all(r.parent == component_of["gpu-plugins"] for r in plugins)
     for name in ("inference-namespace", "inference-hf-token", "inference-rayservice"):
         assert next(r for r in run.registered if r.name == name).parent == component_of["inference"]
+    assert all(r.parent == component_of["inference"] for r in run.all(NETWORK_POLICY))
+
+
+# ── Network policies ──────────────────────────────────────────────────────────────────────────
+
+def test_network_policies_reach_the_engine_as_built_in_the_serving_namespace(run: Run) -> None:
+    expected = manifests.serving_network_policies(manifests.ray_service_spec(
+        Serving(), INSTANCE_TYPES["g6.8xlarge"], 2, hf_token_configured=True))
+    registered = {r.name: r for r in run.all(NETWORK_POLICY)}
+    assert set(registered) == {f"inference-netpol-{role}" for role in expected}
+    namespace = run.urn_of("inference-namespace", NAMESPACE)
+    for role, body in expected.items():
+        policy = registered[f"inference-netpol-{role}"]
+        assert policy.inputs["metadata"] == body["metadata"]
+        assert policy.inputs["spec"] == body["spec"]  # ports arrive as floats, and 8000.0 == 8000
+        assert namespace in policy.dependencies, role
+
+
+def test_rayservice_starts_only_behind_its_network_policies(run: Run) -> None:
+    ray_service = run.one(RAY_SERVICE)
+    policies = run.all(NETWORK_POLICY)
+    assert len(policies) == 4
+    assert all(policy.urn in ray_service.dependencies for policy in policies)
+    # The policies select the pods the RayService's templates make.
+    selector = next(p for p in policies if p.name == "inference-netpol-ray-internal").inputs["spec"]["podSelector"]
+    cluster = ray_service.inputs["spec"]["rayClusterConfig"]
+    for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
+        assert selector["matchLabels"].items() <= group["template"]["metadata"]["labels"].items()
 
 
 # ── Serving namespace and Secret ──────────────────────────────────────────────────────────────
@@ -365,6 +394,19 @@ def test_dev_orders_addons_and_rayservice_after_the_nodes_they_need(dev: Any) ->
     for prerequisite in (_release(dev, "kuberay-operator"), _release(dev, "nvidia-device-plugin"),
                          _release(dev, "aws-efa-k8s-device-plugin"), gpu_nodes, dev.one(SECRET)):
         assert dev.depends_on(ray_service, prerequisite), prerequisite.name
+
+
+def test_dev_closes_the_ray_ports_before_the_rayservice_and_enforces_it(dev: Any) -> None:
+    namespace = dev.one(NAMESPACE, "inference-namespace")
+    ray_service = dev.one(RAY_SERVICE)
+    policies = {r.inputs["metadata"]["name"]: r for r in dev.all(NETWORK_POLICY)}
+    assert set(policies) == {"default-deny-ingress", "ray-llm-ray-internal", "ray-llm-serve",
+                             "ray-llm-kuberay-operator"}
+    for policy in policies.values():
+        assert policy.inputs["metadata"]["namespace"] == "inference"
+        assert dev.depends_on(policy, namespace) and dev.depends_on(ray_service, policy)
+    # Without the VPC CNI's network policy agent the objects above would be accepted and ignored.
+    assert dev.one("eks:index:Cluster").inputs["vpcCniOptions"]["enableNetworkPolicy"] is True
 
 
 def test_dev_kubernetes_objects_use_the_clusters_provider(dev: Any) -> None:

@@ -370,6 +370,131 @@ def test_serving_namespace_refuses_shared_or_invalid_names(name: str) -> None:
     assert caught.value.setting == "namespace"
 
 
+# ── Network policies ──────────────────────────────────────────────────────────────────────────
+
+# Labels KubeRay 1.7.0 puts on the pods it makes (common/pod.go labelPod), beside the template's own.
+KUBERAY_POD_LABELS = {"ray.io/is-ray-node": "yes", "ray.io/cluster": "ray-llm-x7k2p",
+                      "app.kubernetes.io/created-by": "kuberay-operator"}
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, selector  # the evaluator below knows matchLabels only
+    return all(labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
+
+
+def admitted(policies: list[dict[str, Any]], *, namespace: str, pod: dict[str, str], port: int,
+             source_namespace: str, source_pod: dict[str, str]) -> bool:
+    """NetworkPolicy ingress semantics (networking.k8s.io/v1) for one TCP connection to `pod`."""
+    selecting = [p for p in policies
+                 if p["metadata"]["namespace"] == namespace and _selects(p["spec"]["podSelector"], pod)]
+    if not selecting:
+        return True
+    for policy in selecting:
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        for rule in policy["spec"].get("ingress", []):
+            if "ports" in rule and not any(p == {"protocol": "TCP", "port": port} for p in rule["ports"]):
+                continue
+            if "from" not in rule:
+                return True
+            for peer in rule["from"]:
+                namespace_ok = (_selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": source_namespace})
+                                if "namespaceSelector" in peer else source_namespace == namespace)
+                if namespace_ok and _selects(peer.get("podSelector", {}), source_pod):
+                    return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def policies() -> list[dict[str, Any]]:
+    return list(manifests.serving_network_policies(reference_spec()).values())
+
+
+@pytest.fixture(scope="module")
+def ray_pods(manifest: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The labels the head and a worker pod carry once KubeRay has made them from the templates."""
+    return {group: {**spec["template"]["metadata"]["labels"], **KUBERAY_POD_LABELS}
+            for group, spec in (("head", head_of(manifest)), ("worker", workers_of(manifest)))}
+
+
+@pytest.mark.parametrize("port", [8265, 6379, 10001, 52365, 5600])
+@pytest.mark.parametrize("source_namespace", ["default", "inference", "kube-system"])
+def test_other_pods_cannot_reach_the_ray_dashboard_gcs_or_any_other_ray_port(
+        policies, ray_pods, port: int, source_namespace: str) -> None:
+    for pod in ray_pods.values():
+        assert not admitted(policies, namespace="inference", pod=pod, port=port,
+                            source_namespace=source_namespace, source_pod={"app": "debug"})
+
+
+@pytest.mark.parametrize("source_namespace", ["default", "inference", "kuberay-system"])
+def test_anyone_reaches_the_openai_endpoint_on_8000(policies, ray_pods, source_namespace: str) -> None:
+    for pod in ray_pods.values():
+        assert admitted(policies, namespace="inference", pod=pod, port=8000,
+                        source_namespace=source_namespace, source_pod={"app": "client"})
+
+
+def test_the_kuberay_operator_reaches_the_dashboard_and_serve_but_not_gcs(policies, ray_pods) -> None:
+    operator = {"app.kubernetes.io/name": "kuberay-operator"}
+    head = ray_pods["head"]
+    for port, expected in ((8265, True), (8000, True), (6379, False), (10001, False)):
+        assert admitted(policies, namespace="inference", pod=head, port=port,
+                        source_namespace="kuberay-system", source_pod=operator) is expected, port
+
+
+@pytest.mark.parametrize("port", [6379, 8265, 5600, 12345])
+def test_ray_pods_reach_each_other_on_every_port(policies, ray_pods, port: int) -> None:
+    for source in ray_pods.values():
+        for pod in ray_pods.values():
+            assert admitted(policies, namespace="inference", pod=pod, port=port,
+                            source_namespace="inference", source_pod=source)
+
+
+def test_pods_of_another_rayservice_are_not_ray_peers(policies, ray_pods) -> None:
+    other = {**ray_pods["worker"], manifests.RAY_SERVICE_POD_LABEL: "other-llm"}
+    assert not admitted(policies, namespace="inference", pod=ray_pods["head"], port=6379,
+                        source_namespace="inference", source_pod=other)
+
+
+def test_network_policies_field_by_field() -> None:
+    by_role = manifests.serving_network_policies(reference_spec())
+    ray_pods = {"matchLabels": {"eks-pd-llm/ray-service": "ray-llm"}}
+    assert by_role == {
+        "default-deny-ingress": {
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "default-deny-ingress", "namespace": "inference"},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+        },
+        "ray-internal": {
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "ray-llm-ray-internal", "namespace": "inference"},
+            "spec": {"podSelector": ray_pods, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"podSelector": ray_pods}]}]},
+        },
+        "serve": {
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "ray-llm-serve", "namespace": "inference"},
+            "spec": {"podSelector": ray_pods, "policyTypes": ["Ingress"],
+                     "ingress": [{"ports": [{"protocol": "TCP", "port": 8000}]}]},
+        },
+        "kuberay-operator": {
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "ray-llm-kuberay-operator", "namespace": "inference"},
+            "spec": {"podSelector": ray_pods, "policyTypes": ["Ingress"], "ingress": [{
+                "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay-system"}}}],
+                "ports": [{"protocol": "TCP", "port": 8265}, {"protocol": "TCP", "port": 8000}]}]},
+        },
+    }
+
+
+def test_policies_follow_the_rayservice_name_and_namespace() -> None:
+    spec = reference_spec(name="qwen", namespace="serving")
+    body = ray_service_manifest(spec)
+    for policy in manifests.serving_network_policies(spec).values():
+        assert policy["metadata"]["namespace"] == "serving"
+        selector = policy["spec"]["podSelector"].get("matchLabels", {})
+        for group in (head_of(body), workers_of(body)):
+            assert _selects({"matchLabels": selector}, group["template"]["metadata"]["labels"])
+
+
 # ── Helm values ───────────────────────────────────────────────────────────────────────────────
 
 @pytest.mark.parametrize("values", [manifests.nvidia_device_plugin_values(), manifests.efa_device_plugin_values()],

@@ -32,6 +32,7 @@ SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
+ADDON = "aws:eks/addon:Addon"
 
 # Where g6.8xlarge can be had in us-west-2 according to the mock account (only some AZs).
 G6_ZONES = sorted(OFFERINGS["us-west-2"]["g6.8xlarge"])
@@ -234,7 +235,7 @@ def launch_template_of(run: Run, group: RegisteredResource) -> RegisteredResourc
 
 def assert_imdsv2_and_encrypted_root(template: RegisteredResource, disk_gib: int) -> None:
     assert template.inputs["metadataOptions"] == {
-        "httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2.0}
+        "httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1.0}
     (root,) = template.inputs["blockDeviceMappings"]
     assert root["deviceName"] == "/dev/xvda"
     assert root["ebs"] == {"volumeSize": float(disk_gib), "volumeType": "gp3", "encrypted": "true",
@@ -319,6 +320,25 @@ def test_node_groups_join_the_cluster_after_it_and_after_their_role_policies(eac
         assert "instance_roles" not in ng.inputs["cluster"]
 
 
+def test_coredns_becomes_a_managed_addon_once_the_system_nodes_can_run_it(each):
+    (addon,) = each.all(ADDON)
+    assert addon.inputs["addonName"] == "coredns"
+    assert addon.inputs["clusterName"] == each.outputs["clusterName"]
+    # Adopts the self-managed CoreDNS Deployment EKS bootstrapped at cluster creation.
+    assert addon.inputs["resolveConflictsOnCreate"] == "OVERWRITE"
+    # Created before any node exists, the add-on would sit DEGRADED until its creation timed out.
+    assert each.waits_for(addon, each.one(NODE_GROUP, "system-nodes"))
+    # CoreDNS cannot run on the tainted GPU nodes, so it does not wait for GPU capacity either.
+    assert not each.waits_for(addon, each.one(NODE_GROUP, "gpu-nodes"))
+    # pulumi-eks makes no coredns add-on of its own without a default node group; asking it to
+    # would create a second one, before any node.
+    assert "corednsAddonOptions" not in each.one(EKS).inputs
+
+
+def test_vpc_cni_enforces_network_policies(each):
+    assert each.one(EKS).inputs["vpcCniOptions"]["enableNetworkPolicy"] is True
+
+
 def test_every_resource_belongs_to_a_project_component(each):
     components = {r.urn: r for r in each.resources if r.type.startswith("eks-pd-llm:")}
     assert {r.type for r in components.values()} >= {
@@ -330,8 +350,10 @@ def test_every_resource_belongs_to_a_project_component(each):
 
 
 def test_helm_releases_wait_for_the_nodes_they_run_on(each):
-    gpu = each.one("eks-pd-llm:nodes:GpuNodeGroup")
-    system = each.one("eks-pd-llm:nodes:SystemNodeGroup")
+    # The node groups themselves, not their project components: waiting on a sibling such as the
+    # GPU placement group would also count as "inside the component" without any node existing.
+    gpu = each.one(NODE_GROUP, "gpu-nodes")
+    system = each.one(NODE_GROUP, "system-nodes")
     releases = {r.name: r for r in each.all("kubernetes:helm.sh/v3:Release")}
     assert each.waits_for(releases["gpu-device-plugins-nvidia"], gpu)
     assert each.waits_for(releases["gpu-device-plugins-efa"], gpu)
