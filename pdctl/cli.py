@@ -100,12 +100,15 @@ def render(
     serve_config: bool = typer.Option(False, "--serve-config", help="Print only serveConfigV2."),
     set_: list[str] = SET_OPTION,
 ) -> None:
-    """Print the RayService manifest (kubectl apply -f -), or its serveConfigV2."""
+    """Print the serving namespace's objects (Namespace, NetworkPolicies, RayService) for
+    `kubectl apply -f -`, or only the RayService's serveConfigV2."""
     from pdctl import render as rendering
 
-    manifest = rendering.ray_service_manifest(offline_run(stack, parse_overrides(set_)))
-    data = rendering.serve_config(manifest) if serve_config else manifest
-    sys.stdout.write(rendering.to_yaml(data))
+    run = offline_run(stack, parse_overrides(set_))
+    if serve_config:
+        sys.stdout.write(rendering.to_yaml(rendering.serve_config(rendering.ray_service_manifest(run))))
+    else:
+        sys.stdout.write(rendering.to_yaml_documents(rendering.serving_manifests(run)))
 
 
 # ------------------------------------------------------------------------- stack outputs

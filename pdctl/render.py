@@ -1,4 +1,4 @@
-"""The RayService a stack sends to the cluster, as Kubernetes YAML, from the offline run."""
+"""What a stack sends to its serving namespace, as Kubernetes YAML, from the offline run."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import yaml
 from pdctl.plan import RAY_SERVICE_TYPE, integral
 
 MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec")
+NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
+NETWORK_POLICY_TYPE = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 
 
 class _BlockStrings(yaml.SafeDumper):
@@ -25,13 +27,34 @@ def to_yaml(data) -> str:
     return yaml.dump(data, Dumper=_BlockStrings, sort_keys=False, default_flow_style=False, width=100)
 
 
+def to_yaml_documents(objects: list[dict]) -> str:
+    return yaml.dump_all(objects, Dumper=_BlockStrings, sort_keys=False, default_flow_style=False, width=100)
+
+
+def _manifest(resource) -> dict:
+    return integral({key: resource.inputs[key] for key in MANIFEST_KEYS if key in resource.inputs})
+
+
 def ray_service_manifest(run) -> dict:
     """The registered RayService CustomResource in the shape `kubectl apply` takes."""
     found = [r for r in run.resources if r.type == RAY_SERVICE_TYPE]
     if len(found) != 1:
         raise LookupError(f"expected one {RAY_SERVICE_TYPE} in the stack, found {len(found)}")
-    inputs = found[0].inputs
-    return integral({key: inputs[key] for key in MANIFEST_KEYS if key in inputs})
+    return _manifest(found[0])
+
+
+def serving_manifests(run) -> list[dict]:
+    """For `kubectl apply` on an existing cluster (KubeRay and the device plugins installed): the
+    serving Namespace, its NetworkPolicies and the RayService, in the order the stack creates them.
+    The Hugging Face token Secret is left out: its value is a secret (create it yourself if needed)."""
+    namespace = ray_service_manifest(run)["metadata"]["namespace"]
+    objects = []
+    for resource in run.resources:
+        meta = resource.inputs.get("metadata") or {}
+        if resource.type == NAMESPACE_TYPE and meta.get("name") == namespace \
+                or resource.type in (NETWORK_POLICY_TYPE, RAY_SERVICE_TYPE) and meta.get("namespace") == namespace:
+            objects.append(_manifest(resource))
+    return objects
 
 
 def serve_config(manifest: dict) -> dict:

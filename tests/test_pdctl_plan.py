@@ -197,10 +197,19 @@ def test_malformed_set_is_refused():
 
 # ------------------------------------------------------------------------------ render
 
-def test_render_prints_an_applyable_rayservice(dev_run, cached_dev):
+def test_render_prints_the_serving_namespace_in_apply_order(dev_run, cached_dev):
     result = invoke("render", "--stack", "dev")
     assert result.exit_code == 0, result.output
-    manifest = yaml.safe_load(result.stdout)
+    documents = list(yaml.safe_load_all(result.stdout))
+    kinds = [(d["kind"], d["metadata"]["name"]) for d in documents]
+    # The namespace first, its network policies before any Ray pod exists, the RayService last;
+    # nothing of other namespaces (kuberay-system) and no Secret (its value is a secret).
+    assert kinds[0] == ("Namespace", "inference") and kinds[-1] == ("RayService", "ray-llm")
+    assert {name for kind, name in kinds[1:-1] if kind == "NetworkPolicy"} == {
+        "default-deny-ingress", "ray-llm-ray-internal", "ray-llm-serve", "ray-llm-kuberay-operator"}
+    assert len(kinds) == 6
+    assert all(d["metadata"].get("namespace") == "inference" for d in documents[1:])
+    manifest = documents[-1]
     assert manifest == ray_service_manifest(dev_run)
     assert (manifest["apiVersion"], manifest["kind"]) == ("ray.io/v1", "RayService")
     assert manifest["metadata"]["name"] == "ray-llm"
