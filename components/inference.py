@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from components import manifests
 from components.addons import explicit_dependencies
-from components.manifests import ServingSettings
+from components.settings import ServingSettings
 from facts.instances import InstanceType
 
 # `pulumi up` waits for the RayService's Ready condition (KubeRay sets it once Serve has endpoints),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Mapping
 
 import yaml
 
@@ -29,9 +29,11 @@ from components.scheduling import (
 )
 from facts.instances import InstanceType
 from facts.models import known_model
-from serve_app.config import PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.render import SERVE_HTTP_PORT, serve_config_v2
+
+if TYPE_CHECKING:  # settings imports this module's validators
+    from components.settings import ServingSettings
 
 GIB = 1024**3
 
@@ -286,18 +288,6 @@ class RayServiceSpec:
     @property
     def worker(self) -> WorkerResources:
         return worker_resources(self.gpu_instance, self.model_bytes)
-
-
-class ServingSettings(Protocol):
-    """What the RayService needs from the stack's serving settings (read-only attributes)."""
-
-    namespace: str
-    ray_service_name: str
-    ray_image: str
-    ray_version: str
-    initializing_timeout: str
-    upgrade_strategy: str
-    app: PDAppConfig
 
 
 def ray_service_spec(serving: ServingSettings, gpu_instance: InstanceType, gpu_node_count: int, *,

@@ -271,7 +271,7 @@ class ChartSettings(_Settings):
 
 
 class ServingSettings(_Settings):
-    """What the RayService needs (components.manifests.ServingSettings): where it runs, which image,
+    """What the RayService needs (components.manifests.ray_service_spec): where it runs, which image,
     how it starts and upgrades, and serve_app's typed PD application."""
 
     namespace: str

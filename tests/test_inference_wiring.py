@@ -37,7 +37,7 @@ TOKEN = "hf_not_a_real_token_0123456789"
 
 @dataclass(frozen=True)
 class Serving:
-    """The serving settings the stack hands InferenceService (manifests.ServingSettings)."""
+    """The serving settings the stack hands InferenceService (components.settings.ServingSettings)."""
 
     namespace: str = "inference"
     ray_service_name: str = "ray-llm"
