@@ -323,6 +323,14 @@ def api_key() -> str:
     return os.environ.get("OPENAI_API_KEY", endpoint.API_KEY_PLACEHOLDER)
 
 
+def openai_client(base_url: Optional[str], model: Optional[str], from_file: Optional[Path], timeout: float):
+    """(a synchronous OpenAI client for the stack's endpoint, the stack's model id)."""
+    import openai
+
+    base_url, model = openai_target(base_url, model, from_file)
+    return openai.OpenAI(base_url=base_url, api_key=api_key(), timeout=timeout, max_retries=0), model
+
+
 @app.command()
 def smoke(
     base_url: Optional[str] = BASE_URL_OPTION, model: Optional[str] = MODEL_OPTION,
@@ -332,10 +340,7 @@ def smoke(
     timeout: float = typer.Option(120.0, help="Seconds per request."),
 ) -> None:
     """List models and send one chat completion; fail on a model mismatch or an empty answer."""
-    import openai
-
-    base_url, model = openai_target(base_url, model, from_file)
-    client = openai.OpenAI(base_url=base_url, api_key=api_key(), timeout=timeout, max_retries=0)
+    client, model = openai_client(base_url, model, from_file, timeout)
     try:
         result = endpoint.smoke(client, model, prompt, max_tokens=max_tokens)
     except endpoint.EndpointError as exc:
@@ -357,12 +362,9 @@ def chat(
     """Stream one chat answer to the terminal (checks the model id first)."""
     import openai
 
-    base_url, model = openai_target(base_url, model, from_file)
-    client = openai.OpenAI(base_url=base_url, api_key=api_key(), timeout=timeout, max_retries=0)
+    client, model = openai_client(base_url, model, from_file, timeout)
     try:
-        served = [m.id for m in client.models.list()]
-        if model not in served:
-            raise fail(f"the endpoint serves {served or 'no model'}, not {model!r}")
+        endpoint.served_models(client, model)
         stream = client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": message}],
             max_tokens=max_tokens, stream=True)
@@ -373,8 +375,10 @@ def chat(
                     received.append(choice.delta.content)
                     sys.stdout.write(choice.delta.content)
                     sys.stdout.flush()
+    except endpoint.EndpointError as exc:
+        raise fail(str(exc)) from None
     except openai.APIError as exc:
-        raise fail(f"{base_url}: {exc}") from None
+        raise fail(f"{client.base_url}: {exc}") from None
     sys.stdout.write("\n")
     if not "".join(received).strip():
         raise fail("the model streamed an empty answer")

@@ -95,8 +95,8 @@ class SmokeResult:
     completion_tokens: int | None
 
 
-def smoke(client, model: str, prompt: str, *, max_tokens: int = 64) -> SmokeResult:
-    """List models and send one chat completion; raise EndpointError on any mismatch or empty answer."""
+def served_models(client, model: str) -> list[str]:
+    """The endpoint's model ids; raise EndpointError unless the stack's `model` is among them."""
     import openai
 
     try:
@@ -107,6 +107,14 @@ def smoke(client, model: str, prompt: str, *, max_tokens: int = 64) -> SmokeResu
         raise EndpointError(
             f"the endpoint serves {models or 'no model'}, not the stack's model {model!r}"
         )
+    return models
+
+
+def smoke(client, model: str, prompt: str, *, max_tokens: int = 64) -> SmokeResult:
+    """List models and send one chat completion; raise EndpointError on any mismatch or empty answer."""
+    import openai
+
+    models = served_models(client, model)
     try:
         completion = client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,

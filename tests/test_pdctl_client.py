@@ -236,7 +236,7 @@ def test_chat_streams_the_answer(server, cli):
 def test_chat_refuses_a_model_the_endpoint_does_not_serve(server, cli):
     result = cli("chat", "hello", "--base-url", server.base_url, "--model", "other")
     assert result.exit_code == 1
-    assert "not 'other'" in result.stderr
+    assert "the endpoint serves ['qwen3.5-9b'], not the stack's model 'other'" in result.stderr
 
 
 def test_env_vars_from_client_config_drive_the_client(server, cli, monkeypatch):
