@@ -20,7 +20,6 @@ from serve_app.local_runner.overlay import (
     LabOverlay, apply_lab_overlay, changed_paths, colocated_config, leaf_items, overlay_values,
 )
 from serve_app.local_runner.runner import LabModel, lab_apps, lab_environment, verdict
-from serve_app.local_runner.stack import rendered_pd_serving_args
 from serve_app.render import pd_serving_args
 
 MODEL_DIR = "/tmp/lab-models/tiny"
@@ -37,12 +36,6 @@ PD_PHASE_OVERLAY_LEAVES = {
     "runtime_env.env_vars.VLLM_DP_MASTER_PORT",
     "runtime_env.env_vars.VLLM_NIXL_SIDE_CHANNEL_PORT",
 }
-
-
-@pytest.fixture(scope="module")
-def dev_args() -> dict:
-    args, _ = rendered_pd_serving_args("dev")
-    return args
 
 
 def _models(*keys: str) -> list[LabModel]:

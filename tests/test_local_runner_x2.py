@@ -20,7 +20,6 @@ from serve_app.local_runner.report import interference_table, markdown_report
 from serve_app.local_runner.runner import (
     Interference, LabModel, Workload, compare_greedy_outputs, lab_apps, lab_environment, lab_stages, verdict,
 )
-from serve_app.local_runner.stack import rendered_pd_serving_args
 
 MODEL_DIR = "/tmp/lab-models/llama3-8b-shape"
 # What the two-GPU overlay may change in one PD phase of the dev stack's render, leaf by leaf: no GPU
@@ -34,12 +33,6 @@ WHOLE_GPU_OVERLAY_LEAVES = {
     "runtime_env.env_vars.VLLM_DP_MASTER_PORT",
     "runtime_env.env_vars.VLLM_NIXL_SIDE_CHANNEL_PORT",
 }
-
-
-@pytest.fixture(scope="module")
-def dev_args() -> dict:
-    args, _ = rendered_pd_serving_args("dev")
-    return args
 
 
 def _models() -> list[LabModel]:
