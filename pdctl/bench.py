@@ -1,10 +1,13 @@
-"""Stream N chat completions at concurrency C and time every chunk (arithmetic in `pdctl.metrics`)."""
+"""Stream N chat completions at concurrency C and time every chunk (arithmetic in `pdctl.metrics`).
+
+Every timestamp is read from the running event loop's clock (`loop.time()`, monotonic): the clock
+the requests are scheduled on, and one a test can control, so the bench's own timing is checked
+against known delays without depending on how busy the machine is."""
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -35,7 +38,8 @@ def synthetic_prompt(n_words: int, rng: random.Random) -> str:
 
 
 async def _one_request(client, model: str, prompt: str, spec: BenchSpec) -> RequestSample:
-    start = time.perf_counter()
+    clock = asyncio.get_running_loop().time
+    start = clock()
     token_times: list[float] = []
     usage = None
     try:
@@ -49,7 +53,7 @@ async def _one_request(client, model: str, prompt: str, spec: BenchSpec) -> Requ
             extra_body={"ignore_eos": True} if spec.ignore_eos else None,
         )
         async for chunk in stream:
-            now = time.perf_counter()
+            now = clock()
             if chunk.usage is not None:
                 usage = chunk.usage
             # A reasoning model streams its thinking as reasoning_content: those are output tokens too.
@@ -57,10 +61,10 @@ async def _one_request(client, model: str, prompt: str, spec: BenchSpec) -> Requ
                    for choice in chunk.choices):
                 token_times.append(now)
     except Exception as exc:  # one failed request is data for the summary, not a crash
-        return RequestSample(start=start, end=time.perf_counter(), token_times=token_times,
+        return RequestSample(start=start, end=clock(), token_times=token_times,
                              error=f"{type(exc).__name__}: {exc}")
     return RequestSample(
-        start=start, end=time.perf_counter(), token_times=token_times,
+        start=start, end=clock(), token_times=token_times,
         output_tokens=usage.completion_tokens if usage else None,
         prompt_tokens=usage.prompt_tokens if usage else None,
     )
@@ -81,6 +85,7 @@ async def run_bench(client, model: str, spec: BenchSpec,
         if on_done is not None:
             on_done(sample)
 
-    started = time.perf_counter()
+    clock = asyncio.get_running_loop().time
+    started = clock()
     await asyncio.gather(*(worker(p) for p in prompts))
-    return samples, time.perf_counter() - started
+    return samples, clock() - started

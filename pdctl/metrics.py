@@ -11,7 +11,7 @@ Definitions (the same as `vllm bench serve`, so numbers compare):
 - Throughput: output tokens (and input + output tokens) over the wall time of the whole run.
 Percentiles interpolate linearly between closest ranks (numpy's default method).
 
-Times are seconds from one monotonic clock (`time.perf_counter`).
+Times are seconds from one monotonic clock (the bench reads its event loop's `loop.time()`).
 """
 
 from __future__ import annotations
