@@ -1,7 +1,7 @@
 """Cluster add-ons installed with Helm: the GPU and EFA device plugins, and the KubeRay operator.
 
 Each is a `k8s.helm.v3.Release` at a pinned chart version (defaults in `facts/charts.py`) through the
-cluster's explicit provider; the values come from `components/manifests.py`. Releases are atomic: a
+cluster's explicit provider; the values come from `components/manifests/helm_values.py`. Releases are atomic: a
 failed install or upgrade rolls back instead of leaving a half-installed chart, and `pulumi up`
 fails visibly.
 """
@@ -14,7 +14,11 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import manifests
+from components.manifests.helm_values import (
+    efa_device_plugin_values, kuberay_operator_values, nvidia_device_plugin_values,
+)
+from components.manifests.serving_namespace import kuberay_namespace_manifest
+from components.scheduling import DEVICE_PLUGIN_NAMESPACE
 from facts.charts import EFA_DEVICE_PLUGIN, KUBERAY_OPERATOR, NVIDIA_DEVICE_PLUGIN, HelmChart
 
 # Seconds Helm waits for each release's workloads to become ready: image pulls on fresh nodes
@@ -85,10 +89,10 @@ class GpuDevicePlugins(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=explicit_dependencies(opts))
         self.nvidia = _release(
             f"{name}-nvidia", NVIDIA_DEVICE_PLUGIN, args.nvidia_chart_version,
-            manifests.DEVICE_PLUGIN_NAMESPACE, manifests.nvidia_device_plugin_values(), child)
+            DEVICE_PLUGIN_NAMESPACE, nvidia_device_plugin_values(), child)
         self.efa = _release(
             f"{name}-efa", EFA_DEVICE_PLUGIN, args.efa_chart_version,
-            manifests.DEVICE_PLUGIN_NAMESPACE, manifests.efa_device_plugin_values(), child)
+            DEVICE_PLUGIN_NAMESPACE, efa_device_plugin_values(), child)
         self.register_outputs({"nvidia_status": self.nvidia.status, "efa_status": self.efa.status})
 
 
@@ -119,13 +123,13 @@ class KubeRayOperator(pulumi.ComponentResource):
     def __init__(self, name: str, args: KubeRayOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("eks-pd-llm:addons:KubeRayOperator", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        body = manifests.kuberay_namespace_manifest()
+        body = kuberay_namespace_manifest()
         self.namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=body["metadata"], opts=child)
         # Installing into the namespace's output name orders the release after the namespace; the
         # operator pod waits for the system nodes (the component's depends_on).
         self.release = _release(
             name, KUBERAY_OPERATOR, args.chart_version, self.namespace.metadata.name,
-            manifests.kuberay_operator_values(),
+            kuberay_operator_values(),
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=explicit_dependencies(opts))))
         self.register_outputs({"namespace": self.namespace.metadata.name, "status": self.release.status})
 

@@ -2,8 +2,8 @@
 close its Ray ports, the Hugging Face token Secret, and the KubeRay RayService that runs the
 prefill/decode Ray Serve LLM app.
 
-The objects themselves are built by `components/manifests.py` (pure data); this module only
-registers them, in order, through the cluster's provider.
+The objects themselves are built by `components/manifests/` (pure data) from settings validated
+before any resource; this module only registers them, in order, through the cluster's provider.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import manifests
 from components.addons import explicit_dependencies
-from components.settings import ServingSettings
-from facts.instances import InstanceType
+from components.manifests.ray_service import HF_TOKEN_SECRET_KEY, HF_TOKEN_SECRET_NAME, SERVE_PORT, ray_service_manifest
+from components.manifests.serving_namespace import serving_namespace_manifest, serving_network_policies
+from components.settings import ServingSettings, duration_seconds
 
 # `pulumi up` waits for the RayService's Ready condition (KubeRay sets it once Serve has endpoints),
 # so a deploy that cannot serve fails the update instead of reporting success.
@@ -32,17 +32,13 @@ class InferenceServiceArgs:
     """Inputs of `InferenceService`.
 
     provider: the cluster's Kubernetes provider.
-    serving: the validated serving settings (namespace, RayService name, image, Ray version,
-      initializing timeout, upgrade strategy, the PD app).
-    gpu_instance: the GPU node type; worker CPU/memory/GPU/EFA requests are derived from it.
-    gpu_node_count: GPU nodes in the node group; one Ray worker each.
+    serving: the validated serving settings (RayService settings, the checked and rendered PD app,
+      the GPU node type and count, the worker pod's size, whether a token is configured).
     hf_token: Hugging Face token (a Pulumi secret) for gated models; None = no Secret, no env.
     """
 
     provider: k8s.Provider
     serving: ServingSettings
-    gpu_instance: InstanceType
-    gpu_node_count: int
     hf_token: pulumi.Input[str] | None = None
 
 
@@ -61,13 +57,13 @@ class InferenceService(pulumi.ComponentResource):
     serve_port: int
 
     def __init__(self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        # Every setting is checked before the component (or anything in it) is registered.
-        spec = manifests.ray_service_spec(args.serving, args.gpu_instance, args.gpu_node_count,
-                                          hf_token_configured=args.hf_token is not None)
+        spec = args.serving  # checked by settings_from_config before any resource
+        if spec.hf_token_configured != (args.hf_token is not None):
+            raise ValueError("hf_token must be given exactly when the serving settings say a token is configured")
         super().__init__("eks-pd-llm:inference:InferenceService", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
-        namespace_body = manifests.serving_namespace_manifest(spec.namespace)
+        namespace_body = serving_namespace_manifest(spec.namespace)
         self.namespace_resource = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata=namespace_body["metadata"], opts=child)
         after_namespace = pulumi.ResourceOptions.merge(
@@ -77,7 +73,7 @@ class InferenceService(pulumi.ComponentResource):
         self.network_policies = {
             role: k8s.networking.v1.NetworkPolicy(
                 f"{name}-netpol-{role}", metadata=body["metadata"], spec=body["spec"], opts=after_namespace)
-            for role, body in manifests.serving_network_policies(spec).items()
+            for role, body in serving_network_policies(spec).items()
         }
         # The RayService also names the component's own dependencies (KubeRay, device plugins, GPU
         # nodes) rather than relying on its parent for the ordering: those are what it really waits for.
@@ -88,9 +84,9 @@ class InferenceService(pulumi.ComponentResource):
         if args.hf_token is not None:
             self.hf_token_secret = k8s.core.v1.Secret(
                 f"{name}-hf-token",
-                metadata={"name": manifests.HF_TOKEN_SECRET_NAME, "namespace": spec.namespace},
+                metadata={"name": HF_TOKEN_SECRET_NAME, "namespace": spec.namespace},
                 type="Opaque",
-                string_data={manifests.HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token)},
+                string_data={HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token)},
                 opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(
                     additional_secret_outputs=["data", "stringData"])),
             )
@@ -102,10 +98,10 @@ class InferenceService(pulumi.ComponentResource):
                 f"{spec.gpu_node_count} more {spec.gpu_instance.name} nodes; with a fixed GPU node group it stays "
                 "Pending and the old cluster keeps serving the old version", resource=self)
 
-        body = manifests.ray_service_manifest(spec)
+        body = ray_service_manifest(spec)
         metadata = dict(body["metadata"])
         metadata["annotations"] = {**metadata["annotations"], WAIT_FOR_ANNOTATION: WAIT_FOR_READY}
-        await_limit = f"{int(manifests.duration_seconds(spec.initializing_timeout)) + AWAIT_MARGIN_SECONDS}s"
+        await_limit = f"{int(duration_seconds(spec.initializing_timeout) or 0) + AWAIT_MARGIN_SECONDS}s"
         self.ray_service = k8s.apiextensions.CustomResource(
             f"{name}-rayservice",
             api_version=body["apiVersion"],
@@ -121,7 +117,7 @@ class InferenceService(pulumi.ComponentResource):
         self.namespace = spec.namespace
         self.ray_service_name = spec.name
         self.serve_service_name = spec.serve_service_name
-        self.serve_port = manifests.SERVE_PORT
+        self.serve_port = SERVE_PORT
         self.register_outputs({
             "namespace": self.namespace,
             "ray_service_name": self.ray_service_name,

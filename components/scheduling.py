@@ -26,3 +26,9 @@ GPU_TOLERATION = {
 # Extended resources the device plugins advertise.
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+# Namespaces. The operator's own, the device plugins' (the cluster's system namespace), and those
+# the stack must never create or relabel as its serving namespace.
+KUBERAY_NAMESPACE = "kuberay-system"
+DEVICE_PLUGIN_NAMESPACE = "kube-system"
+RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", KUBERAY_NAMESPACE)

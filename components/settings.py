@@ -23,14 +23,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
-from components import manifests
-from facts.instances import InstanceType, instance_type
-from serve_app.checks import ACCEPT_UCX_ON_EFA_KEY, DeploymentTarget, check_app
-from serve_app.config import PDAppConfig
+from components.scheduling import RESERVED_NAMESPACES
+from components.sizing import WorkerResources, worker_resources
+from facts.images import DLC_TAG, FLOATING_TAGS, PUBLIC_DLC_REPOSITORY, ServingStack, default_ray_image, serving_stack, split_image
+from facts.instances import INSTANCE_TYPES, InstanceType
+from serve_app.checks import CheckedApp, DeploymentTarget, check_app
 from serve_app.errors import ConfigError
-from serve_app.stack_config import pd_app_from_config, ray_image_from_config
+from serve_app.settings import ServeAppSettings
+from serve_app.stack_keys import StackKeyModel, from_stack_keys
 
 PROJECT_FILE = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
 REGION_KEY = "aws:region"
@@ -44,6 +46,7 @@ SUPPORTED_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35")
 MIN_SYSTEM_NODE_VCPUS = 4
 
 _DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 _AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d[a-z]$")
 # EKS access entries take IAM roles and users (not STS assumed-role session ARNs).
@@ -101,8 +104,21 @@ def project_name(project_file: Path = PROJECT_FILE) -> str:
 # Each field's alias is the config key it comes from, so a validation error names that key; each
 # field's description says what is allowed (it becomes ConfigError.allowed).
 
-class _Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
+_Settings = StackKeyModel
+
+
+def _instance_type(name: str, setting: str, *, gpu: bool, efa: bool = False) -> InstanceType:
+    """Look up a type for `setting`, refusing unknown ones and ones that lack what the role needs."""
+    candidates = [t for t in INSTANCE_TYPES.values() if t.has_gpu == gpu and (not efa or t.efa_capable)]
+    found = INSTANCE_TYPES.get(name)
+    if found is None or found not in candidates:
+        why = None
+        if found is not None and efa and not found.efa_capable:
+            why = f"{name} has no EFA interface; prefill/decode KV transfer needs one"
+        elif found is not None:
+            why = f"{name} {'has no GPU' if gpu else 'is a GPU type'}"
+        raise ConfigError(setting, name, ", ".join(t.name for t in candidates), why)
+    return found
 
 
 def _cluster_name(value: str) -> str:
@@ -208,7 +224,7 @@ class SystemNodeSettings(_Settings):
     @field_validator("instance_type")
     @classmethod
     def _known_cpu_type(cls, value: str) -> str:
-        found = instance_type(value, "systemNodeType", gpu=False)
+        found = _instance_type(value, "systemNodeType", gpu=False)
         if found.vcpus < MIN_SYSTEM_NODE_VCPUS:
             raise ConfigError("systemNodeType", value, f"a non-GPU type with at least {MIN_SYSTEM_NODE_VCPUS} vCPUs",
                               "the Ray head requests 2 CPU / 8 GiB next to the KubeRay operator and CoreDNS")
@@ -216,7 +232,7 @@ class SystemNodeSettings(_Settings):
 
     @property
     def instance(self) -> InstanceType:
-        return instance_type(self.instance_type, "systemNodeType", gpu=False)
+        return _instance_type(self.instance_type, "systemNodeType", gpu=False)
 
 
 class GpuNodeSettings(_Settings):
@@ -231,7 +247,7 @@ class GpuNodeSettings(_Settings):
     @field_validator("instance_type")
     @classmethod
     def _efa_gpu_type(cls, value: str) -> str:
-        instance_type(value, "gpuNodeType", gpu=True, efa=True)
+        _instance_type(value, "gpuNodeType", gpu=True, efa=True)
         return value
 
     @field_validator("availability_zone", mode="before")
@@ -248,7 +264,7 @@ class GpuNodeSettings(_Settings):
 
     @property
     def instance(self) -> InstanceType:
-        return instance_type(self.instance_type, "gpuNodeType", gpu=True, efa=True)
+        return _instance_type(self.instance_type, "gpuNodeType", gpu=True, efa=True)
 
 
 def _chart_version(value: str) -> str:
@@ -270,20 +286,180 @@ class ChartSettings(_Settings):
         alias="efaDevicePluginChartVersion", description="an exact chart version like v0.5.30")
 
 
-class ServingSettings(_Settings):
-    """What the RayService needs (components.manifests.ray_service_spec): where it runs, which image,
-    how it starts and upgrades, and serve_app's typed PD application."""
+# KubeRay's ValidateRayServiceMetadata: at most 47 characters and a DNS-1035 label, because it
+# derives Service and RayCluster names from it.
+MAX_RAY_SERVICE_NAME_LENGTH = 47
+INITIALIZING_TIMEOUT_ANNOTATION = "ray.io/initializing-timeout"
+# The first start pulls a multi-GB Ray LLM image on three nodes and loads the checkpoint (about
+# 145 s for the reference model); past the timeout the RayService is terminal until recreated.
+MIN_INITIALIZING_TIMEOUT_SECONDS = 10 * 60
+_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_GO_DURATION_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+# KubeRay accepts None, NewCluster and NewClusterWithIncrementalUpgrade. Default None: the GPU node
+# group is fixed (desired = min = max), so NewCluster's blue/green upgrade would park a second
+# RayCluster Pending until someone adds GPU nodes, while `pulumi up` reports success. With None,
+# serveConfigV2 changes are applied in place by Ray Serve, and the InferenceService component
+# replaces the RayService when the cluster spec changes (a short, visible outage instead of a
+# silent stuck upgrade).
+UPGRADE_STRATEGIES_THIS_STACK_RUNS = ("None", "NewCluster")
 
-    namespace: str
-    ray_service_name: str
-    ray_image: str
-    ray_version: str
-    initializing_timeout: str
-    upgrade_strategy: str
-    app: PDAppConfig
+
+def duration_seconds(value: str) -> float | None:
+    """Seconds in a Go duration ("30m", "1h30m") or integer seconds, as KubeRay parses the annotation."""
+    if re.fullmatch(r"\d+", value):
+        return float(value)
+    parts = _GO_DURATION_PART.findall(value)
+    if not parts or "".join(number + unit for number, unit in parts) != value:
+        return None
+    return sum(float(number) * _GO_DURATION_UNIT_SECONDS[unit] for number, unit in parts)
 
 
-class StackSettings(_Settings):
+class RayServiceSettings(_Settings):
+    """Where the RayService runs, which image it starts and how it starts and upgrades."""
+
+    namespace: str = Field(alias="namespace", description=(
+        "a DNS-1123 label of at most 63 characters, other than " + ", ".join(RESERVED_NAMESPACES)))
+    name: str = Field(alias="rayServiceName", description=(
+        f"a DNS-1035 label of at most {MAX_RAY_SERVICE_NAME_LENGTH} characters (lowercase letters, digits "
+        "and '-', starting with a letter, not ending with '-')"))
+    image: str = Field(alias="rayImage", description=(
+        f'"" (the Ray LLM DLC image of the region) or an image pinned by a version tag or @sha256 digest, '
+        f"e.g. {PUBLIC_DLC_REPOSITORY}:{DLC_TAG}"))
+    ray_version: str = Field(alias="rayVersion", description=(
+        '"" (the version of a known image) or the Ray release inside the image, e.g. 2.58.0'))
+    initializing_timeout: str = Field(alias="initializingTimeout", description=(
+        f"a Go duration (e.g. '30m', '1h') or integer seconds, at least {MIN_INITIALIZING_TIMEOUT_SECONDS // 60}m"))
+    upgrade_strategy: str = Field(alias="upgradeStrategy", description=", ".join(UPGRADE_STRATEGIES_THIS_STACK_RUNS))
+
+    @field_validator("namespace")
+    @classmethod
+    def _serving_namespace(cls, value: str) -> str:
+        if len(value) > 63 or not _DNS_1123_LABEL.match(value) or value in RESERVED_NAMESPACES:
+            raise ConfigError(cls.key("namespace"), value, cls.model_fields["namespace"].description or "",
+                              "the stack creates this namespace and labels it to admit privileged EFA workers")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _ray_service_name(cls, value: str) -> str:
+        if len(value) > MAX_RAY_SERVICE_NAME_LENGTH or not _DNS_1035_LABEL.match(value):
+            raise ConfigError(cls.key("name"), value, cls.model_fields["name"].description or "",
+                              "KubeRay refuses other names and derives Service and RayCluster names from it")
+        return value
+
+    @field_validator("initializing_timeout")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        seconds = duration_seconds(value)
+        if seconds is None:
+            raise ValueError("not a duration")
+        if seconds < MIN_INITIALIZING_TIMEOUT_SECONDS:
+            raise ConfigError(
+                cls.key("initializing_timeout"), value, cls.model_fields["initializing_timeout"].description or "",
+                "the first start pulls the Ray LLM image and loads the model; past the timeout KubeRay marks "
+                "the RayService failed for good and it must be recreated")
+        return value
+
+    @field_validator("upgrade_strategy")
+    @classmethod
+    def _strategy_this_stack_runs(cls, value: str) -> str:
+        if value not in UPGRADE_STRATEGIES_THIS_STACK_RUNS:
+            why = None
+            if value == "NewClusterWithIncrementalUpgrade":
+                why = ("it needs the Ray autoscaler, a Gateway API implementation and clusterUpgradeOptions, "
+                       "none of which this stack deploys")
+            raise ConfigError(cls.key("upgrade_strategy"), value, ", ".join(UPGRADE_STRATEGIES_THIS_STACK_RUNS), why)
+        return value
+
+    @field_validator("image", "ray_version", mode="before")
+    @classmethod
+    def _trimmed(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+    def resolved(self, region: str) -> RayServiceSettings:
+        """The same settings with the image ("" = the region's DLC) and its Ray version filled in;
+        refuses an unpinned image and a Ray version the image does not carry."""
+        image = self.image or default_ray_image(region)
+        stack = _image_serving_stack(image, self.ray_version or None)
+        return self.model_copy(update={"image": image, "ray_version": stack.ray if stack else self.ray_version})
+
+
+def _image_serving_stack(image: str, ray_version: str | None) -> ServingStack | None:
+    """Refuse unpinned images and Ray versions that disagree with the image; the image's known
+    serving stack, or None for an image this project has no facts for (its version was given)."""
+    image_key, version_key = RayServiceSettings.key("image"), RayServiceSettings.key("ray_version")
+    repository, tag, digest = split_image(image)
+    if not repository or any(c.isspace() for c in image):
+        raise ConfigError(image_key, image, f"an image reference such as {PUBLIC_DLC_REPOSITORY}:{DLC_TAG}")
+    if digest is None and (tag is None or tag in FLOATING_TAGS):
+        raise ConfigError(
+            image_key, image, "an image pinned by a version tag or @sha256 digest",
+            f"tag {tag or '(none)'} moves to new builds; a node restart could bring up a different Ray")
+    if ray_version is not None and not re.fullmatch(r"\d+\.\d+\.\d+", ray_version):
+        raise ConfigError(version_key, ray_version, "a Ray release such as 2.60.0")
+    stack = serving_stack(image)
+    if stack is None and ray_version is None:
+        raise ConfigError(version_key, "", "the Ray version inside the image, e.g. 2.58.0",
+                          f"{image} is not an image this project knows, so its Ray version must be given")
+    if stack is not None and ray_version is not None and ray_version != stack.ray:
+        raise ConfigError(version_key, ray_version, f"{stack.ray} (or empty)", f"{image} contains Ray {stack.ray}")
+    return stack
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    """Everything the serving namespace and the RayService are built from, checked once: the
+    RayService settings, the PD app checked against the GPU nodes (its serveConfigV2 rendered once,
+    its capacity report) and the worker pod sized for the node."""
+
+    ray_service: RayServiceSettings
+    app: CheckedApp
+    gpu_instance: InstanceType
+    gpu_node_count: int
+    worker: WorkerResources
+    hf_token_configured: bool
+
+    @property
+    def name(self) -> str:
+        return self.ray_service.name
+
+    @property
+    def namespace(self) -> str:
+        return self.ray_service.namespace
+
+    @property
+    def image(self) -> str:
+        return self.ray_service.image
+
+    @property
+    def ray_version(self) -> str:
+        return self.ray_service.ray_version
+
+    @property
+    def initializing_timeout(self) -> str:
+        return self.ray_service.initializing_timeout
+
+    @property
+    def upgrade_strategy(self) -> str:
+        return self.ray_service.upgrade_strategy
+
+    @property
+    def serve_config_v2(self) -> Mapping[str, Any]:
+        return self.app.serve_config_v2
+
+    @property
+    def hybrid_model(self) -> bool:
+        # Hybrid (linear-attention + attention) models such as Qwen3.5 need the DS conv-state layout
+        # for NIXL to transfer their recurrent state (AWS sample: "required by NIXL for hybrid models").
+        return bool(self.app.model and self.app.model.hybrid)
+
+    @property
+    def serve_service_name(self) -> str:
+        return f"{self.name}-serve-svc"
+
+
+@dataclass(frozen=True)
+class StackSettings:
     """Everything the program needs, validated."""
 
     project: str
@@ -309,7 +485,7 @@ def _parse(key: DeclaredKey, text: str) -> Any:
         try:
             return int(text)
         except ValueError:
-            raise ConfigError(key.name, text, "an integer") from None
+            raise ConfigError(key.name, text, "a whole number") from None
     if key.type == "boolean":
         if text.lower() not in ("true", "false"):
             raise ConfigError(key.name, text, "true or false")
@@ -317,10 +493,10 @@ def _parse(key: DeclaredKey, text: str) -> Any:
     if key.type == "array":
         try:
             items = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             items = None
         if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-            raise ConfigError(key.name, text, "a list of strings")
+            raise ConfigError(key.name, text, 'a JSON array of strings, e.g. ["a", "b"]')
         return tuple(items)
     return text
 
@@ -344,78 +520,62 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
     return values
 
 
-def _build(model: type[BaseModel], typed: Mapping[str, Any], texts: Mapping[str, str]) -> Any:
-    fields = {field.alias: field for field in model.model_fields.values()}
-    try:
-        return model.model_validate({alias: typed[alias] for alias in fields})
-    except ValidationError as error:
-        first = error.errors()[0]
-        original = (first.get("ctx") or {}).get("error")
-        if isinstance(original, ConfigError):
-            raise original from None
-        setting = str(first["loc"][0])
-        raise ConfigError(setting, texts.get(setting), fields[setting].description, first["msg"]) from None
-
-
-def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str) -> StackSettings:
-    """Validate and type a stack's configuration (Pulumi.yaml defaults fill what `raw` lacks)."""
+def read_config(raw: Mapping[str, str], *, project: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """(typed values, texts) by stack key: `raw` over Pulumi.yaml's defaults, each value parsed by its
+    declared type; the texts are what the user wrote, for error messages."""
     known = declared_keys()
     texts = {name: key.default for name, key in known.items() if key.default is not None}
     texts.update(_normalized(raw, project))
     missing = sorted(name for name in known if name not in texts)
     if missing:
         raise ConfigError(missing[0], None, "a value", "required and has no default")
+    return {name: _parse(known[name], text) for name, text in texts.items()}, texts
 
-    typed = {name: _parse(known[name], text) for name, text in texts.items()}
+
+def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str) -> StackSettings:
+    """Validate and type a stack's configuration (Pulumi.yaml defaults fill what `raw` lacks)."""
+    typed, texts = read_config(raw, project=project)
 
     region = typed[REGION_KEY]
     if not _REGION.match(region):
         raise ConfigError(REGION_KEY, region, "an AWS region name, e.g. us-west-2")
 
-    gpu_nodes = _build(GpuNodeSettings, typed, texts)
+    gpu_nodes = from_stack_keys(GpuNodeSettings, typed, texts)
     if gpu_nodes.availability_zone and not gpu_nodes.availability_zone.startswith(region):
         raise ConfigError("gpuAvailabilityZone", gpu_nodes.availability_zone, f"an AZ of {region}, or \"\"")
-
-    settings = StackSettings(
+    hf_token_configured = bool(texts.get(HF_TOKEN_KEY))
+    return StackSettings(
         project=project,
         stack=stack,
         region=region,
-        network=_build(NetworkSettings, typed, texts),
-        cluster=_build(ClusterSettings, typed, texts),
-        system_nodes=_build(SystemNodeSettings, typed, texts),
+        network=from_stack_keys(NetworkSettings, typed, texts),
+        cluster=from_stack_keys(ClusterSettings, typed, texts),
+        system_nodes=from_stack_keys(SystemNodeSettings, typed, texts),
         gpu_nodes=gpu_nodes,
-        charts=_build(ChartSettings, typed, texts),
-        serving=_serving(texts, region, gpu_nodes),
-        hf_token_configured=bool(texts.get(HF_TOKEN_KEY)),
+        charts=from_stack_keys(ChartSettings, typed, texts),
+        serving=_serving(typed, texts, region, gpu_nodes, hf_token_configured),
+        hf_token_configured=hf_token_configured,
     )
-    # The RayService spec is derived again when it is registered; deriving (and dropping) it here
-    # means a mistake it would find (a bad name, timeout or strategy, pods that do not fit the GPU
-    # node) stops the run before any resource.
-    manifests.ray_service_spec(settings.serving, gpu_nodes.instance, gpu_nodes.count,
-                               hf_token_configured=settings.hf_token_configured)
-    return settings
 
 
-def _serving(texts: Mapping[str, str], region: str, gpu_nodes: GpuNodeSettings) -> ServingSettings:
-    """serve_app's app and the RayService settings, checked against the GPU node group it runs on."""
+def _serving(typed: Mapping[str, Any], texts: Mapping[str, str], region: str, gpu_nodes: GpuNodeSettings,
+             hf_token_configured: bool) -> ServingSettings:
+    """The RayService settings and serve_app's PD app, checked against the GPU node group it runs on."""
+    ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
+    app_settings = from_stack_keys(ServeAppSettings, typed, texts)
     instance = gpu_nodes.instance
-    app = pd_app_from_config(texts.get, efa=instance.efa_capable, network_gbps=instance.network_gbps)
-    check_app(app, DeploymentTarget(
+    app = check_app(app_settings.app(), DeploymentTarget(
         gpu_instance=instance, gpu_node_count=gpu_nodes.count, efa=instance.efa_capable,
-        accept_ucx_on_efa=texts.get(ACCEPT_UCX_ON_EFA_KEY, "").lower() == "true"))
-    image = ray_image_from_config(texts.get, region=region)
-    serving = ServingSettings(
-        namespace=texts["namespace"],
-        ray_service_name=texts["rayServiceName"],
-        ray_image=image.image,
-        ray_version=image.ray_version,
-        initializing_timeout=texts["initializingTimeout"],
-        upgrade_strategy=texts["upgradeStrategy"],
+        accept_ucx_on_efa=app_settings.accept_ucx_on_efa))
+    return ServingSettings(
+        ray_service=ray_service,
         app=app,
+        gpu_instance=instance,
+        gpu_node_count=gpu_nodes.count,
+        # Sized now, so a node the worker pod cannot fit stops the run before any resource.
+        worker=worker_resources(instance, app.model.weight_bytes("auto") if app.model else None),
+        hf_token_configured=hf_token_configured,
     )
-    # The RayService spec itself (name, timeout, strategy, worker fit) is checked by
-    # settings_from_config once the whole settings object exists.
-    return serving
 
 
 # ── AZ choice (pure; the program feeds it what EC2 reports) ───────────────────────────────────

@@ -65,7 +65,7 @@ class InferenceStack:
         """Stack outputs, by the names `pulumi stack output` shows. The kubeconfig stays secret."""
         settings, inference = self.settings, self.inference
         port = inference.serve_port
-        model_id = settings.serving.app.model.model_id
+        model_id = settings.serving.app.config.model.model_id
         port_forward = (f"kubectl --namespace {inference.namespace} port-forward "
                         f"service/{inference.serve_service_name} {port}:{port}")
         kubeconfig_command = f"aws eks update-kubeconfig --region {settings.region} --name {settings.cluster.name}"
@@ -112,13 +112,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
     )
     inference = InferenceService(
         "inference",
-        InferenceServiceArgs(
-            provider=cluster.provider,
-            serving=settings.serving,
-            gpu_instance=gpu_nodes.instance,
-            gpu_node_count=settings.gpu_nodes.count,
-            hf_token=hf_token,
-        ),
+        InferenceServiceArgs(provider=cluster.provider, serving=settings.serving, hf_token=hf_token),
         opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, gpu_nodes]),
     )
     return InferenceStack(

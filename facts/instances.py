@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from serve_app.errors import ConfigError
-
 
 @dataclass(frozen=True)
 class InstanceType:
@@ -78,21 +76,3 @@ _TYPES = (
 )
 
 INSTANCE_TYPES: dict[str, InstanceType] = {t.name: t for t in _TYPES}
-
-
-def instance_type(name: str, setting: str, *, gpu: bool | None = None, efa: bool = False) -> InstanceType:
-    """Look up a type for `setting`, refusing unknown ones and ones that lack what the role needs."""
-    candidates = [
-        t for t in _TYPES
-        if (gpu is None or t.has_gpu == gpu) and (not efa or t.efa_capable)
-    ]
-    allowed = ", ".join(t.name for t in candidates)
-    found = INSTANCE_TYPES.get(name)
-    if found is None or found not in candidates:
-        why = None
-        if found is not None and efa and not found.efa_capable:
-            why = f"{name} has no EFA interface; prefill/decode KV transfer needs one"
-        elif found is not None and gpu is not None:
-            why = f"{name} {'has no GPU' if gpu else 'is a GPU type'}"
-        raise ConfigError(setting, name, allowed, why)
-    return found

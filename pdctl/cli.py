@@ -60,7 +60,7 @@ def offline_run(stack: str, overrides: dict[str, str]):
     import yaml
     from serve_app.errors import ConfigError
 
-    from pdctl import offline
+    import offline
 
     try:
         return offline.run_offline(stack, overrides=overrides or None)

@@ -11,11 +11,10 @@ from typing import Any, Iterable
 
 import yaml
 
-from facts.instances import INSTANCE_TYPES
-from facts.models import known_model
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
-from serve_app.capacity import SIZED_KV_CACHE_DTYPES, CapacityReport, capacity_report
+from serve_app.capacity import CapacityReport
+from serve_app.checks import CheckedApp
 
 NODE_GROUP_TYPES = ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup")
 LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -223,49 +222,19 @@ def cost_inputs(resources: list, region: str) -> CostInputs:
     )
 
 
-def gpu_instance_type(resources: list) -> str | None:
-    """The GPU node group's instance type (the first node group whose type has a GPU)."""
-    for group in cost_inputs(resources, region="").node_groups:
-        known = INSTANCE_TYPES.get(group.instance_type)
-        if known is not None and known.has_gpu:
-            return group.instance_type
-    return None
+def checked_app(run) -> CheckedApp | None:
+    """The PD app as the program checked it (capacity included): the `stack` __main__.py built."""
+    stack = run.program.get("stack")
+    return stack.settings.serving.app if stack is not None else None
 
 
-def capacity_reports(resources: list) -> tuple[dict[str, CapacityReport], str | None]:
-    """Capacity per phase from what the cluster receives: the GPU node type and each phase's
-    engine_kwargs in the RayService's first PD application. (reports, why there are none)."""
-    instance_name = gpu_instance_type(resources)
-    if instance_name is None:
-        return {}, "no GPU node group with a known instance type"
-    ray_service = next((r for r in resources if r.type == RAY_SERVICE_TYPE), None)
-    applications = serve_applications(ray_service.inputs) if ray_service else []
-    phases = next((p for p in map(phase_configs, applications) if p), {})
-    if not phases:
-        return {}, "no RayService serveConfigV2 with prefill/decode configs"
-    reports = {}
-    for phase, config in phases.items():
-        source = lookup(config, "model_loading_config.model_source") or lookup(
-            config, "model_loading_config.model_id")
-        model = known_model(str(source))
-        if model is None:
-            return {}, f"no architecture facts for model {source!r} (facts/models.py)"
-        engine = config.get("engine_kwargs") or {}
-        kv_cache_dtype = str(engine.get("kv_cache_dtype", "auto"))
-        if kv_cache_dtype not in SIZED_KV_CACHE_DTYPES:
-            return {}, f"kv_cache_dtype {kv_cache_dtype!r} is not sized by serve_app/capacity.py"
-        # An engine argument left out takes vLLM's default (EngineArgs): the same here.
-        reports[phase] = capacity_report(
-            model, INSTANCE_TYPES[instance_name],
-            dtype=engine.get("dtype", "auto"),
-            max_model_len=int(engine.get("max_model_len") or model.max_position_embeddings),
-            gpu_memory_utilization=float(engine.get("gpu_memory_utilization", 0.9)),
-            enforce_eager=bool(engine.get("enforce_eager", False)),
-            tensor_parallel_size=int(engine.get("tensor_parallel_size", 1)),
-            pipeline_parallel_size=int(engine.get("pipeline_parallel_size", 1)),
-            kv_cache_dtype=kv_cache_dtype,
-        )
-    return reports, None
+def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport], str | None]:
+    """Capacity per phase as the program's preview check computed it. (reports, why there are none)."""
+    if app is None:
+        return {}, "the program built no serving stack"
+    if not app.capacity:
+        return {}, "; ".join(app.notes) or "no capacity report"
+    return dict(app.capacity), None
 
 
 @dataclass(frozen=True)
@@ -297,7 +266,7 @@ class Plan:
 def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
     resources = list(run.resources)
     region = region_of(resources, config_region)
-    reports, capacity_note = capacity_reports(resources)
+    reports, capacity_note = capacity_reports(checked_app(run))
     secret = set(getattr(run, "secret_outputs", ()) or ())
     outputs = {k: ("[secret]" if k in secret else integral(v)) for k, v in run.outputs.items()}
     return Plan(

@@ -23,12 +23,13 @@ def _represent_str(dumper: yaml.SafeDumper, value: str):
 _BlockStrings.add_representer(str, _represent_str)
 
 
+# Keys sorted: the engine hands inputs over as unordered maps, and the same stack must print the same text.
 def to_yaml(data) -> str:
-    return yaml.dump(data, Dumper=_BlockStrings, sort_keys=False, default_flow_style=False, width=100)
+    return yaml.dump(data, Dumper=_BlockStrings, sort_keys=True, default_flow_style=False, width=100)
 
 
 def to_yaml_documents(objects: list[dict]) -> str:
-    return yaml.dump_all(objects, Dumper=_BlockStrings, sort_keys=False, default_flow_style=False, width=100)
+    return yaml.dump_all(objects, Dumper=_BlockStrings, sort_keys=True, default_flow_style=False, width=100)
 
 
 def _manifest(resource) -> dict:
@@ -48,13 +49,16 @@ def serving_manifests(run) -> list[dict]:
     serving Namespace, its NetworkPolicies and the RayService, in the order the stack creates them.
     The Hugging Face token Secret is left out: its value is a secret (create it yourself if needed)."""
     namespace = ray_service_manifest(run)["metadata"]["namespace"]
-    objects = []
+    apply_order = (NAMESPACE_TYPE, NETWORK_POLICY_TYPE, RAY_SERVICE_TYPE)
+    found = []
     for resource in run.resources:
         meta = resource.inputs.get("metadata") or {}
         if resource.type == NAMESPACE_TYPE and meta.get("name") == namespace \
-                or resource.type in (NETWORK_POLICY_TYPE, RAY_SERVICE_TYPE) and meta.get("namespace") == namespace:
-            objects.append(_manifest(resource))
-    return objects
+                or resource.type in apply_order[1:] and meta.get("namespace") == namespace:
+            found.append(resource)
+    # Registration order varies from run to run; the apply order does not.
+    found.sort(key=lambda r: (apply_order.index(r.type), r.inputs["metadata"]["name"]))
+    return [_manifest(r) for r in found]
 
 
 def serve_config(manifest: dict) -> dict:

@@ -1,8 +1,10 @@
 """Preview-time checks of the PD app against the GPU nodes it will run on. Pure; no ray/vllm import.
 
 `check_app(app, target)` raises `ConfigError` (naming the stack config key) on the first thing that
-would fail on the cluster, or silently crawl, and otherwise returns the capacity report of each
-phase. It runs before any resource is registered, so a wrong serve config costs nothing.
+would fail on the cluster, or silently crawl, and otherwise returns the `CheckedApp`: the app with
+its serveConfigV2 rendered once and the capacity report of each phase, which the RayService and the
+plan both take from here. It runs before any resource is registered, so a wrong serve config costs
+nothing.
 
 The lists below are what Ray 2.60.0 and vLLM 0.29.0 accept, read from their sources (paths given);
 the real-validator tier (tests that import ray and vllm) keeps them honest.
@@ -10,17 +12,16 @@ the real-validator tier (tests that import ray and vllm) keeps them honest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from facts.instances import InstanceType
 from facts.models import ModelArchitecture, known_model
 from serve_app.capacity import SIZED_KV_CACHE_DTYPES, UCX_ON_EFA_BYTES_PER_SECOND, CapacityReport, capacity_report
-from serve_app.config import (
-    EFA_KV_BACKEND, KV_BACKENDS, PHASES, ROLES_FOR_PHASE, PDAppConfig, Phase, setting_name,
-)
+from serve_app.config import EFA_KV_BACKEND, KV_BACKENDS, PHASES, ROLES_FOR_PHASE, PDAppConfig, Phase
 from serve_app.errors import ConfigError
-from serve_app.render import pd_serving_args
+from serve_app.render import serve_config_v2
+from serve_app.settings import ServeAppSettings, engine_setting
 
 # ray/llm/_internal/serve/serving_patterns/prefill_decode/builder.py PDServingArgs (extra=forbid).
 PD_SERVING_ARGS_KEYS = ("prefill_config", "decode_config", "ingress_cls_config", "ingress_deployment_config")
@@ -33,7 +34,7 @@ LLM_CONFIG_KEYS = (
     "experimental_configs", "log_engine_metrics", "callback_config",
 )
 
-ACCEPT_UCX_ON_EFA_KEY = "acceptUcxOnEfaKvTransferIs100xSlower"
+ACCEPT_UCX_ON_EFA_KEY = ServeAppSettings.key("accept_ucx_on_efa")
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,19 @@ class DeploymentTarget:
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class CheckedApp:
+    """The app as it will deploy: checked against its GPU nodes, its serveConfigV2 rendered once."""
+
+    config: PDAppConfig
+    serve_config_v2: Mapping[str, Any]
+    model: ModelArchitecture | None  # the architecture sized; None when no facts were found
     capacity: Mapping[str, CapacityReport] = field(default_factory=dict)  # phase → report
     notes: tuple[str, ...] = ()  # what was not checked, and why
+
+    @property
+    def pd_serving_args(self) -> Mapping[str, Any]:
+        """The `args` of ray.serve.llm:build_pd_openai_app, as rendered."""
+        return self.serve_config_v2["applications"][0]["args"]
 
 
 def check_kv_backends(backends: tuple[str, ...] | list[str], *, efa: bool, accept_ucx_on_efa: bool,
@@ -67,7 +78,7 @@ def check_kv_backends(backends: tuple[str, ...] | list[str], *, efa: bool, accep
     `network_gbps`: the GPU node's EFA bandwidth, to say how much slower on this node (about 10× on
     a 25 Gbps g6.8xlarge, far more on 3,200 Gbps p5); reports put UCX over EFA at ~0.3 GB/s.
     """
-    key = setting_name("kv_transfer.backends")
+    key = ServeAppSettings.key("kv_backends")
     allowed = f"a non-empty list of distinct names from {list(KV_BACKENDS)}"
     unknown = [b for b in backends if b not in KV_BACKENDS]
     if not backends or unknown or len(set(backends)) != len(backends):
@@ -109,7 +120,7 @@ def check_pd_serving_args(args: Mapping[str, Any]) -> None:
                               "a kv_transfer_config", "P/D needs it on both phases")
     model_ids = {phase: args[f"{phase}_config"]["model_loading_config"]["model_id"] for phase in PHASES}
     if model_ids["prefill"] != model_ids["decode"]:
-        raise ConfigError(setting_name("model.model_id"), model_ids, "the same model id on both phases",
+        raise ConfigError(ServeAppSettings.key("model_id"), model_ids, "the same model id on both phases",
                           "decode can only continue a prompt prefilled by the same model")
 
 
@@ -123,7 +134,7 @@ def _check_kv_roles(app: PDAppConfig) -> None:
 
 def _check_engine_ids(app: PDAppConfig) -> None:
     if app.prefill.engine_id == app.decode.engine_id:
-        raise ConfigError(setting_name("decode.engine_id"), app.decode.engine_id,
+        raise ConfigError(ServeAppSettings.key("decode_engine_id"), app.decode.engine_id,
                           f"an id other than prefillEngineId ({app.prefill.engine_id!r})",
                           "NIXL tells the two engines apart by id")
 
@@ -136,7 +147,7 @@ def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) 
             field_name = ("tensor_parallel_size" if engine.tensor_parallel_size > target.gpus_per_node
                           else "pipeline_parallel_size")
             raise ConfigError(
-                app.engine_setting(phase, field_name), getattr(engine, field_name),
+                engine_setting(app, phase, field_name), getattr(engine, field_name),
                 f"tensorParallelSize × pipelineParallelSize ≤ {target.gpus_per_node} "
                 f"(GPUs per {target.gpu_instance.name} node)",
                 f"one {phase} replica needs {engine.gpus_per_replica} GPUs on one node")
@@ -146,7 +157,7 @@ def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) 
         phase: Phase = max(("decode", "prefill"),
                            key=lambda p: app.phase(p).replicas.most * app.engine_for(p).gpus_per_replica)
         replicas = app.phase(phase).replicas
-        key = setting_name(f"{phase}.replicas.{'max_replicas' if replicas.autoscaling else 'min_replicas'}")
+        key = ServeAppSettings.key(f"{phase}_max_replicas" if replicas.autoscaling else f"{phase}_replicas")
         breakdown = " + ".join(
             f"{app.phase(p).replicas.most} {p} × {app.engine_for(p).gpus_per_replica} GPU" for p in PHASES)
         raise ConfigError(
@@ -187,7 +198,7 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArch
     for phase in PHASES:
         engine = app.engine_for(phase)
         if model.max_position_embeddings and engine.max_model_len > model.max_position_embeddings:
-            raise ConfigError(app.engine_setting(phase, "max_model_len"), engine.max_model_len,
+            raise ConfigError(engine_setting(app, phase, "max_model_len"), engine.max_model_len,
                               f"≤ {model.max_position_embeddings} ({model.hf_id} max_position_embeddings)",
                               "vLLM refuses a longer max_model_len")
         report = phase_capacity(app, phase, target, model)
@@ -195,11 +206,11 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArch
             # A 32-bit dtype doubles a 16-bit checkpoint: then the user's dtype is what to change.
             if engine.dtype in FULL_PRECISION_DTYPES:
                 raise ConfigError(
-                    app.engine_setting(phase, "dtype"), engine.dtype, "bfloat16, float16 or auto",
+                    engine_setting(app, phase, "dtype"), engine.dtype, "bfloat16, float16 or auto",
                     f"{phase}: in {engine.dtype} the weights take {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per "
                     f"GPU of {report.usable_bytes / 2**20:,.0f} MiB usable")
             raise ConfigError(
-                setting_name("model.model_source"), app.model.model_source,
+                ServeAppSettings.key("model_source"), app.model.model_source,
                 f"a model whose weights fit {report.gpus_per_replica} × {report.usable_bytes / 2**20:,.0f} MiB "
                 f"(gpuMemoryUtilization × GPU memory), with room for the KV cache",
                 f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
@@ -207,7 +218,7 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArch
                 "tensorParallelSize on a bigger GPU node, or pick a smaller model")
         if report.max_concurrent_sequences < 1:
             raise ConfigError(
-                app.engine_setting(phase, "max_model_len"), engine.max_model_len,
+                engine_setting(app, phase, "max_model_len"), engine.max_model_len,
                 f"a length whose KV cache fits: {report.kv_tokens:,} tokens fit in {phase}'s KV budget",
                 f"one {engine.max_model_len}-token sequence needs {report.transfer_bytes_per_max_prompt / 2**20:,.0f} MiB "
                 f"of KV{' + state' if report.hybrid else ''}, the budget is {report.kv_budget_bytes / 2**20:,.0f} MiB; "
@@ -217,13 +228,15 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArch
 
 
 def check_app(app: PDAppConfig, target: DeploymentTarget, *,
-              model: ModelArchitecture | None = None) -> CheckResult:
-    """Refuse an app that would fail, or crawl, on `target`; return each phase's capacity report.
+              model: ModelArchitecture | None = None) -> CheckedApp:
+    """Refuse an app that would fail, or crawl, on `target`; return it checked and rendered.
 
     `model`: the architecture to size; default = the shipped facts for `app.model.model_source`.
     An unknown model skips the capacity check (said in `notes`), nothing else.
     """
-    check_pd_serving_args(pd_serving_args(app))
+    rendered = serve_config_v2(app)
+    checked = CheckedApp(config=app, serve_config_v2=rendered, model=model or known_model(app.model.model_source))
+    check_pd_serving_args(checked.pd_serving_args)
     _check_kv_roles(app)
     _check_engine_ids(app)
     check_kv_backends(app.kv_transfer.backends, efa=target.efa, accept_ucx_on_efa=target.accept_ucx_on_efa,
@@ -232,14 +245,13 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
         raise ConfigError("gpuNodeType", target.gpu_instance.name, "a GPU instance type")
     _check_accelerator(app, target)
     _check_parallelism_and_replicas(app, target)
-    model = model or known_model(app.model.model_source)
-    if model is None:
-        return CheckResult(notes=(
+    if checked.model is None:
+        return replace(checked, notes=(
             f"capacity not checked: no architecture facts for {app.model.model_source!r} "
             "(add it to facts/models.py or pass a local config.json)",))
     unsized = sorted({_kv_cache_dtype(app, phase) for phase in PHASES} - set(SIZED_KV_CACHE_DTYPES))
     if unsized:
-        return CheckResult(notes=(
+        return replace(checked, notes=(
             f"capacity not checked: kv_cache_dtype {unsized[0]!r} is not sized by serve_app/capacity.py "
             f"(sized: {list(SIZED_KV_CACHE_DTYPES)})",))
-    return CheckResult(capacity=_check_capacity(app, target, model))
+    return replace(checked, capacity=_check_capacity(app, target, checked.model))

@@ -74,37 +74,16 @@ KV_BACKENDS: tuple[str, ...] = ("LIBFABRIC", "UCX")
 EFA_KV_BACKEND = "LIBFABRIC"
 
 
-# The Pulumi stack config key (docs/ARCHITECTURE.md) that sets each field, so every error names what
-# the user writes. Fields without a key (per-phase engine overrides, kv roles, app name, ingress) are
-# named by their path in this model.
-STACK_KEYS: Mapping[str, str] = MappingProxyType({
-    "model.model_id": "modelId",
-    "model.model_source": "modelSource",
-    "model.tokenizer_source": "tokenizerSource",
-    "engine.max_model_len": "maxModelLen",
-    "engine.dtype": "dtype",
-    "engine.gpu_memory_utilization": "gpuMemoryUtilization",
-    "engine.enforce_eager": "enforceEager",
-    "engine.tensor_parallel_size": "tensorParallelSize",
-    "engine.pipeline_parallel_size": "pipelineParallelSize",
-    "engine.extra_engine_kwargs": "extraEngineKwargs",
-    "prefill.replicas.min_replicas": "prefillReplicas",
-    "prefill.replicas.max_replicas": "prefillMaxReplicas",
-    "decode.replicas.min_replicas": "decodeReplicas",
-    "decode.replicas.max_replicas": "decodeMaxReplicas",
-    "prefill.engine_id": "prefillEngineId",
-    "decode.engine_id": "decodeEngineId",
-    "kv_transfer.backends": "kvBackends",
-})
-
-
-def setting_name(path: str) -> str:
-    """The stack config key for a field path, or the path itself when no key sets it."""
-    return STACK_KEYS.get(path, path)
-
-
 class FrozenModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def valid_model_id(value: str) -> str:
+    # Ray Serve names the deployments Prefill:<id>/Decode:<id> and refuses '#' in a deployment name
+    # (ray/serve/deployment.py); spaces and control characters have no place in an API model name.
+    if "#" in value or any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError("model_id must be printable, without spaces or '#'")
+    return value
 
 
 class ModelSettings(FrozenModel):
@@ -119,21 +98,15 @@ class ModelSettings(FrozenModel):
     @field_validator("model_id")
     @classmethod
     def _model_id_names_a_deployment(cls, value: str) -> str:
-        # Ray Serve names the deployments Prefill:<id>/Decode:<id> and refuses '#' in a deployment name
-        # (ray/serve/deployment.py); spaces and control characters have no place in an API model name.
-        if "#" in value or any(c.isspace() or not c.isprintable() for c in value):
-            raise ValueError("model_id must be printable, without spaces or '#'")
-        return value
+        return valid_model_id(value)
 
 
-# Engine arguments extra_engine_kwargs may not carry: each has its own typed field (and stack key),
-# so one place decides each value and the capacity check sees what vLLM gets.
-OWNED_ENGINE_KWARGS: Mapping[str, str] = MappingProxyType({
-    "max_model_len": "maxModelLen", "dtype": "dtype", "gpu_memory_utilization": "gpuMemoryUtilization",
-    "enforce_eager": "enforceEager", "tensor_parallel_size": "tensorParallelSize",
-    "pipeline_parallel_size": "pipelineParallelSize", "kv_transfer_config": "kvBackends/prefillEngineId/decodeEngineId",
-    "model": "modelSource", "tokenizer": "tokenizerSource", "served_model_name": "modelId",
-})
+# Engine arguments extra_engine_kwargs may not carry: each has its own typed field, so one place
+# decides each value and the capacity check sees what vLLM gets.
+OWNED_ENGINE_KWARGS: tuple[str, ...] = (
+    "max_model_len", "dtype", "gpu_memory_utilization", "enforce_eager", "tensor_parallel_size",
+    "pipeline_parallel_size", "kv_transfer_config", "model", "tokenizer", "served_model_name",
+)
 # Engine arguments the Ray Serve LLM builder refuses outright (DEPLOY_FAILED on the cluster).
 REFUSED_ENGINE_KWARGS: Mapping[str, str] = MappingProxyType({
     "disable_log_stats": "Ray Serve LLM 2.60's LLMConfig refuses it while log_engine_metrics is on (its default)",
@@ -274,17 +247,10 @@ class PDAppConfig(FrozenModel):
     def engine_for(self, phase: Phase) -> EngineSettings:
         return self.phase(phase).engine.apply_to(self.engine)
 
-    def engine_setting(self, phase: Phase, field: str) -> str:
-        """Name of the setting that decides `field` for `phase`: the override if set, else the shared key."""
-        if getattr(self.phase(phase).engine, field) not in (None, {}):
-            return f"{phase}.engine.{field}"
-        return setting_name(f"engine.{field}")
-
 
 __all__ = [
     "DEFAULT_KV_ROLE", "DTYPES", "Dtype", "EFA_KV_BACKEND", "EngineOverrides", "EngineSettings",
     "IngressSettings", "KV_BACKENDS", "KV_ROLES", "KV_ROLE_DECISION", "KvRole", "KvTransferSettings",
     "ModelSettings", "OWNED_ENGINE_KWARGS", "PDAppConfig", "PHASES", "Phase", "PhaseSettings", "REFUSED_ENGINE_KWARGS",
-    "ROLES_FOR_PHASE", "Replicas",
-    "STACK_KEYS", "setting_name",
+    "ROLES_FOR_PHASE", "Replicas", "valid_model_id",
 ]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pdctl.offline import run_offline
+from offline import run_offline
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

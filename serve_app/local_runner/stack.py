@@ -12,7 +12,6 @@ from typing import Any
 
 import yaml
 
-from serve_app.render import serve_config_v2
 
 
 def stack_raw_config(stack: str, repo_root: Path) -> dict[str, str]:
@@ -29,7 +28,7 @@ def rendered_pd_serving_args(stack: str, repo_root: Path = Path(".")) -> tuple[d
     from components.settings import project_name, settings_from_config
 
     settings = settings_from_config(stack_raw_config(stack, repo_root), project=project_name(), stack=stack)
-    document = serve_config_v2(settings.serving.app)
+    document = settings.serving.app.serve_config_v2  # rendered once, when the program checked the app
     (application,) = document["applications"]
     source = (f"Pulumi.{stack}.yaml over Pulumi.yaml defaults → components.settings.settings_from_config → "
               f"serve_app.render.serve_config_v2 (application {application['name']!r}, {application['import_path']})")

@@ -2,7 +2,7 @@
 real Ray Serve LLM, vLLM and KubeRay validators (not by our own re-statement of their rules).
 
 Source of the config: the RayService CustomResource that the real Pulumi program registers under
-mocks (`pdctl.offline.run_offline(stack)`), i.e. the object the cluster receives; its
+mocks (`offline.run_offline(stack)`), i.e. the object the cluster receives; its
 `spec.serveConfigV2` YAML string is what KubeRay PUTs to the Serve REST API.
 
 Cost: one offline program run per stack and one local Ray instance per session (a few CPUs, no
@@ -22,8 +22,6 @@ import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# CI checks out ../shared beside the clone (REFERENCE.md's kuberay/ folder); a user's own CI may not.
-KUBERAY_CRD = REPO_ROOT.parent / "shared" / "kuberay" / "v1.7.0" / "ray.io_rayservices.yaml"
 
 # Every stack file in the repository, not a fixed list: a stack a platform team adds (staging, a
 # second model) is validated by the real Ray/vLLM the moment its Pulumi.<stack>.yaml exists.
@@ -69,7 +67,7 @@ class DeployedConfig:
 @functools.lru_cache(maxsize=None)
 def deployed_config(stack: str) -> DeployedConfig:
     """The RayService `run_offline(stack)` registers (one offline run per stack per session)."""
-    from pdctl.offline import read_project, run_offline
+    from offline.harness import read_project, run_offline
     from pdctl.render import ray_service_manifest
 
     run = run_offline(stack)
@@ -170,61 +168,4 @@ def built(deployed: DeployedConfig, build_serve_app) -> dict[str, BuiltDeploymen
     return build_serve_app(deployed.pd_app)
 
 
-# --- KubeRay CRD ----------------------------------------------------------------------------------
-
-
-def strict_structural_schema(schema: Any) -> Any:
-    """The CRD's openAPIV3Schema with unknown fields refused, as the API server does.
-
-    A CRD schema lists `properties` without `additionalProperties: false`: the API server still
-    rejects unknown fields under strict field validation (kubectl's default since 1.27) and silently
-    prunes them otherwise — either way a misspelled field never reaches KubeRay. Plain jsonschema
-    would accept it, so close every object that declares properties, unless it preserves unknown
-    fields. Maps (`additionalProperties: {...}`) keep their value schema.
-    """
-    if isinstance(schema, list):
-        return [strict_structural_schema(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    strict = {key: strict_structural_schema(value) for key, value in schema.items()}
-    if ("properties" in schema and "additionalProperties" not in schema
-            and not schema.get("x-kubernetes-preserve-unknown-fields")):
-        strict["additionalProperties"] = False
-    return strict
-
-
-# The CRD leaves `metadata` to the API server's ObjectMeta validation; this is its shape for the
-# fields a RayService manifest sets (names are strings, labels and annotations string maps).
-OBJECT_META_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "generateName": {"type": "string"},
-        "namespace": {"type": "string"},
-        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-        "finalizers": {"type": "array", "items": {"type": "string"}},
-    },
-    "anyOf": [{"required": ["name"]}, {"required": ["generateName"]}],
-    "additionalProperties": False,
-}
-
-
-@pytest.fixture(scope="session")
-def ray_service_crd_validator():
-    """jsonschema validator for a whole RayService object against KubeRay 1.7.0's CRD (ray.io/v1)."""
-    if not KUBERAY_CRD.is_file():
-        pytest.skip(f"KubeRay 1.7.0 CRD not found at {KUBERAY_CRD} (CI checks out ../shared beside the "
-                    "repo); the RayService was NOT validated against the CRD")
-    import jsonschema
-
-    # 18k lines: the C loader parses them in a fraction of the pure-Python loader's time.
-    crd = yaml.load(KUBERAY_CRD.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    (v1,) = [version for version in crd["spec"]["versions"] if version["name"] == "v1"]
-    schema = strict_structural_schema(v1["schema"]["openAPIV3Schema"])
-    schema["properties"]["metadata"] = OBJECT_META_SCHEMA
-    schema["properties"]["apiVersion"] = {"const": f"{crd['spec']['group']}/v1"}
-    schema["properties"]["kind"] = {"const": crd["spec"]["names"]["kind"]}
-    schema["required"] = sorted({*schema.get("required", ()), "apiVersion", "kind", "metadata", "spec"})
-    jsonschema.Draft7Validator.check_schema(schema)
-    return jsonschema.Draft7Validator(schema)
+# --- KubeRay CRD: the `ray_service_crd_validator` fixture of tests/conftest.py --------------------

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from pdctl import kube
 from pdctl.cli import app
 
-FIXTURES = Path(__file__).parent / "fixtures" / "pdctl"
+FIXTURES = Path(__file__).parent / "fixtures"
 WORKER_A = "ray-llm-7xk2p-gpu-workers-worker-4tq8m"
 WORKER_B = "ray-llm-7xk2p-gpu-workers-worker-b2v7n"
 OLD_WORKER = "ray-llm-old9q-gpu-workers-worker-zzzzz"

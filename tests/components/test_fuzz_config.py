@@ -23,7 +23,8 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pdctl.offline import PROJECT_DIR, STACK_TYPE, run_offline, try_run_offline
+from offline import run_offline, try_run_offline
+from offline.harness import PROJECT_DIR, STACK_TYPE
 from serve_app.errors import ConfigError
 
 STACKS = ("dev", "prod")

@@ -1,4 +1,5 @@
-"""Run the real Pulumi program with no CLI, no plugins and no cloud: Pulumi's mocks, recorded.
+"""Run the real Pulumi program (or a few components) with no CLI, no plugins and no cloud: Pulumi's
+mocks, recorded.
 
 What the Pulumi CLI would do before starting the program, this module does itself:
 - merge the project's `config:` defaults from `Pulumi.yaml` with `Pulumi.<stack>.yaml` and hand the
@@ -8,8 +9,10 @@ What the Pulumi CLI would do before starting the program, this module does itsel
 
 Then it runs `__main__.py` under `pulumi.runtime` mocks with `preview=False` (under `preview=True`
 unknown outputs skip `.apply` and a failing check inside one passes silently) and records every
-resource registration with its parent, explicit dependencies and provider. Each run happens in a
-fresh `contextvars.Context` and a fresh event loop, so runs are independent within one process.
+resource registration with its parent, explicit dependencies, provider and resource options. Each
+run happens in a fresh `contextvars.Context` and a fresh event loop, so runs are independent within
+one process. `run_components(register)` does the same for a function that registers resources
+itself (one component and what it needs), with the same recording.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import os
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -49,6 +52,10 @@ class RegisteredResource:
     custom: bool
     secret_paths: frozenset[str] = frozenset()
     protect: bool = False  # `pulumi destroy` refuses while set
+    replace_on_changes: tuple[str, ...] = ()
+    delete_before_replace: bool = False
+    custom_timeouts: Any = None  # the engine's CustomTimeouts message (create/update/delete strings)
+    additional_secret_outputs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -59,6 +66,9 @@ class OfflineRun:
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: set[str] = field(default_factory=set)
     error: BaseException | None = None
+    # The program's module globals after it ran: what it computed besides resources (__main__.py
+    # binds `settings` and `stack`), so the plan reports the program's own checks, not a re-derivation.
+    program: dict[str, Any] = field(default_factory=dict)
 
     def all(self, type_: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_]
@@ -188,6 +198,10 @@ def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
                     custom=bool(request.custom),
                     secret_paths=frozenset(secret_paths),
                     protect=bool(request.protect),
+                    replace_on_changes=tuple(request.replaceOnChanges),
+                    delete_before_replace=bool(request.deleteBeforeReplace),
+                    custom_timeouts=request.customTimeouts,
+                    additional_secret_outputs=tuple(request.additionalSecretOutputs),
                 )
             )
             return response
@@ -195,9 +209,10 @@ def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
     return RecordingMonitor(mocks)
 
 
-def _execute(run: OfflineRun, project: str, stack: str, secret_keys: set[str], mocks: Any,
-             project_dir: Path) -> None:
-    """Body of one offline run; called inside a fresh contextvars.Context."""
+def _run_in_mocks(run: OfflineRun, project: str, stack: str, secret_keys: set[str], mocks: Any,
+                  project_dir: Path, body: Callable[[], Any]) -> None:
+    """Run `body` as a Pulumi program under recording mocks; called inside a fresh contextvars.Context.
+    Its error, if any, is recorded; the root Stack's outputs are resolved into `run.outputs`."""
     import pulumi
     from pulumi.runtime import config as pulumi_config
     from pulumi.runtime import mocks as pulumi_mocks
@@ -223,13 +238,12 @@ def _execute(run: OfflineRun, project: str, stack: str, secret_keys: set[str], m
                 root_directory=str(project_dir),
             )
         )
-        program = str(project_dir / "__main__.py")
         # The root Stack lives in the context of the task that runs the program: catch it there.
         roots: list[Any] = []
 
         def main() -> None:
             roots.append(pulumi_settings.get_root_resource())
-            runpy.run_path(program, run_name="__main__")
+            body()
 
         try:
             loop.run_until_complete(run_in_stack(main))
@@ -258,7 +272,7 @@ def try_run_offline(
 
     `overrides` and `secrets` take config keys as a user writes them (`gpuNodeCount`, `aws:region`)
     and string values as `pulumi config set` stores them. `mocks` defaults to the fake AWS account
-    of `pdctl.mock_cloud` for the stack's region.
+    of `offline.mock_cloud` for the stack's region.
     """
     project = read_project(project_dir)["name"]
     config, secret_keys = stack_config(stack, project_dir)
@@ -273,14 +287,43 @@ def try_run_offline(
         secret_keys.add(qualify(key))
     run = OfflineRun(stack=stack, config=config)
     if mocks is None:
-        from pdctl.mock_cloud import CloudMocks
+        from offline.mock_cloud import CloudMocks
 
         mocks = CloudMocks(config.get("aws:region", "us-west-2"))
+    program = str(project_dir / "__main__.py")
+
+    def body() -> None:
+        run.program.update(runpy.run_path(program, run_name="__main__"))
+
+    _isolated(run, project, stack, secret_keys, mocks, project_dir, body)
+    return run
+
+
+def _isolated(run: OfflineRun, project: str, stack: str, secret_keys: set[str], mocks: Any, project_dir: Path,
+              body: Callable[[], Any]) -> None:
     saved_env = {k: os.environ.pop(k) for k in ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS") if k in os.environ}
     try:
-        contextvars.Context().run(_execute, run, project, stack, secret_keys, mocks, project_dir)
+        contextvars.Context().run(_run_in_mocks, run, project, stack, secret_keys, mocks, project_dir, body)
     finally:
         os.environ.update(saved_env)
+
+
+def run_components(register: Callable[[], Any], *, stack: str = "dev", mocks: Any = None,
+                   project_dir: Path = PROJECT_DIR) -> OfflineRun:
+    """Run `register()` (which registers components and returns what it built, kept in
+    `run.program["result"]`) under the same recording mocks as a whole program. A failure is recorded
+    in `.error`. `mocks` defaults to echoing every resource's inputs as its outputs."""
+    project = read_project(project_dir)["name"]
+    run = OfflineRun(stack=stack, config={})
+
+    def body() -> None:
+        run.program["result"] = register()
+
+    if mocks is None:
+        from offline.mock_cloud import EchoMocks
+
+        mocks = EchoMocks()
+    _isolated(run, project, stack, set(), mocks, project_dir, body)
     return run
 
 

@@ -13,10 +13,11 @@ from components.settings import (
     SUPPORTED_KUBERNETES_VERSIONS, StackSettings, declared_keys, plan_availability_zones, project_name,
     settings_from_config,
 )
-from pdctl.offline import stack_config
+from offline import stack_config
+from facts.images import DLC_TAG, PUBLIC_DLC_REPOSITORY, RAY_LLM_DLC_V1_0, serving_stack
 from serve_app.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROJECT = project_name()
 
 
@@ -132,7 +133,7 @@ def test_every_key_is_read(key):
         # Without the acknowledgement UCX on EFA is refused; with it, it is accepted.
         with pytest.raises(ConfigError):
             settings_for("dev", **base_overrides)
-        assert settings_for("dev", **changed).serving.app.kv_transfer.backends == ("UCX",)
+        assert settings_for("dev", **changed).serving.app.config.kv_transfer.backends == ("UCX",)
         return
     assert settings_for("dev", **changed) != settings_for("dev", **base_overrides)
 
@@ -150,11 +151,11 @@ def test_dev_reproduces_the_reference_deployment():
     assert s.gpu_nodes.availability_zone is None  # picked among the AZs offering the type
     assert s.gpu_nodes.disk_gib == 200
     assert s.charts.kuberay == "1.7.0"
-    assert s.serving.ray_service_name == "ray-llm"
-    assert s.serving.app.model.model_source == "Qwen/Qwen3.5-9B"
-    assert s.serving.app.model.model_id == "qwen3.5-9b"
-    assert s.serving.app.kv_transfer.backends == ("LIBFABRIC",)
-    assert s.serving.ray_image == "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0"
+    assert s.serving.name == "ray-llm"
+    assert s.serving.app.config.model.model_source == "Qwen/Qwen3.5-9B"
+    assert s.serving.app.config.model.model_id == "qwen3.5-9b"
+    assert s.serving.app.config.kv_transfer.backends == ("LIBFABRIC",)
+    assert s.serving.image == "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0"
     assert (s.network.nat_mode, s.network.az_count, s.network.protect) == ("single", 2, False)
     assert not s.hf_token_configured
 
@@ -323,3 +324,49 @@ def test_more_azs_than_the_region_has_is_refused():
     with pytest.raises(ConfigError) as caught:
         plan_availability_zones(settings_for("dev", azCount="5"), ZONES, {"us-west-2b"})
     assert caught.value.setting == "azCount"
+
+
+# ── Ray image ↔ rayVersion ───────────────────────────────────────────────────────────────────
+
+def test_default_image_is_the_regional_dlc_with_its_ray_version():
+    serving = settings_for("dev", **{"aws:region": "eu-west-1"}).serving
+    assert serving.image == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/ray:serve-llm-cuda-v1.0"
+    assert serving.ray_version == "2.58.0"
+    stack = serving_stack(serving.image)
+    assert stack == RAY_LLM_DLC_V1_0
+    assert (stack.vllm, stack.nixl, stack.torch) == ("0.26.0", "1.3.1", "2.11.0")
+
+
+def test_public_copy_of_the_dlc_is_known():
+    assert serving_stack(f"{PUBLIC_DLC_REPOSITORY}:{DLC_TAG}") == RAY_LLM_DLC_V1_0
+    assert settings_for("dev", rayImage=f"{PUBLIC_DLC_REPOSITORY}:{DLC_TAG}").serving.ray_version == "2.58.0"
+
+
+def test_matching_ray_version_is_accepted_and_a_different_one_refused():
+    assert settings_for("dev", rayVersion="2.58.0").serving.ray_version == "2.58.0"
+    with pytest.raises(ConfigError, match=r"rayVersion: got '2.60.0'; allowed: 2.58.0"):
+        settings_for("dev", rayVersion="2.60.0")
+
+
+def test_unknown_image_needs_ray_version():
+    mine = "123456789012.dkr.ecr.us-west-2.amazonaws.com/my-ray:2.60.0-vllm0.29"
+    assert refusal("rayImage", mine).setting == "rayVersion"
+    serving = settings_for("dev", rayImage=mine, rayVersion="2.60.0").serving
+    assert (serving.image, serving.ray_version, serving_stack(mine)) == (mine, "2.60.0", None)
+
+
+@pytest.mark.parametrize("image", [
+    "rayproject/ray-llm:latest",
+    "rayproject/ray-llm",
+    "localhost:5000/ray",
+    f"{PUBLIC_DLC_REPOSITORY}:serve-llm-cuda",
+])
+def test_unpinned_images_are_refused(image):
+    with pytest.raises(ConfigError) as raised:
+        settings_for("dev", rayImage=image, rayVersion="2.58.0")
+    assert raised.value.setting == "rayImage"
+
+
+def test_digest_pins_an_image():
+    image = "rayproject/ray-llm@sha256:" + "a" * 64
+    assert settings_for("dev", rayImage=image, rayVersion="2.60.0").serving.ray_version == "2.60.0"

@@ -25,7 +25,7 @@ import yaml
 
 from policy import rules
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHECKOV_VENV = REPO / ".venv-checkov"
 CHECKOV_REQUIREMENTS = REPO / "policy" / "requirements-checkov.txt"
 SUPPRESSIONS_FILE = REPO / "policy" / "checkov_suppressions.yaml"
@@ -65,7 +65,7 @@ def pod_template_deployments(obj: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def cluster_objects(stack: str) -> list[dict[str, Any]]:
-    from pdctl.offline import run_offline
+    from offline import run_offline
 
     run = run_offline(stack, secrets={"hfToken": "hf_offlineplaceholdertoken"})
     objects = [manifest(r.type, r.inputs) for r in run.resources

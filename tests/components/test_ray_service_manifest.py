@@ -1,7 +1,9 @@
 """The Kubernetes objects the cluster receives, checked as data (no Pulumi).
 
-Numbers come from REFERENCE.md §1 (the reference deployment) or are computed by hand in the test
-next to the assertion. The RayService body is also validated against the KubeRay 1.7.0 CRD schema.
+Numbers come from the reference deployment (docs/SOURCES.md#reference-deployment) or are computed by
+hand in the test next to the assertion. The objects are built from the dev stack's settings (the
+`settings_for` fixture) as the program builds them; the RayService body is also validated against the
+KubeRay 1.7.0 CRD schema.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from components import manifests
-from components.manifests import RayServiceSpec, SecretKeyRef, ray_service_manifest, worker_resources
+from components.manifests import helm_values, serving_namespace
+from components.manifests.ray_service import RAY_SERVICE_POD_LABEL, ray_service_manifest
+from components.sizing import MIN_HF_CACHE_GIB, worker_resources
+
 from components.scheduling import (
     GPU_RESOURCE,
     GPU_ROLE,
@@ -31,8 +35,8 @@ from serve_app.errors import ConfigError
 from serve_app.render import serve_config_v2
 
 G6_8XL = INSTANCE_TYPES["g6.8xlarge"]
+KUBERAY_DIR = Path(__file__).resolve().parents[1] / "data" / "kuberay-v1.7.0"
 QWEN35_9B_BYTES = known_model("Qwen/Qwen3.5-9B").checkpoint_bytes  # 19,306,216,416 B ≈ 17.98 GiB
-KUBERAY_DIR = Path("/work/shared/kuberay/v1.7.0")
 
 # The nodes the two node groups create (labels and taints as the node groups set them).
 GPU_NODE = {
@@ -42,25 +46,9 @@ GPU_NODE = {
 SYSTEM_NODE = {"labels": {ROLE_LABEL: SYSTEM_ROLE, "node.kubernetes.io/instance-type": "m7i.xlarge"}, "taints": []}
 
 
-def reference_spec(**overrides: Any) -> RayServiceSpec:
-    fields: dict[str, Any] = dict(
-        name="ray-llm",
-        namespace="inference",
-        image="public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda",
-        ray_version="2.58.0",
-        serve_config_v2=serve_config_v2(PDAppConfig()),
-        gpu_instance=G6_8XL,
-        gpu_node_count=2,
-        model_bytes=QWEN35_9B_BYTES,
-        hybrid_model=True,
-    )
-    fields.update(overrides)
-    return RayServiceSpec(**fields)
-
-
 @pytest.fixture(scope="module")
-def manifest() -> dict[str, Any]:
-    return ray_service_manifest(reference_spec(hf_token=SecretKeyRef("hf-token", "token")))
+def manifest(settings_for: Any) -> dict[str, Any]:
+    return ray_service_manifest(settings_for(hfToken="offline-token").serving)
 
 
 def head_of(body: dict[str, Any]) -> dict[str, Any]:
@@ -160,20 +148,20 @@ def test_a_node_without_spare_cpus_beside_the_placement_group_is_refused() -> No
 
 def test_unknown_model_size_skips_the_memory_floor_but_keeps_the_minimum_cache() -> None:
     sizing = worker_resources(G6_8XL, None)
-    assert sizing.hf_cache_gib == manifests.MIN_HF_CACHE_GIB
+    assert sizing.hf_cache_gib == MIN_HF_CACHE_GIB
     assert sizing.memory_gib == 117
 
 
 # ── RayService: identity and lifecycle ─────────────────────────────────────────────────────────
 
-def test_rayservice_identity_timeout_and_upgrade_strategy(manifest: dict[str, Any]) -> None:
+def test_rayservice_identity_timeout_and_upgrade_strategy(manifest: dict[str, Any], settings_for: Any) -> None:
     assert manifest["apiVersion"] == "ray.io/v1" and manifest["kind"] == "RayService"
     assert manifest["metadata"]["name"] == "ray-llm"
     assert manifest["metadata"]["namespace"] == "inference"
     assert manifest["metadata"]["annotations"]["ray.io/initializing-timeout"] == "30m"
     assert manifest["spec"]["upgradeStrategy"] == {"type": "None"}
     assert manifest["spec"]["rayClusterConfig"]["rayVersion"] == "2.58.0"
-    assert reference_spec().serve_service_name == "ray-llm-serve-svc"
+    assert settings_for().serving.serve_service_name == "ray-llm-serve-svc"
 
 
 def test_serve_config_travels_as_yaml_text_of_the_rendered_app(manifest: dict[str, Any]) -> None:
@@ -230,8 +218,8 @@ def test_worker_env_for_efa_nixl_and_hybrid_models(manifest: dict[str, Any]) -> 
     assert env["VLLM_SSM_CONV_STATE_LAYOUT"]["value"] == "DS"
 
 
-def test_dense_models_do_not_get_the_hybrid_conv_state_layout() -> None:
-    body = ray_service_manifest(reference_spec(hybrid_model=False))
+def test_dense_models_do_not_get_the_hybrid_conv_state_layout(settings_for: Any) -> None:
+    body = ray_service_manifest(settings_for(modelSource="meta-llama/Llama-3.1-8B-Instruct").serving)
     assert "VLLM_SSM_CONV_STATE_LAYOUT" not in env_of(workers_of(body))
 
 
@@ -280,8 +268,8 @@ def test_hf_token_reaches_the_pods_as_a_read_only_secret_file(manifest: dict[str
         assert not any("value" in e and "hf_" in str(e["value"]) for e in container(group)["env"])
 
 
-def test_no_token_configured_means_no_token_env_or_volume() -> None:
-    body = ray_service_manifest(reference_spec())
+def test_no_token_configured_means_no_token_env_or_volume(settings_for: Any) -> None:
+    body = ray_service_manifest(settings_for().serving)
     for group in (head_of(body), workers_of(body)):
         assert not {"HF_TOKEN", "HF_TOKEN_PATH"} & set(env_of(group))
         assert "secret" not in str(group["template"]["spec"].get("volumes", []))
@@ -300,73 +288,73 @@ def test_ray_pods_carry_no_service_account_token_and_default_seccomp(manifest: d
 # ── Refused settings ───────────────────────────────────────────────────────────────────────────
 
 @pytest.mark.parametrize("name", ["a" * 48, "Ray-llm", "ray_llm", "1ray", "ray-llm-", ""])
-def test_rayservice_names_kuberay_refuses_are_refused(name: str) -> None:
+def test_rayservice_names_kuberay_refuses_are_refused(name: str, settings_for: Any) -> None:
     with pytest.raises(ConfigError) as caught:
-        reference_spec(name=name)
+        settings_for(rayServiceName=name)
     assert caught.value.setting == "rayServiceName"
 
 
-def test_a_47_character_name_is_accepted() -> None:
-    assert ray_service_manifest(reference_spec(name="r" * 47))["metadata"]["name"] == "r" * 47
+def test_a_47_character_name_is_accepted(settings_for: Any) -> None:
+    assert ray_service_manifest(settings_for(rayServiceName="r" * 47).serving)["metadata"]["name"] == "r" * 47
 
 
 @pytest.mark.parametrize("timeout", ["5m", "599", "30 minutes", "abc", "-30m"])
-def test_initializing_timeouts_too_short_or_unparseable_are_refused(timeout: str) -> None:
+def test_initializing_timeouts_too_short_or_unparseable_are_refused(timeout: str, settings_for: Any) -> None:
     with pytest.raises(ConfigError) as caught:
-        reference_spec(initializing_timeout=timeout)
+        settings_for(initializingTimeout=timeout)
     assert caught.value.setting == "initializingTimeout"
 
 
 @pytest.mark.parametrize("timeout", ["10m", "1h", "1h30m", "1800", "45m0s"])
-def test_go_durations_and_seconds_are_accepted(timeout: str) -> None:
-    body = ray_service_manifest(reference_spec(initializing_timeout=timeout))
+def test_go_durations_and_seconds_are_accepted(timeout: str, settings_for: Any) -> None:
+    body = ray_service_manifest(settings_for(initializingTimeout=timeout).serving)
     assert body["metadata"]["annotations"]["ray.io/initializing-timeout"] == timeout
 
 
-def test_incremental_upgrade_is_refused_with_the_reason() -> None:
+def test_incremental_upgrade_is_refused_with_the_reason(settings_for: Any) -> None:
     with pytest.raises(ConfigError) as caught:
-        reference_spec(upgrade_strategy="NewClusterWithIncrementalUpgrade")
+        settings_for(upgradeStrategy="NewClusterWithIncrementalUpgrade")
     assert caught.value.setting == "upgradeStrategy"
     assert "Gateway API" in str(caught.value)
 
 
-def test_unknown_upgrade_strategy_is_refused_and_new_cluster_accepted() -> None:
+def test_unknown_upgrade_strategy_is_refused_and_new_cluster_accepted(settings_for: Any) -> None:
     with pytest.raises(ConfigError):
-        reference_spec(upgrade_strategy="Recreate")
-    assert ray_service_manifest(reference_spec(upgrade_strategy="NewCluster"))["spec"]["upgradeStrategy"] == {
+        settings_for(upgradeStrategy="Recreate")
+    assert ray_service_manifest(settings_for(upgradeStrategy="NewCluster").serving)["spec"]["upgradeStrategy"] == {
         "type": "NewCluster"}
 
 
-@pytest.mark.parametrize(("field", "value", "setting"), [
-    ("ray_version", "latest", "rayVersion"),
-    ("image", "", "rayImage"),
-    ("gpu_node_count", 0, "gpuNodeCount"),
+@pytest.mark.parametrize(("key", "value"), [
+    ("rayVersion", "latest"),
+    ("rayImage", "rayproject/ray"),
+    ("gpuNodeCount", "0"),
 ])
-def test_other_bad_values_name_their_setting(field: str, value: Any, setting: str) -> None:
+def test_other_bad_values_name_their_setting(key: str, value: str, settings_for: Any) -> None:
     with pytest.raises(ConfigError) as caught:
-        reference_spec(**{field: value})
-    assert caught.value.setting == setting
+        settings_for(**{key: value})
+    assert caught.value.setting == key
 
 
 # ── Namespaces ────────────────────────────────────────────────────────────────────────────────
 
 def test_serving_namespace_admits_privileged_pods_and_still_records_them() -> None:
-    labels = manifests.serving_namespace_manifest("inference")["metadata"]["labels"]
+    labels = serving_namespace.serving_namespace_manifest("inference")["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
     assert labels["pod-security.kubernetes.io/audit"] == "baseline"
     assert labels["pod-security.kubernetes.io/warn"] == "baseline"
 
 
 def test_operator_namespace_is_restricted() -> None:
-    body = manifests.kuberay_namespace_manifest()
+    body = serving_namespace.kuberay_namespace_manifest()
     assert body["metadata"]["name"] == "kuberay-system"
     assert body["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
 @pytest.mark.parametrize("name", ["default", "kube-system", "kuberay-system", "Inference", "x" * 64])
-def test_serving_namespace_refuses_shared_or_invalid_names(name: str) -> None:
+def test_serving_namespace_refuses_shared_or_invalid_names(name: str, settings_for: Any) -> None:
     with pytest.raises(ConfigError) as caught:
-        manifests.serving_namespace_manifest(name)
+        settings_for(namespace=name)
     assert caught.value.setting == "namespace"
 
 
@@ -405,8 +393,8 @@ def admitted(policies: list[dict[str, Any]], *, namespace: str, pod: dict[str, s
 
 
 @pytest.fixture(scope="module")
-def policies() -> list[dict[str, Any]]:
-    return list(manifests.serving_network_policies(reference_spec()).values())
+def policies(settings_for: Any) -> list[dict[str, Any]]:
+    return list(serving_namespace.serving_network_policies(settings_for().serving).values())
 
 
 @pytest.fixture(scope="module")
@@ -449,13 +437,13 @@ def test_ray_pods_reach_each_other_on_every_port(policies, ray_pods, port: int) 
 
 
 def test_pods_of_another_rayservice_are_not_ray_peers(policies, ray_pods) -> None:
-    other = {**ray_pods["worker"], manifests.RAY_SERVICE_POD_LABEL: "other-llm"}
+    other = {**ray_pods["worker"], RAY_SERVICE_POD_LABEL: "other-llm"}
     assert not admitted(policies, namespace="inference", pod=ray_pods["head"], port=6379,
                         source_namespace="inference", source_pod=other)
 
 
-def test_network_policies_field_by_field() -> None:
-    by_role = manifests.serving_network_policies(reference_spec())
+def test_network_policies_field_by_field(settings_for: Any) -> None:
+    by_role = serving_namespace.serving_network_policies(settings_for().serving)
     ray_pods = {"matchLabels": {"eks-pd-llm/ray-service": "ray-llm"}}
     assert by_role == {
         "default-deny-ingress": {
@@ -485,10 +473,10 @@ def test_network_policies_field_by_field() -> None:
     }
 
 
-def test_policies_follow_the_rayservice_name_and_namespace() -> None:
-    spec = reference_spec(name="qwen", namespace="serving")
+def test_policies_follow_the_rayservice_name_and_namespace(settings_for: Any) -> None:
+    spec = settings_for(rayServiceName="qwen", namespace="serving").serving
     body = ray_service_manifest(spec)
-    for policy in manifests.serving_network_policies(spec).values():
+    for policy in serving_namespace.serving_network_policies(spec).values():
         assert policy["metadata"]["namespace"] == "serving"
         selector = policy["spec"]["podSelector"].get("matchLabels", {})
         for group in (head_of(body), workers_of(body)):
@@ -497,7 +485,7 @@ def test_policies_follow_the_rayservice_name_and_namespace() -> None:
 
 # ── Helm values ───────────────────────────────────────────────────────────────────────────────
 
-@pytest.mark.parametrize("values", [manifests.nvidia_device_plugin_values(), manifests.efa_device_plugin_values()],
+@pytest.mark.parametrize("values", [helm_values.nvidia_device_plugin_values(), helm_values.efa_device_plugin_values()],
                          ids=["nvidia", "efa"])
 def test_device_plugins_run_on_gpu_nodes_only(values: dict[str, Any]) -> None:
     assert schedulable(values, GPU_NODE)
@@ -506,54 +494,27 @@ def test_device_plugins_run_on_gpu_nodes_only(values: dict[str, Any]) -> None:
 
 def test_nvidia_plugin_does_not_wait_for_node_feature_discovery_labels() -> None:
     # The chart's default affinity requires NFD labels EKS nodes lack; ours must admit a bare GPU node.
-    affinity = manifests.nvidia_device_plugin_values()["affinity"]
+    affinity = helm_values.nvidia_device_plugin_values()["affinity"]
     assert "feature.node.kubernetes.io" not in str(affinity)
     assert _affinity_admits(affinity, GPU_NODE["labels"])
 
 
 def test_kuberay_operator_runs_on_system_nodes() -> None:
-    values = manifests.kuberay_operator_values()
+    values = helm_values.kuberay_operator_values()
     assert schedulable(values, SYSTEM_NODE)
     assert not schedulable(values, GPU_NODE)
 
 
 def test_kuberay_values_use_keys_the_chart_has() -> None:
     path = KUBERAY_DIR / "kuberay-operator-values.yaml"
-    if not path.exists():
-        pytest.skip(f"{path} absent: KubeRay 1.7.0 chart values not available here")
     chart_keys = set(yaml.safe_load(path.read_text()))
-    assert set(manifests.kuberay_operator_values()) <= chart_keys
+    assert set(helm_values.kuberay_operator_values()) <= chart_keys
 
 
-# ── KubeRay 1.7.0 CRD schema ──────────────────────────────────────────────────────────────────
+# ── KubeRay 1.7.0 CRD schema (tests/conftest.py's ray_service_crd_validator) ──────────────────
 
-def _strict(schema: Any) -> Any:
-    """The CRD schema as the API server applies it with strict field validation: unknown fields in
-    an object with declared properties are errors (OpenAPI leaves them allowed; kube prunes them)."""
-    if isinstance(schema, dict):
-        out = {k: _strict(v) for k, v in schema.items()}
-        if ("properties" in out and "additionalProperties" not in out
-                and not out.get("x-kubernetes-preserve-unknown-fields")):
-            out["additionalProperties"] = False
-        return out
-    if isinstance(schema, list):
-        return [_strict(v) for v in schema]
-    return schema
-
-
-@pytest.fixture(scope="module")
-def rayservice_validator() -> Any:
-    jsonschema = pytest.importorskip("jsonschema")
-    path = KUBERAY_DIR / "ray.io_rayservices.yaml"
-    if not path.exists():
-        pytest.skip(f"{path} absent: cannot validate against the KubeRay 1.7.0 RayService CRD")
-    crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    return jsonschema.Draft7Validator(_strict(v1["schema"]["openAPIV3Schema"]))
-
-
-def test_rayservice_matches_the_kuberay_1_7_0_crd(rayservice_validator: Any, manifest: dict[str, Any]) -> None:
-    errors = [f"{'/'.join(map(str, e.path))}: {e.message}" for e in rayservice_validator.iter_errors(manifest)]
+def test_rayservice_matches_the_kuberay_1_7_0_crd(ray_service_crd_validator: Any, manifest: dict[str, Any]) -> None:
+    errors = [f"{'/'.join(map(str, e.path))}: {e.message}" for e in ray_service_crd_validator.iter_errors(manifest)]
     assert errors == []
 
 
@@ -563,7 +524,7 @@ def test_rayservice_matches_the_kuberay_1_7_0_crd(rayservice_validator: Any, man
     lambda body: head_of(body).update(rayStartParams={"num-gpus": 0}),    # params are strings
     lambda body: body["spec"].update(serveConfigV2={"applications": []}),  # must be YAML text
 ], ids=["misspelled", "string-replicas", "int-param", "dict-serve-config"])
-def test_crd_validation_catches_broken_bodies(rayservice_validator: Any, manifest: dict[str, Any], mutate: Any) -> None:
+def test_crd_validation_catches_broken_bodies(ray_service_crd_validator: Any, manifest: dict[str, Any], mutate: Any) -> None:
     broken = copy.deepcopy(manifest)
     mutate(broken)
-    assert list(rayservice_validator.iter_errors(broken))
+    assert list(ray_service_crd_validator.iter_errors(broken))

@@ -1,23 +1,19 @@
-"""`pdctl plan` / `pdctl render` on the real program run offline (pdctl.offline), dev and prod."""
+"""`pdctl plan` / `pdctl render` on the real program run offline (offline), dev and prod."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import jsonschema
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from facts import durations, prices
 from pdctl.cli import app
-from pdctl.offline import run_offline
+from offline import run_offline
 from pdctl.plan import build_plan
 from pdctl.render import ray_service_manifest, to_yaml
 
-# CI checks out ../shared beside the clone (as tests/validation/conftest.py says); a user's CI may not.
-CRD = Path(__file__).resolve().parents[2] / "shared" / "kuberay" / "v1.7.0" / "ray.io_rayservices.yaml"
 CLUSTER = "eks:index:Cluster"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 HELM = "kubernetes:helm.sh/v3:Release"
@@ -47,7 +43,7 @@ def invoke(*args):
 @pytest.fixture
 def cached_dev(dev_run, monkeypatch):
     """The CLI on the module's dev run: one real program run per module keeps this file fast."""
-    monkeypatch.setattr("pdctl.offline.run_offline", lambda stack, overrides=None: dev_run)
+    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None: dev_run)
 
 
 # ---------------------------------------------------------------------------- resources
@@ -96,9 +92,11 @@ def test_tree_nests_resources_under_components_with_key_settings(dev_plan):
     assert len(azs) == 2
 
 
-def test_capacity_comes_from_the_manifest_the_cluster_receives(dev_plan):
+def test_capacity_is_what_the_programs_preview_check_computed(dev_plan, dev_run):
     capacity = dev_plan["capacity"]["per_phase"]
     assert set(capacity) == {"prefill", "decode"}
+    checked = dev_run.program["stack"].settings.serving.app
+    assert capacity == {phase: report.to_dict() for phase, report in checked.capacity.items()}
     decode = capacity["decode"]
     assert decode["instance_type"] == "g6.8xlarge" and decode["max_model_len"] == 4096
     assert decode["weights_fit"] and decode["max_concurrent_sequences"] > 0
@@ -184,7 +182,7 @@ def test_unparsable_stack_file_exits_2(monkeypatch):
     def broken(stack, overrides=None):
         yaml.safe_load("config:\n  eks-pd-llm:azCount: [2\n")
 
-    monkeypatch.setattr("pdctl.offline.run_offline", broken)
+    monkeypatch.setattr("offline.run_offline", broken)
     result = invoke("plan", "--stack", "dev")
     assert result.exit_code == 2
     assert "the stack file is not valid YAML" in result.stderr
@@ -197,7 +195,7 @@ def test_malformed_set_is_refused():
 
 # ------------------------------------------------------------------------------ render
 
-def test_render_prints_the_serving_namespace_in_apply_order(dev_run, cached_dev):
+def test_render_prints_the_serving_namespace_in_apply_order(dev_run, cached_dev, ray_service_crd_validator):
     result = invoke("render", "--stack", "dev")
     assert result.exit_code == 0, result.output
     documents = list(yaml.safe_load_all(result.stdout))
@@ -216,12 +214,8 @@ def test_render_prints_the_serving_namespace_in_apply_order(dev_run, cached_dev)
     assert manifest["metadata"]["namespace"] == "inference"
     workers = manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]
     assert isinstance(workers[0]["replicas"], int)  # not the engine's 2.0
-    # What the API server would check: the KubeRay 1.7.0 CRD schema of spec.
-    if not CRD.is_file():
-        pytest.skip(f"KubeRay 1.7.0 CRD not found at {CRD}: the rendered spec was NOT validated against it")
-    crd = yaml.load(CRD.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
-    jsonschema.Draft7Validator(schema["properties"]["spec"]).validate(manifest["spec"])
+    # What the API server would check: the KubeRay 1.7.0 CRD schema.
+    assert list(ray_service_crd_validator.iter_errors(manifest)) == []
     serve = yaml.safe_load(manifest["spec"]["serveConfigV2"])
     assert serve["applications"][0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
 

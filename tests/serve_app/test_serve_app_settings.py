@@ -13,15 +13,14 @@ import yaml
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 from pydantic import ValidationError
 
-from facts.images import (
-    DLC_TAG, PUBLIC_DLC_REPOSITORY, RAY_LLM_DLC_V1_0, check_ray_image, default_ray_image, serving_stack,
-)
-from serve_app.config import STACK_KEYS, EngineOverrides, EngineSettings, PDAppConfig, PhaseSettings, Replicas
+from serve_app.config import EngineOverrides, EngineSettings, PDAppConfig, PhaseSettings, Replicas
 from serve_app.errors import ConfigError
 from serve_app.render import (
     PD_BUILDER_IMPORT_PATH, deployment_names, pd_serving_args, serve_config_v2, serve_config_v2_yaml,
 )
-from serve_app.stack_config import pd_app_from_config, ray_image_from_config
+from components.settings import project_name, read_config
+from serve_app.settings import ServeAppSettings
+from serve_app.stack_keys import from_stack_keys
 
 
 def reference_phase(engine_id: str, kv_role: str) -> dict:
@@ -44,8 +43,21 @@ def reference_phase(engine_id: str, kv_role: str) -> dict:
     }
 
 
-def from_stack(**settings: str) -> PDAppConfig:
-    return pd_app_from_config(settings.get)
+def from_stack(**keys: str) -> PDAppConfig:
+    """The PD app serving keys describe, over Pulumi.yaml's defaults (the reference deployment), as a
+    stack file sets them: typed by the settings model alone, before the checks against the GPU nodes."""
+    typed, texts = read_config(keys, project=project_name())
+    return from_stack_keys(ServeAppSettings, typed, texts).app()
+
+
+@pytest.fixture(scope="module")
+def refused(settings_for):
+    """The ConfigError the whole program raises for the dev stack with these keys (checks included)."""
+    def refuse(**keys: str) -> ConfigError:
+        with pytest.raises(ConfigError) as raised:
+            settings_for("dev", **keys)
+        return raised.value
+    return refuse
 
 
 # ── Defaults reproduce the reference ──────────────────────────────────────────────────────────
@@ -70,7 +82,7 @@ def test_kv_both_reproduces_the_aws_sample_byte_for_byte():
 def test_empty_stack_config_gives_the_default_app():
     assert from_stack() == PDAppConfig()
     # Pulumi.yaml declares every key; its "" and "0" defaults mean "use the default" too.
-    assert from_stack(tokenizerSource="", prefillMaxReplicas="0", decodeMaxReplicas="0", kvBackends="",
+    assert from_stack(tokenizerSource="", prefillMaxReplicas="0", decodeMaxReplicas="0",
                       extraEngineKwargs="", rayImage="") == PDAppConfig()
 
 
@@ -132,11 +144,6 @@ def test_ucx_accepted_on_efa_renders_ucx():
     app = from_stack(kvBackends='["UCX"]', acceptUcxOnEfaKvTransferIs100xSlower="true")
     assert both_phases(pd_serving_args(app), "engine_kwargs", "kv_transfer_config",
                        "kv_connector_extra_config", "backends") == [["UCX"], ["UCX"]]
-
-
-def test_without_efa_the_default_backend_is_ucx():
-    app = pd_app_from_config({}.get, efa=False)
-    assert app.kv_transfer.backends == ("UCX",)
 
 
 @pytest.mark.parametrize(("key", "phase_key", "value"), [
@@ -215,7 +222,7 @@ def test_accelerator_type_ingress_and_app_name_render():
     ({"kvBackends": "[]"}, "kvBackends", "non-empty"),
     ({"kvBackends": '["LIBFABRIC", "LIBFABRIC"]'}, "kvBackends", "distinct"),
     ({"kvBackends": '["libfabric"]'}, "kvBackends", "unknown NIXL backend"),
-    ({"kvBackends": '[1]'}, "kvBackends", "backend names"),
+    ({"kvBackends": '[1]'}, "kvBackends", "JSON array of strings"),
     ({"kvBackends": '["UCX"]'}, "kvBackends", "acceptUcxOnEfaKvTransferIs100xSlower"),
     ({"kvBackends": '["UCX", "LIBFABRIC"]'}, "kvBackends", "acceptUcxOnEfaKvTransferIs100xSlower"),
     ({"kvBackends": '["UCX"]', "acceptUcxOnEfaKvTransferIs100xSlower": "maybe"},
@@ -234,15 +241,14 @@ def test_accelerator_type_ingress_and_app_name_render():
     ({"modelSource": "s3://models/qwen3.5-9b"}, "modelSource", "needs an AWS identity for the Ray pods"),
     ({"tokenizerSource": "s3://models/tok"}, "tokenizerSource", "needs an AWS identity for the Ray pods"),
 ])
-def test_bad_setting_is_refused_naming_its_key(settings, key, says):
-    with pytest.raises(ConfigError) as raised:
-        pd_app_from_config(settings.get)
-    assert raised.value.setting == key
-    assert says in str(raised.value)
-    assert str(raised.value).startswith(f"{key}: got ")
+def test_bad_setting_is_refused_naming_its_key(settings, key, says, refused):
+    error = refused(**settings)
+    assert error.setting == key
+    assert says in str(error)
+    assert str(error).startswith(f"{key}: got ")
 
 
-SERVING_KEYS = sorted({*STACK_KEYS.values(), "acceptUcxOnEfaKvTransferIs100xSlower"})
+SERVING_KEYS = sorted(ServeAppSettings.keys())
 
 
 @hypothesis_settings(max_examples=150, deadline=None)
@@ -251,16 +257,11 @@ SERVING_KEYS = sorted({*STACK_KEYS.values(), "acceptUcxOnEfaKvTransferIs100xSlow
                      st.sampled_from(["[\"UCX\"]", "{}", "[]", "0.5", "true", "nan", "1e999", "[" * 5000])))
 def test_any_text_in_any_serving_key_is_accepted_or_refused_by_name(key, raw):
     try:
-        app = pd_app_from_config({key: raw}.get)
+        app = from_stack(**{key: raw})
     except ConfigError as error:
         assert error.setting in (key, "kvBackends")  # the UCX acknowledgement is about kvBackends
         return
     assert yaml.safe_load(serve_config_v2_yaml(app)) == serve_config_v2(app)
-
-
-def test_libfabric_without_efa_is_refused():
-    with pytest.raises(ConfigError, match="kvBackends.*FI_PROVIDER=efa"):
-        pd_app_from_config({"kvBackends": '["LIBFABRIC"]'}.get, efa=False)
 
 
 def test_typed_model_is_frozen_and_refuses_unknown_fields():
@@ -277,59 +278,6 @@ def test_typed_model_is_frozen_and_refuses_unknown_fields():
         Replicas(min_replicas=3, max_replicas=2)
     with pytest.raises(ValidationError):
         PhaseSettings(engine_id="prefill", kv_role="kv_sender")  # type: ignore[arg-type]
-
-
-# ── Ray image ↔ rayVersion ───────────────────────────────────────────────────────────────────
-
-def test_default_image_is_the_regional_dlc_with_its_ray_version():
-    resolved = ray_image_from_config({}.get, region="eu-west-1")
-    assert resolved.image == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/ray:serve-llm-cuda-v1.0"
-    assert resolved.ray_version == "2.58.0"
-    assert resolved.stack == RAY_LLM_DLC_V1_0
-    assert (resolved.stack.vllm, resolved.stack.nixl, resolved.stack.torch) == ("0.26.0", "1.3.1", "2.11.0")
-
-
-def test_public_copy_of_the_dlc_is_known():
-    assert serving_stack(f"{PUBLIC_DLC_REPOSITORY}:{DLC_TAG}") == RAY_LLM_DLC_V1_0
-    assert default_ray_image("us-east-1").endswith(f"/ray:{DLC_TAG}")
-
-
-def test_matching_ray_version_is_accepted_and_a_different_one_refused():
-    image = default_ray_image("us-west-2")
-    assert check_ray_image(image, "2.58.0").ray_version == "2.58.0"
-    with pytest.raises(ConfigError, match=r"rayVersion: got '2.60.0'; allowed: 2.58.0"):
-        check_ray_image(image, "2.60.0")
-
-
-def test_unknown_image_needs_ray_version():
-    mine = "123456789012.dkr.ecr.us-west-2.amazonaws.com/my-ray:2.60.0-vllm0.29"
-    with pytest.raises(ConfigError) as raised:
-        ray_image_from_config({"rayImage": mine}.get, region="us-west-2")
-    assert raised.value.setting == "rayVersion"
-    resolved = ray_image_from_config({"rayImage": mine, "rayVersion": "2.60.0"}.get, region="us-west-2")
-    assert (resolved.image, resolved.ray_version, resolved.stack) == (mine, "2.60.0", None)
-
-
-@pytest.mark.parametrize("image", [
-    "rayproject/ray-llm:latest",
-    "rayproject/ray-llm",
-    "localhost:5000/ray",
-    f"{PUBLIC_DLC_REPOSITORY}:serve-llm-cuda",
-])
-def test_unpinned_images_are_refused(image):
-    with pytest.raises(ConfigError) as raised:
-        check_ray_image(image, "2.58.0")
-    assert raised.value.setting == "rayImage"
-
-
-def test_digest_pins_an_image():
-    image = "rayproject/ray-llm@sha256:" + "a" * 64
-    assert check_ray_image(image, "2.60.0").ray_version == "2.60.0"
-
-
-def test_bad_region_is_refused():
-    with pytest.raises(ConfigError, match="aws:region"):
-        default_ray_image("us_west_2")
 
 
 def test_stack_config_reader_accepts_pulumi_json_arrays():

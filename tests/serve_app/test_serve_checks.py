@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from components.settings import project_name, read_config
 from facts.instances import INSTANCE_TYPES
 from facts.models import KNOWN_MODELS
 from serve_app.checks import (
@@ -14,14 +15,17 @@ from serve_app.checks import (
 from serve_app.config import EngineOverrides, PDAppConfig, PhaseSettings
 from serve_app.errors import ConfigError
 from serve_app.render import pd_serving_args
-from serve_app.stack_config import pd_app_from_config
+from serve_app.settings import ServeAppSettings
+from serve_app.stack_keys import from_stack_keys
 
 G6_8X = INSTANCE_TYPES["g6.8xlarge"]
 REFERENCE_TARGET = DeploymentTarget(gpu_instance=G6_8X, gpu_node_count=2, efa=True)
 
 
-def from_stack(target: DeploymentTarget = REFERENCE_TARGET, **settings: str) -> PDAppConfig:
-    return pd_app_from_config(settings.get, efa=target.efa)
+def from_stack(**keys: str) -> PDAppConfig:
+    """The PD app serving keys describe, over Pulumi.yaml's defaults (the reference deployment)."""
+    typed, texts = read_config(keys, project=project_name())
+    return from_stack_keys(ServeAppSettings, typed, texts).app()
 
 
 def refused(app: PDAppConfig, target: DeploymentTarget = REFERENCE_TARGET, **kwargs) -> ConfigError:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from pdctl.offline import offline_secret_placeholder, stack_config, try_run_offline
+from offline import stack_config, try_run_offline
+from offline.harness import offline_secret_placeholder
 
 
 class EchoMocks(pulumi.runtime.Mocks):

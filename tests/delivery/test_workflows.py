@@ -21,7 +21,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / ".github" / "workflows"
 SETUP_ACTION = REPO / ".github" / "actions" / "pulumi-setup" / "action.yml"
 STACKS = ["dev", "prod"]
@@ -432,7 +432,7 @@ class _BootstrapMocks:
 @pytest.fixture(scope="module")
 def bootstrap_run(tmp_path_factory):
     """The real bootstrap/__main__.py under Pulumi mocks, its Pulumi.yaml defaults merged."""
-    from pdctl.offline import run_offline
+    from offline import run_offline
 
     project = tmp_path_factory.mktemp("bootstrap")
     with pytest.MonkeyPatch.context() as monkeypatch:

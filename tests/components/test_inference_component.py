@@ -1,27 +1,22 @@
 """The add-on and serving components as the Pulumi engine receives them (mocks, preview=False).
 
-The components run alone here, on a mocked Kubernetes provider, with a monitor that records what
-each registration carries: inputs (camelCase, as the engine gets them), parent, provider,
-dependencies, and the replace/timeout options.
+The components run alone here (`offline.run_components`), on a mocked Kubernetes provider, fed the
+dev stack's validated settings, with a monitor that records what each registration carries: inputs
+(camelCase, as the engine gets them), parent, provider, dependencies, and the replace/timeout options.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pulumi
 import pytest
 import yaml
-from pulumi.runtime import rpc
-from pulumi.runtime import settings as pulumi_settings
-from pulumi.runtime.mocks import MockEngine, MockMonitor, MockSettings
-from pulumi.runtime.stack import run_in_stack
 
-from components import manifests
-from facts.instances import INSTANCE_TYPES
+from components.manifests import helm_values
+from components.manifests.ray_service import ray_service_manifest
+from components.manifests.serving_namespace import serving_network_policies
+from offline import OfflineRun, run_components
 from serve_app.config import PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.render import serve_config_v2
@@ -35,133 +30,39 @@ NODE_GROUP = "eks:index:ManagedNodeGroup"
 TOKEN = "hf_not_a_real_token_0123456789"
 
 
-@dataclass(frozen=True)
-class Serving:
-    """The serving settings the stack hands InferenceService (components.settings.ServingSettings)."""
+def components_of(serving: Any, hf_token: str | None) -> Callable[[], Any]:
+    """Register the provider, both add-on components and InferenceService the way build_stack does."""
 
-    namespace: str = "inference"
-    ray_service_name: str = "ray-llm"
-    ray_image: str = "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0"
-    ray_version: str = "2.58.0"
-    initializing_timeout: str = "30m"
-    upgrade_strategy: str = "None"
-    app: PDAppConfig = field(default_factory=PDAppConfig)
+    def register() -> Any:
+        import pulumi_kubernetes as k8s
 
+        from components.addons import GpuDevicePlugins, GpuDevicePluginsArgs, KubeRayOperator, KubeRayOperatorArgs
+        from components.inference import InferenceService, InferenceServiceArgs
 
-@dataclass
-class Registered:
-    type: str
-    name: str
-    urn: str
-    parent: str
-    provider: str
-    custom: bool
-    dependencies: list[str]
-    inputs: dict[str, Any]
-    replace_on_changes: list[str]
-    delete_before_replace: bool
-    custom_timeouts: Any
-    additional_secret_outputs: list[str]
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        # Stand-ins for the node groups (NODE_GROUP); only their place in the graph matters here.
+        system_nodes = pulumi.CustomResource(NODE_GROUP, "system-nodes", {})
+        gpu_nodes = pulumi.CustomResource(NODE_GROUP, "gpu-nodes", {})
+        plugins = GpuDevicePlugins("gpu-plugins", GpuDevicePluginsArgs(provider=provider),
+                                   pulumi.ResourceOptions(depends_on=[gpu_nodes]))
+        kuberay = KubeRayOperator("kuberay", KubeRayOperatorArgs(provider=provider),
+                                  pulumi.ResourceOptions(depends_on=[system_nodes]))
+        token = pulumi.Output.secret(hf_token) if hf_token is not None else None
+        return InferenceService(
+            "inference", InferenceServiceArgs(provider=provider, serving=serving, hf_token=token),
+            pulumi.ResourceOptions(depends_on=[kuberay, plugins, gpu_nodes]))
+
+    return register
 
 
-class Recorder(MockMonitor):
-    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
-        super().__init__(mocks)
-        self.registered: list[Registered] = []
-
-    def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
-        self.registered.append(Registered(
-            type=request.type, name=request.name, urn=response.urn, parent=request.parent,
-            provider=request.provider, custom=request.custom, dependencies=list(request.dependencies),
-            inputs=rpc.deserialize_properties(request.object, keep_unknowns=True),
-            replace_on_changes=list(request.replaceOnChanges),
-            delete_before_replace=request.deleteBeforeReplace,
-            custom_timeouts=request.customTimeouts,
-            additional_secret_outputs=list(request.additionalSecretOutputs),
-        ))
-        return response
-
-
-class EchoMocks(pulumi.runtime.Mocks):
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        return f"{args.name}-id", dict(args.inputs)
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return {}
-
-
-@dataclass
-class Run:
-    registered: list[Registered]
-    service: Any
-    error: BaseException | None = None
-
-    def all(self, type_: str) -> list[Registered]:
-        return [r for r in self.registered if r.type == type_]
-
-    def one(self, type_: str, name: str | None = None) -> Registered:
-        (found,) = [r for r in self.all(type_) if name is None or r.name == name]
-        return found
-
-    def urn_of(self, name: str, type_: str | None = None) -> str:
-        (found,) = [r.urn for r in self.registered if r.name == name and type_ in (None, r.type)]
-        return found
-
-
-def run_components(serving: Serving, *, hf_token: str | None) -> Run:
-    """Register the provider, both add-on components and InferenceService the way build_stack does,
-    in a fresh context and event loop (as pdctl.offline does), so other tests' runs cannot leak in."""
-    result = Run([], None)
-    contextvars.Context().run(_run_components, serving, hf_token, result)
-    return result
-
-
-def _run_components(serving: Serving, hf_token: str | None, result: Run) -> None:
-    import pulumi_kubernetes as k8s
-
-    from components.addons import GpuDevicePlugins, GpuDevicePluginsArgs, KubeRayOperator, KubeRayOperatorArgs
-    from components.inference import InferenceService, InferenceServiceArgs
-
-    recorder = Recorder(EchoMocks())
-    result.registered = recorder.registered
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    try:
-        pulumi_settings.ROOT.set(None)
-        pulumi_settings.configure(MockSettings(
-            monitor=recorder, monitor_features=set(recorder.GetDeploymentInfo(None).supportedFeatures),
-            engine=MockEngine(None), project="eks-pd-llm", stack="dev", dry_run=False,
-            organization="organization", callbacks=None))
-
-        def program() -> None:
-            provider = k8s.Provider("k8s", kubeconfig="{}")
-            # Stand-ins for the node groups (NODE_GROUP); only their place in the graph matters here.
-            system_nodes = pulumi.CustomResource(NODE_GROUP, "system-nodes", {})
-            gpu_nodes = pulumi.CustomResource(NODE_GROUP, "gpu-nodes", {})
-            plugins = GpuDevicePlugins("gpu-plugins", GpuDevicePluginsArgs(provider=provider),
-                                       pulumi.ResourceOptions(depends_on=[gpu_nodes]))
-            kuberay = KubeRayOperator("kuberay", KubeRayOperatorArgs(provider=provider),
-                                      pulumi.ResourceOptions(depends_on=[system_nodes]))
-            token = pulumi.Output.secret(hf_token) if hf_token is not None else None
-            result.service = InferenceService(
-                "inference",
-                InferenceServiceArgs(provider=provider, serving=serving, gpu_instance=INSTANCE_TYPES["g6.8xlarge"],
-                                     gpu_node_count=2, hf_token=token),
-                pulumi.ResourceOptions(depends_on=[kuberay, plugins, gpu_nodes]))
-
-        try:
-            loop.run_until_complete(run_in_stack(program))
-        except ConfigError as caught:
-            result.error = caught
-    finally:
-        asyncio.set_event_loop(None)
-        loop.close()
+def urn_of(run: OfflineRun, name: str, type_: str | None = None) -> str:
+    (found,) = [r.urn for r in run.resources if r.name == name and type_ in (None, r.type)]
+    return found
 
 
 @pytest.fixture(scope="module")
-def run() -> Run:
-    result = run_components(Serving(), hf_token=TOKEN)
+def run(settings_for: Any) -> OfflineRun:
+    result = run_components(components_of(settings_for(hfToken=TOKEN).serving, TOKEN))
     assert result.error is None
     return result
 
@@ -173,7 +74,7 @@ def run() -> Run:
     ("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts", "kube-system"),
     ("kuberay-operator", "1.7.0", "https://ray-project.github.io/kuberay-helm/", "kuberay-system"),
 ])
-def test_helm_releases_are_pinned_from_their_repositories(run: Run, chart: str, version: str, repo: str,
+def test_helm_releases_are_pinned_from_their_repositories(run: OfflineRun, chart: str, version: str, repo: str,
                                                           namespace: str) -> None:
     (release,) = [r for r in run.all(HELM_RELEASE) if r.inputs["chart"] == chart]
     assert release.inputs["version"] == version
@@ -184,21 +85,21 @@ def test_helm_releases_are_pinned_from_their_repositories(run: Run, chart: str, 
     assert release.inputs["timeout"] == 600
 
 
-def test_every_kubernetes_object_goes_through_the_explicit_provider(run: Run) -> None:
-    provider_urn = run.urn_of("k8s", "pulumi:providers:kubernetes")
+def test_every_kubernetes_object_goes_through_the_explicit_provider(run: OfflineRun) -> None:
+    provider_urn = urn_of(run, "k8s", "pulumi:providers:kubernetes")
     for resource in run.registered:
         if resource.custom and resource.type.startswith("kubernetes:") and resource.type != "pulumi:providers:kubernetes":
             assert resource.provider.startswith(provider_urn), resource.name
 
 
-def test_helm_values_reach_the_engine_as_built(run: Run) -> None:
+def test_helm_values_reach_the_engine_as_built(run: OfflineRun) -> None:
     by_chart = {r.inputs["chart"]: r.inputs["values"] for r in run.all(HELM_RELEASE)}
-    assert by_chart["nvidia-device-plugin"] == manifests.nvidia_device_plugin_values()
-    assert by_chart["aws-efa-k8s-device-plugin"] == manifests.efa_device_plugin_values()
+    assert by_chart["nvidia-device-plugin"] == helm_values.nvidia_device_plugin_values()
+    assert by_chart["aws-efa-k8s-device-plugin"] == helm_values.efa_device_plugin_values()
     assert by_chart["kuberay-operator"] == {"nodeSelector": {"role": "system"}}
 
 
-def test_kuberay_installs_into_its_restricted_namespace_after_creating_it(run: Run) -> None:
+def test_kuberay_installs_into_its_restricted_namespace_after_creating_it(run: OfflineRun) -> None:
     namespace = run.one(NAMESPACE, "kuberay-namespace")
     assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     release = next(r for r in run.all(HELM_RELEASE) if r.inputs["chart"] == "kuberay-operator")
@@ -206,15 +107,15 @@ def test_kuberay_installs_into_its_restricted_namespace_after_creating_it(run: R
     assert "createNamespace" not in release.inputs
 
 
-def test_releases_wait_for_the_nodes_they_schedule_on(run: Run) -> None:
-    gpu_nodes, system_nodes = run.urn_of("gpu-nodes"), run.urn_of("system-nodes")
+def test_releases_wait_for_the_nodes_they_schedule_on(run: OfflineRun) -> None:
+    gpu_nodes, system_nodes = urn_of(run, "gpu-nodes"), urn_of(run, "system-nodes")
     by_chart = {r.inputs["chart"]: r for r in run.all(HELM_RELEASE)}
     assert gpu_nodes in by_chart["nvidia-device-plugin"].dependencies
     assert gpu_nodes in by_chart["aws-efa-k8s-device-plugin"].dependencies
     assert system_nodes in by_chart["kuberay-operator"].dependencies
 
 
-def test_children_are_parented_to_their_components(run: Run) -> None:
+def test_children_are_parented_to_their_components(run: OfflineRun) -> None:
     component_of = {r.name: r.urn for r in run.registered if not r.custom}
     plugins = [r for r in run.all(HELM_RELEASE) if r.name.startswith("gpu-plugins")]
     assert len(plugins) == 2 and all(r.parent == component_of["gpu-plugins"] for r in plugins)
@@ -225,12 +126,11 @@ def test_children_are_parented_to_their_components(run: Run) -> None:
 
 # ── Network policies ──────────────────────────────────────────────────────────────────────────
 
-def test_network_policies_reach_the_engine_as_built_in_the_serving_namespace(run: Run) -> None:
-    expected = manifests.serving_network_policies(manifests.ray_service_spec(
-        Serving(), INSTANCE_TYPES["g6.8xlarge"], 2, hf_token_configured=True))
+def test_network_policies_reach_the_engine_as_built_in_the_serving_namespace(run: OfflineRun, settings_for: Any) -> None:
+    expected = serving_network_policies(settings_for(hfToken=TOKEN).serving)
     registered = {r.name: r for r in run.all(NETWORK_POLICY)}
     assert set(registered) == {f"inference-netpol-{role}" for role in expected}
-    namespace = run.urn_of("inference-namespace", NAMESPACE)
+    namespace = urn_of(run, "inference-namespace", NAMESPACE)
     for role, body in expected.items():
         policy = registered[f"inference-netpol-{role}"]
         assert policy.inputs["metadata"] == body["metadata"]
@@ -238,7 +138,7 @@ def test_network_policies_reach_the_engine_as_built_in_the_serving_namespace(run
         assert namespace in policy.dependencies, role
 
 
-def test_rayservice_starts_only_behind_its_network_policies(run: Run) -> None:
+def test_rayservice_starts_only_behind_its_network_policies(run: OfflineRun) -> None:
     ray_service = run.one(RAY_SERVICE)
     policies = run.all(NETWORK_POLICY)
     assert len(policies) == 4
@@ -252,28 +152,23 @@ def test_rayservice_starts_only_behind_its_network_policies(run: Run) -> None:
 
 # ── Serving namespace and Secret ──────────────────────────────────────────────────────────────
 
-def test_only_the_serving_namespace_admits_privileged_pods(run: Run) -> None:
+def test_only_the_serving_namespace_admits_privileged_pods(run: OfflineRun) -> None:
     privileged = [r.inputs["metadata"]["name"] for r in run.all(NAMESPACE)
                   if r.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"]
     assert privileged == ["inference"]
 
 
-def secret_payload(value: Any) -> Any:
-    """The value inside the engine's secret wrapper; fails if `value` was sent in plaintext."""
-    assert isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig, value
-    return value["value"]
-
-
-def test_hf_token_secret_holds_the_token_as_a_secret_in_the_serving_namespace(run: Run) -> None:
+def test_hf_token_secret_holds_the_token_as_a_secret_in_the_serving_namespace(run: OfflineRun) -> None:
     secret = run.one(SECRET)
     assert secret.inputs["metadata"] == {"name": "hf-token", "namespace": "inference"}
     # The engine receives the token marked secret (so state stores it encrypted), outputs too.
-    assert secret_payload(secret.inputs["stringData"]) == {"token": TOKEN}
+    assert secret.inputs["stringData"] == {"token": TOKEN}
+    assert "stringData" in secret.secret_paths
     assert {"data", "stringData"} <= set(secret.additional_secret_outputs)
-    assert run.urn_of("inference-namespace") in secret.dependencies
+    assert urn_of(run, "inference-namespace") in secret.dependencies
 
 
-def test_the_token_value_never_appears_in_the_rayservice(run: Run) -> None:
+def test_the_token_value_never_appears_in_the_rayservice(run: OfflineRun) -> None:
     ray_service = run.one(RAY_SERVICE)
     assert TOKEN not in yaml.safe_dump(ray_service.inputs)
     workers = ray_service.inputs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
@@ -283,10 +178,9 @@ def test_the_token_value_never_appears_in_the_rayservice(run: Run) -> None:
 
 # ── RayService ────────────────────────────────────────────────────────────────────────────────
 
-def test_rayservice_spec_reaches_the_engine_unchanged(run: Run) -> None:
+def test_rayservice_spec_reaches_the_engine_unchanged(run: OfflineRun, settings_for: Any) -> None:
     ray_service = run.one(RAY_SERVICE)
-    expected = manifests.ray_service_manifest(manifests.ray_service_spec(
-        Serving(), INSTANCE_TYPES["g6.8xlarge"], 2, hf_token_configured=True))
+    expected = ray_service_manifest(settings_for(hfToken=TOKEN).serving)
     assert ray_service.inputs["apiVersion"] == "ray.io/v1" and ray_service.inputs["kind"] == "RayService"
     # Keys such as "num-gpus" or "rayStartParams" must not be re-cased on the way; ints arrive as floats.
     assert ray_service.inputs["spec"] == yaml.safe_load(yaml.safe_dump(expected["spec"]))
@@ -295,7 +189,7 @@ def test_rayservice_spec_reaches_the_engine_unchanged(run: Run) -> None:
     assert ray_service.inputs["metadata"]["namespace"] == "inference"
 
 
-def test_rayservice_reference_numbers_for_g6_8xlarge(run: Run) -> None:
+def test_rayservice_reference_numbers_for_g6_8xlarge(run: OfflineRun) -> None:
     cluster = run.one(RAY_SERVICE).inputs["spec"]["rayClusterConfig"]
     workers = cluster["workerGroupSpecs"][0]
     assert workers["replicas"] == workers["minReplicas"] == workers["maxReplicas"] == 2
@@ -306,15 +200,15 @@ def test_rayservice_reference_numbers_for_g6_8xlarge(run: Run) -> None:
     assert cluster["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
 
 
-def test_rayservice_waits_for_kuberay_device_plugins_namespace_and_secret(run: Run) -> None:
+def test_rayservice_waits_for_kuberay_device_plugins_namespace_and_secret(run: OfflineRun) -> None:
     ray_service = run.one(RAY_SERVICE)
     must_precede = [(NAMESPACE, "inference-namespace"), (SECRET, "inference-hf-token"), (HELM_RELEASE, "kuberay"),
                     (HELM_RELEASE, "gpu-plugins-nvidia"), (HELM_RELEASE, "gpu-plugins-efa"), (NODE_GROUP, "gpu-nodes")]
     for type_, name in must_precede:
-        assert run.urn_of(name, type_) in ray_service.dependencies, name
+        assert urn_of(run, name, type_) in ray_service.dependencies, name
 
 
-def test_pulumi_up_waits_for_ready_a_little_longer_than_kuberay(run: Run) -> None:
+def test_pulumi_up_waits_for_ready_a_little_longer_than_kuberay(run: OfflineRun) -> None:
     ray_service = run.one(RAY_SERVICE)
     assert ray_service.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
     assert ray_service.inputs["metadata"]["annotations"]["ray.io/initializing-timeout"] == "30m"
@@ -322,59 +216,47 @@ def test_pulumi_up_waits_for_ready_a_little_longer_than_kuberay(run: Run) -> Non
     assert ray_service.custom_timeouts.create == "2400s"
 
 
-def test_cluster_spec_changes_replace_the_rayservice_under_upgrade_strategy_none(run: Run) -> None:
+def test_cluster_spec_changes_replace_the_rayservice_under_upgrade_strategy_none(run: OfflineRun) -> None:
     ray_service = run.one(RAY_SERVICE)
     assert ray_service.inputs["spec"]["upgradeStrategy"] == {"type": "None"}
-    assert ray_service.replace_on_changes == ["spec.rayClusterConfig"]
+    assert ray_service.replace_on_changes == ("spec.rayClusterConfig",)
     assert ray_service.delete_before_replace is True
 
 
-def test_component_attributes_for_stack_outputs(run: Run) -> None:
-    service = run.service
+def test_component_attributes_for_stack_outputs(run: OfflineRun) -> None:
+    service = run.program["result"]
     assert (service.namespace, service.ray_service_name, service.serve_service_name, service.serve_port) == (
         "inference", "ray-llm", "ray-llm-serve-svc", 8000)
 
 
 # ── Other configurations ──────────────────────────────────────────────────────────────────────
 
-def test_without_a_token_there_is_no_secret_and_no_token_env() -> None:
-    result = run_components(Serving(), hf_token=None)
+def test_without_a_token_there_is_no_secret_and_no_token_env(settings_for: Any) -> None:
+    result = run_components(components_of(settings_for().serving, None))
     assert result.error is None
     assert result.all(SECRET) == []
     assert "hf-token" not in yaml.safe_dump(result.one(RAY_SERVICE).inputs)
 
 
-def test_new_cluster_strategy_is_left_to_kuberay() -> None:
-    result = run_components(Serving(upgrade_strategy="NewCluster"), hf_token=None)
+def test_new_cluster_strategy_is_left_to_kuberay(settings_for: Any) -> None:
+    result = run_components(components_of(settings_for(upgradeStrategy="NewCluster").serving, None))
     ray_service = result.one(RAY_SERVICE)
     assert ray_service.inputs["spec"]["upgradeStrategy"] == {"type": "NewCluster"}
-    assert ray_service.replace_on_changes == []
+    assert ray_service.replace_on_changes == ()
 
 
-@pytest.mark.parametrize(("serving", "setting"), [
-    (Serving(ray_service_name="x" * 48), "rayServiceName"),
-    (Serving(initializing_timeout="2m"), "initializingTimeout"),
-    (Serving(upgrade_strategy="NewClusterWithIncrementalUpgrade"), "upgradeStrategy"),
-    (Serving(namespace="kube-system"), "namespace"),
-])
-def test_bad_serving_settings_register_nothing_of_the_inference_service(serving: Serving, setting: str) -> None:
-    result = run_components(serving, hf_token=TOKEN)
-    assert isinstance(result.error, ConfigError) and result.error.setting == setting
-    assert not [r for r in result.registered if r.name.startswith("inference")]
-
-
-# ── The real program (__main__.py) for the dev and prod stacks, through pdctl.offline ──────────
+# ── The real program (__main__.py) for the dev and prod stacks, through offline ──────────
 
 @pytest.fixture(scope="module")
 def dev() -> Any:
-    from pdctl.offline import run_offline
+    from offline import run_offline
 
     return run_offline("dev", secrets={"hfToken": TOKEN})
 
 
 @pytest.fixture(scope="module")
 def prod() -> Any:
-    from pdctl.offline import run_offline
+    from offline import run_offline
 
     return run_offline("prod")
 
@@ -454,7 +336,7 @@ def test_prod_waits_longer_for_the_first_start(prod: Any) -> None:
     ("namespace", "kuberay-system"),
 ])
 def test_dev_with_a_bad_serving_setting_registers_nothing(key: str, value: str) -> None:
-    from pdctl.offline import try_run_offline
+    from offline import try_run_offline
 
     failed = try_run_offline("dev", overrides={key: value})
     assert isinstance(failed.error, ConfigError) and failed.error.setting == key

@@ -298,3 +298,13 @@ def _kubeconfig(cluster_name: str, endpoint: str, region: str) -> dict[str, Any]
             }},
         }],
     }
+
+
+class EchoMocks(pulumi.runtime.Mocks):
+    """For a few components run alone: every resource's outputs are its inputs; every invoke answers {}."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        return {}

@@ -24,13 +24,14 @@ from typing import Any
 import pytest
 import yaml
 
-from components import manifests, scheduling
-from pdctl.offline import run_offline
+from components import scheduling
+from components.manifests.serving_namespace import namespace_manifest
+from offline import run_offline
 from policy import rules
 
 PROJECT = "eks-pd-llm"
 POLICY_NAMES = [rule.name for rule in rules.RULES]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 POLICY_PYTHON = REPO / ".venv-policy" / "bin" / "python"
 
 
@@ -101,7 +102,7 @@ def violations(policy_name: str, resources: Sequence[PolicyResource],
 
 
 def from_offline(run) -> list[PolicyResource]:
-    """PolicyResources from pdctl.offline's RegisteredResources (inputs as the engine got them)."""
+    """PolicyResources from offline's RegisteredResources (inputs as the engine got them)."""
     # The offline run records each registration's `protect` option, as the analyzer would see it.
     resources = {r.urn: PolicyResource(r.type, copy.deepcopy(dict(r.inputs)), r.urn, r.name, Options(r.protect))
                  for r in run.resources}
@@ -386,7 +387,7 @@ def test_privileged_head_pod_is_refused(stack):
 
 def test_privileged_namespace_without_a_ray_service_is_refused(stack):
     _, resources = stack
-    extra = make_resource("dev", rules.NAMESPACE, "tools", manifests.namespace_manifest("tools", "privileged"))
+    extra = make_resource("dev", rules.NAMESPACE, "tools", namespace_manifest("tools", "privileged"))
     assert [urn for urn, _ in violations("privileged-pods-only-for-efa-serving", [*resources, extra])] == [extra.urn]
 
 
@@ -450,7 +451,7 @@ def test_every_rule_is_uniquely_named():
 def test_the_pack_shares_kubernetes_names_with_the_program():
     """The pack repeats these strings (it is published without the program's code)."""
     assert rules.EFA_RESOURCE == scheduling.EFA_RESOURCE
-    labels = manifests.namespace_manifest("inference", "privileged")["metadata"]["labels"]
+    labels = namespace_manifest("inference", "privileged")["metadata"]["labels"]
     assert labels[rules.PSA_ENFORCE_LABEL] == "privileged"
 
 

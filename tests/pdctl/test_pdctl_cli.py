@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from pdctl.cli import app
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("pulumi", "pulumi_aws", "pulumi_eks", "kubernetes", "openai", "ray", "vllm", "torch")
 
 

@@ -1,0 +1,14 @@
+"""Run the real Pulumi program, or one component, with no CLI, no plugins and no cloud.
+
+`run_offline(stack)` runs `__main__.py` for a stack the way `pulumi up` would start it (config merged
+from Pulumi.yaml and the stack file) under Pulumi's mocks with a fake AWS account
+(`offline.mock_cloud`), recording every registration. `run_components(register)` does the same for
+a function that registers a few components. `pdctl plan`, `pdctl render`, the lab and the tests
+all use this one harness.
+"""
+
+from offline.harness import (
+    OfflineRun, RegisteredResource, run_components, run_offline, stack_config, try_run_offline,
+)
+
+__all__ = ["OfflineRun", "RegisteredResource", "run_components", "run_offline", "stack_config", "try_run_offline"]

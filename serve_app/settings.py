@@ -1,0 +1,185 @@
+"""The serving keys of a stack file, typed: `ServeAppSettings` → `PDAppConfig`.
+
+Each field's alias is the stack config key (`Pulumi.yaml` declares it, with its default) and each
+field's description says what is allowed, so a bad value is refused naming the key the user wrote.
+`ServeAppSettings.app()` is the typed application the checks and the renderer take. Checks that need
+the GPU nodes (UCX on EFA, fit, parallelism) run later, in `serve_app.checks`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Mapping
+
+from pydantic import Field, field_validator, model_validator
+
+from serve_app.config import (
+    DEFAULT_KV_ROLE, KV_BACKENDS, OWNED_ENGINE_KWARGS, REFUSED_ENGINE_KWARGS, Dtype, PDAppConfig, Phase,
+    valid_model_id,
+)
+from serve_app.errors import ConfigError
+from serve_app.stack_keys import StackKeyModel
+
+# Engine arguments that change how many GPUs a replica takes, which the GPU-fit checks do not model.
+UNMODELLED_ENGINE_KWARGS = ("data_parallel_size", "data_parallel_size_local", "prefill_context_parallel_size",
+                            "decode_context_parallel_size")
+# Owned engine arguments whose setting is not the field of the same name.
+_OWNED_BY_OTHER_KEYS = {
+    "kv_transfer_config": "kvBackends/prefillEngineId/decodeEngineId", "model": "modelSource",
+    "tokenizer": "tokenizerSource", "served_model_name": "modelId",
+}
+_ENGINE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+_ENGINE_ID_ALLOWED = "1–63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+_MODEL_LOCATION_ALLOWED = "a Hugging Face model id (org/name) or a path inside the image, without spaces"
+
+
+def _model_location(key: str, value: str) -> str:
+    if any(c.isspace() for c in value):
+        raise ValueError("contains spaces")
+    if value.startswith("s3://"):
+        # Ray Serve LLM reads s3:// itself, but only with AWS credentials: the Ray pods get no IAM
+        # identity (no IRSA or Pod Identity) and the nodes' metadata is closed to pods, so the load
+        # would fail on the cluster as DEPLOY_FAILED after the GPU nodes are up.
+        raise ConfigError(key, value, _MODEL_LOCATION_ALLOWED,
+                          "s3:// needs an AWS identity for the Ray pods, which this stack does not create")
+    return value
+
+
+class ServeAppSettings(StackKeyModel):
+    """What a stack file says about the PD application: model, engines, KV transfer, replicas."""
+
+    model_id: str = Field(alias="modelId", min_length=1, description="printable text without spaces or '#'")
+    model_source: str = Field(alias="modelSource", min_length=1, description=_MODEL_LOCATION_ALLOWED)
+    tokenizer_source: str | None = Field(alias="tokenizerSource", description=f'"" or {_MODEL_LOCATION_ALLOWED}')
+    max_model_len: int = Field(alias="maxModelLen", ge=1, description="a whole number ≥ 1")
+    dtype: Dtype = Field(alias="dtype", description=f"one of {list(Dtype.__args__)}")  # type: ignore[attr-defined]
+    gpu_memory_utilization: float = Field(
+        alias="gpuMemoryUtilization", gt=0, le=1, description='a number in (0, 1], e.g. "0.90"')
+    enforce_eager: bool = Field(alias="enforceEager", description="true or false")
+    tensor_parallel_size: int = Field(alias="tensorParallelSize", ge=1, description="a whole number ≥ 1")
+    pipeline_parallel_size: int = Field(alias="pipelineParallelSize", ge=1, description="a whole number ≥ 1")
+    prefill_replicas: int = Field(alias="prefillReplicas", ge=1, description="a whole number ≥ 1")
+    prefill_max_replicas: int = Field(
+        alias="prefillMaxReplicas", ge=0, description="0 (fixed at prefillReplicas) or a whole number ≥ prefillReplicas")
+    decode_replicas: int = Field(alias="decodeReplicas", ge=1, description="a whole number ≥ 1")
+    decode_max_replicas: int = Field(
+        alias="decodeMaxReplicas", ge=0, description="0 (fixed at decodeReplicas) or a whole number ≥ decodeReplicas")
+    kv_backends: tuple[str, ...] = Field(
+        alias="kvBackends", description=f"a non-empty list of distinct names from {list(KV_BACKENDS)}")
+    prefill_engine_id: str = Field(alias="prefillEngineId", pattern=_ENGINE_ID_PATTERN, description=_ENGINE_ID_ALLOWED)
+    decode_engine_id: str = Field(alias="decodeEngineId", pattern=_ENGINE_ID_PATTERN, description=_ENGINE_ID_ALLOWED)
+    accept_ucx_on_efa: bool = Field(alias="acceptUcxOnEfaKvTransferIs100xSlower", description="true or false")
+    extra_engine_kwargs: Mapping[str, Any] = Field(
+        alias="extraEngineKwargs", description='JSON text of an object, e.g. {"max_num_seqs": 16}')
+
+    @field_validator("model_id")
+    @classmethod
+    def _model_id_names_a_deployment(cls, value: str) -> str:
+        return valid_model_id(value)
+
+    @field_validator("model_source")
+    @classmethod
+    def _model_source(cls, value: str) -> str:
+        return _model_location(cls.key("model_source"), value)
+
+    @field_validator("tokenizer_source", mode="before")
+    @classmethod
+    def _tokenizer_source(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return None  # "" = the model's own tokenizer
+        return _model_location(cls.key("tokenizer_source"), value) if isinstance(value, str) else value
+
+    @field_validator("gpu_memory_utilization", mode="before")
+    @classmethod
+    def _finite(cls, value: Any) -> Any:
+        number = float(value) if isinstance(value, (str, int, float)) else value
+        if isinstance(number, float) and not math.isfinite(number):
+            raise ValueError("not a finite number")
+        return value
+
+    @field_validator("kv_backends")
+    @classmethod
+    def _known_distinct_backends(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [b for b in value if b not in KV_BACKENDS]
+        if not value or unknown or len(set(value)) != len(value):
+            raise ConfigError(cls.key("kv_backends"), list(value), cls.model_fields["kv_backends"].description or "",
+                              f"unknown NIXL backend {unknown[0]!r}" if unknown else None)
+        return value
+
+    @field_validator("extra_engine_kwargs", mode="before")
+    @classmethod
+    def _engine_kwargs_json(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        key, allowed = cls.key("extra_engine_kwargs"), cls.model_fields["extra_engine_kwargs"].description or ""
+        try:
+            parsed = json.loads(value or "{}")
+        except json.JSONDecodeError as error:
+            raise ConfigError(key, value, allowed, f"not JSON: {error.msg}") from None
+        except RecursionError:
+            raise ConfigError(key, value[:80], allowed, "nested too deeply") from None
+        if not isinstance(parsed, dict):
+            raise ConfigError(key, value, allowed)
+        return parsed
+
+    @field_validator("extra_engine_kwargs")
+    @classmethod
+    def _engine_kwargs_not_owned(cls, value: Mapping[str, Any]) -> Mapping[str, Any]:
+        key = cls.key("extra_engine_kwargs")
+        for name in value:
+            if name in OWNED_ENGINE_KWARGS:
+                owner = _OWNED_BY_OTHER_KEYS.get(name) or cls.key(name)
+                raise ConfigError(key, {name: value[name]}, "vLLM engine arguments not set by another key",
+                                  f"set {name} with {owner}")
+            if name in REFUSED_ENGINE_KWARGS:
+                raise ConfigError(key, {name: value[name]}, "vLLM engine arguments Ray Serve LLM accepts",
+                                  REFUSED_ENGINE_KWARGS[name])
+            if name in UNMODELLED_ENGINE_KWARGS and value[name] not in (1, None):
+                raise ConfigError(key, {name: value[name]}, f"{name} 1 (or unset)",
+                                  "the GPU-fit checks model tensor and pipeline parallelism only")
+        return value
+
+    @model_validator(mode="after")
+    def _replica_bounds_ordered(self) -> ServeAppSettings:
+        for phase in ("prefill", "decode"):
+            fixed, most = getattr(self, f"{phase}_replicas"), getattr(self, f"{phase}_max_replicas")
+            if most and most < fixed:
+                raise ConfigError(self.key(f"{phase}_max_replicas"), most,
+                                  f"0 (fixed) or ≥ {self.key(f'{phase}_replicas')} ({fixed})")
+        return self
+
+    def _phase(self, phase: Phase) -> dict[str, Any]:
+        most = getattr(self, f"{phase}_max_replicas")
+        return {
+            "engine_id": getattr(self, f"{phase}_engine_id"),
+            "kv_role": DEFAULT_KV_ROLE[phase],
+            "replicas": {"min_replicas": getattr(self, f"{phase}_replicas"), "max_replicas": most or None},
+        }
+
+    def app(self) -> PDAppConfig:
+        """The typed PD application these settings describe."""
+        model = {"model_id": self.model_id, "model_source": self.model_source}
+        if self.tokenizer_source is not None:
+            model["tokenizer_source"] = self.tokenizer_source
+        return PDAppConfig.model_validate({
+            "model": model,
+            "engine": {
+                "max_model_len": self.max_model_len, "dtype": self.dtype,
+                "gpu_memory_utilization": self.gpu_memory_utilization, "enforce_eager": self.enforce_eager,
+                "tensor_parallel_size": self.tensor_parallel_size,
+                "pipeline_parallel_size": self.pipeline_parallel_size,
+                "extra_engine_kwargs": dict(self.extra_engine_kwargs),
+            },
+            "kv_transfer": {"backends": self.kv_backends},
+            "prefill": self._phase("prefill"),
+            "decode": self._phase("decode"),
+        })
+
+
+def engine_setting(app: PDAppConfig, phase: Phase, field: str) -> str:
+    """The setting that decides engine `field` for `phase`: the per-phase override's path when the
+    app sets one (not a stack key), else the shared stack key."""
+    if getattr(app.phase(phase).engine, field) not in (None, {}):
+        return f"{phase}.engine.{field}"
+    return ServeAppSettings.key(field)

@@ -1,0 +1,50 @@
+"""Settings models whose field aliases are the stack config keys a user writes.
+
+A slice of the stack's configuration is a `StackKeyModel`: each field's alias is the key in
+`Pulumi.<stack>.yaml` (`maxModelLen`), each field's description says what is allowed. `from_stack_keys`
+validates a slice and turns the first pydantic error into a `ConfigError` naming that key, so the
+user sees one line about their stack file, never a validation traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from serve_app.errors import ConfigError
+
+Model = TypeVar("Model", bound="StackKeyModel")
+
+
+class StackKeyModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+    @classmethod
+    def key(cls, field: str) -> str:
+        """The stack config key of `field`."""
+        alias = cls.model_fields[field].alias
+        assert alias is not None, f"{cls.__name__}.{field} has no stack key"
+        return alias
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(cls.key(name) for name in cls.model_fields)
+
+
+def from_stack_keys(model: type[Model], values: Mapping[str, Any], texts: Mapping[str, Any]) -> Model:
+    """Validate `model` from `values` (by stack key); `texts` are the values as the user wrote them,
+    for the error message. A `ConfigError` raised by a validator passes through unchanged."""
+    fields = {field.alias: field for field in model.model_fields.values()}
+    try:
+        return model.model_validate({alias: values[alias] for alias in fields if alias in values})
+    except ValidationError as error:
+        first = error.errors()[0]
+        original = (first.get("ctx") or {}).get("error")
+        if isinstance(original, ConfigError):
+            raise original from None
+        setting = str(first["loc"][0]) if first["loc"] else next(iter(fields))
+        field = fields.get(setting)
+        raise ConfigError(setting, texts.get(setting, first.get("input")),
+                          field.description if field is not None and field.description else first["msg"],
+                          first["msg"].removeprefix("Value error, ")) from None
