@@ -1,0 +1,56 @@
+"""The packages' imports point one way: facts ← serve_app ← components ← offline ← pdctl and the lab,
+with `measure` a leaf any tool may use. No import cycle, none hidden under TYPE_CHECKING.
+
+Read from the source with `ast` (every import statement, also those inside functions), so a lazy
+import cannot smuggle an upward dependency past the check."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# Each package and the packages of this repository it may import (besides itself).
+ALLOWED: dict[str, set[str]] = {
+    "facts": set(),
+    "measure": set(),
+    "serve_app": {"facts"},
+    "components": {"facts", "serve_app"},
+    "offline": {"facts", "serve_app", "components"},
+    "pdctl": {"facts", "serve_app", "components", "offline", "measure"},
+    "lab": {"facts", "serve_app", "components", "offline", "measure"},
+}
+
+
+def imported_packages(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found & set(ALLOWED)
+
+
+@pytest.mark.parametrize("package", sorted(p for p in ALLOWED if (REPO / p).is_dir()))
+def test_a_package_imports_only_the_layers_below_it(package: str) -> None:
+    upward = {
+        f"{path.relative_to(REPO)} imports {sorted(imported_packages(path) - ALLOWED[package] - {package})}"
+        for path in (REPO / package).rglob("*.py")
+        if imported_packages(path) - ALLOWED[package] - {package}
+    }
+    assert not upward
+
+
+def test_nothing_hides_an_import_under_type_checking() -> None:
+    hiding = [str(path.relative_to(REPO)) for package in ALLOWED if (REPO / package).is_dir()
+              for path in (REPO / package).rglob("*.py") if "TYPE_CHECKING" in path.read_text(encoding="utf-8")]
+    assert hiding == []
+
+
+def test_the_program_uses_only_the_layers_it_deploys_with() -> None:
+    # __main__.py runs on a deploy runner (`pulumi up`): no CLI, harness, lab or measurement code.
+    assert imported_packages(REPO / "__main__.py") <= {"components", "serve_app", "facts"}
