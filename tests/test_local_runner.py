@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from pdctl.metrics import summarize
+from measure.latency import summarize
 from serve_app.config import EngineSettings, ModelSettings, PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.local_runner import compare, evidence, workload
@@ -340,6 +340,11 @@ ray_vllm_kv_cache_usage_perc{engine="0"} 0.5
 """
     assert evidence.nixl_metric_totals(text) == {"ray_vllm_nixl_bytes_transferred_sum": 150.0,
                                                  "ray_vllm_nixl_xfer_time_seconds_count": 3.0}
+
+
+def test_nixl_metric_totals_of_a_page_that_is_not_prometheus_text_are_empty_not_a_crash():
+    # A GPU run goes on without metrics totals; the raw lines are kept in the results beside them.
+    assert evidence.nixl_metric_totals("<html><body>502 Bad Gateway</body></html>\n") == {}
 
 
 # ── the verdict ──────────────────────────────────────────────────────────────────────────────

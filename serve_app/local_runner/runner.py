@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pdctl.metrics import RequestSample, summarize
+from measure.latency import RequestSample, summarize
 from serve_app.errors import ConfigError
 from serve_app.local_runner import compare, evidence, workload
 from serve_app.local_runner.models import SPECIAL_TOKENS
