@@ -1,10 +1,10 @@
-"""Fixtures more than one test module needs."""
+"""Fixtures the lab's test modules share."""
 
 from __future__ import annotations
 
 import pytest
 
-from serve_app.local_runner.stack import rendered_pd_serving_args
+from lab.stack import rendered_pd_serving_args
 
 
 @pytest.fixture(scope="session")
