@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole lab run on a one-GPU host with no package index (run from the repository root).
 #   1. bundle parts (lab/build-bundle.sh → .bundle/part.NN, SHA256) copied to $PARTS on the host
-#   2. bash lab/gpu_run.sh [extra `python -m serve_app.local_runner run` options]
+#   2. bash lab/gpu_run.sh [extra `python -m lab run` options]
 # Results (lab-result.json, lab-report.md, run.log, ray-log-excerpt.txt) go to $OUT (default .lab/out/, git-ignored).
 set -uo pipefail
 OUT=${OUT:-.lab/out}
@@ -21,7 +21,7 @@ if [ ! -f "$SITE/.unpacked" ]; then
 fi
 export PYTHONPATH="$SITE:$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 -m serve_app.local_runner run --stack dev --out "$OUT" "$@" 2>&1 | tee "$OUT/run.log"
+python3 -m lab run --stack dev --out "$OUT" "$@" 2>&1 | tee "$OUT/run.log"
 status=${PIPESTATUS[0]}
-echo "local_runner exit status: $status"
+echo "lab exit status: $status"
 exit "$status"

@@ -3,8 +3,8 @@
 Each lab app is replaced by a small Serve app that speaks the same OpenAI routes (streamed and
 greedy completions with token-id logprobs, chat, models) and prints the NIXL log lines vLLM would.
 Everything else — deploy, readiness polling, endpoint checks, comparison, timing, evidence scan,
-results JSON, report — runs as it will on the GPU host. Usage:
-    python lab/rehearse_cpu.py OUT_DIR
+results JSON, report — runs as it will on the GPU host. Usage, from the repository root:
+    python -m lab.rehearse_cpu OUT_DIR
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
-from serve_app.local_runner import runner
-from serve_app.local_runner.stack import rendered_pd_serving_args
+from lab import runner
+from lab.report import markdown_report
+from lab.stack import rendered_pd_serving_args
 
 fake_api = FastAPI()
 
@@ -95,7 +96,6 @@ def main() -> int:
     started = time.perf_counter()
     data = runner.run_lab(rendered_args=rendered, source=source + " [CPU rehearsal, fake engines]",
                           models=models, out_dir=out, spec=spec, ready_timeout_s=120, deadline_s=300)
-    from serve_app.local_runner.report import markdown_report
     print(markdown_report(data))
     print(f"rehearsal took {time.perf_counter() - started:.0f} s; verdict {data['checks']['verdict']['passed']}")
     return 0 if data["checks"]["verdict"]["passed"] else 1

@@ -1,10 +1,10 @@
-"""Rehearse the two-GPU lab run (`--gpus 2`) on a CPU machine, with rehearse_cpu.py's fake engines.
+"""Rehearse the two-GPU lab run (`--gpus 2`) on a CPU machine, with `lab.rehearse_cpu`'s fake engines.
 
-Same idea as rehearse_cpu.py: the real runner, Ray and Serve; only the vLLM engines are fakes. This
+Same idea as `lab.rehearse_cpu`: the real runner, Ray and Serve; only the vLLM engines are fakes. This
 exercises what the two-GPU run adds: stages deployed one after the other and torn down in between,
 greedy outputs carried across stages for the comparison, the per-stage NIXL metrics snapshot, the
-interference load and the report. Usage:
-    python lab/rehearse_cpu_x2.py OUT_DIR [MODES]   (MODES: pd,colocated (default), pd or colocated)
+interference load and the report. Usage, from the repository root:
+    python -m lab.rehearse_cpu_x2 OUT_DIR [MODES]   (MODES: pd,colocated (default), pd or colocated)
 """
 
 from __future__ import annotations
@@ -13,13 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from rehearse_cpu import fake_deploy  # noqa: E402  (lab/ is not a package)
-
-from serve_app.local_runner import runner  # noqa: E402
-from serve_app.local_runner.report import markdown_report  # noqa: E402
-from serve_app.local_runner.stack import rendered_pd_serving_args  # noqa: E402
+from lab import runner
+from lab.rehearse_cpu import fake_deploy
+from lab.report import markdown_report
+from lab.stack import rendered_pd_serving_args
 
 
 def main() -> int:

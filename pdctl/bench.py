@@ -1,4 +1,4 @@
-"""Stream N chat completions at concurrency C and time every chunk (arithmetic in `pdctl.metrics`).
+"""Stream N chat completions at concurrency C and time every chunk (arithmetic in `measure.latency`).
 
 Every timestamp is read from the running event loop's clock (`loop.time()`, monotonic): the clock
 the requests are scheduled on, and one a test can control, so the bench's own timing is checked
@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from pdctl.metrics import RequestSample
+from measure.latency import RequestSample
 
 # Short common English words: about one token each in the tokenizers of current LLMs, so a prompt
 # of N words is about N tokens. The server's usage.prompt_tokens reports the exact count.

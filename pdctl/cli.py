@@ -248,14 +248,18 @@ def verify_transport(
 def report_nixl_metrics(url: str) -> None:
     import httpx
 
-    from pdctl.kube import parse_prometheus
+    from measure.prometheus import nixl_metric_totals
 
     try:
         text = httpx.get(url, timeout=5).text
     except httpx.HTTPError as exc:
         err.print(f"[yellow]metrics not reachable at {escape(url)}: {escape(str(exc))}[/]")
         return
-    found = parse_prometheus(text)
+    try:
+        found = nixl_metric_totals(text)
+    except ValueError as exc:
+        err.print(f"[yellow]not Prometheus metrics at {escape(url)} ({escape(str(exc)[:200])})[/]")
+        return
     if not found:
         err.print(f"[yellow]no ray_vllm_nixl_* metrics at {escape(url)} (no transfer yet?)[/]")
     for metric, value in sorted(found.items()):
@@ -402,8 +406,8 @@ def bench(
     import openai
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from measure.latency import summarize
     from pdctl.bench import BenchSpec, run_bench
-    from pdctl.metrics import summarize
     from pdctl.views import render_bench
 
     base_url, model = openai_target(base_url, model, from_file)

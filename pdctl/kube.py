@@ -25,7 +25,6 @@ RAY_LOG_GLOB = "/tmp/ray/session_latest/logs/*.out /tmp/ray/session_latest/logs/
 # NIXL's Python agent logs "Backend <NAME> was instantiated" for each backend it creates
 # (nixl/_api.py `create_backend`); vLLM's NixlConnector creates exactly the configured ones.
 NIXL_BACKEND_LINE = re.compile(r"Backend (?P<backend>[A-Z_]+) was instantiated")
-NIXL_METRIC_PREFIX = "ray_vllm_nixl_"
 
 
 # ---------------------------------------------------------------- pure: status
@@ -201,31 +200,6 @@ def transport_problems(pods: Iterable[PodTransport], expected: str = "LIBFABRIC"
         elif "UCX" in pod.backends and expected != "UCX":
             problems.append(f"{pod.pod}: NIXL instantiated UCX next to {expected}; transfers may pick UCX")
     return problems
-
-
-def parse_prometheus(text: str, prefix: str = NIXL_METRIC_PREFIX) -> dict[str, float]:
-    """Sum of every sample of each metric whose name starts with `prefix` (labels folded).
-
-    Histogram `_bucket` series are left out: their samples are cumulative per `le` bound, so their
-    sum means nothing; a histogram's `_sum` and `_count` are kept.
-    """
-    totals: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.startswith(prefix):
-            continue
-        name_and_labels, _, rest = line.partition(" ")
-        name = name_and_labels.split("{", 1)[0]
-        if name.endswith("_bucket"):
-            continue
-        if "{" in name_and_labels and "}" not in name_and_labels:
-            # A label value held a space: the value is after the closing brace.
-            name_and_labels, _, rest = line.partition("} ")
-        try:
-            value = float(rest.split()[0])
-        except (IndexError, ValueError):
-            continue
-        totals[name] = totals.get(name, 0.0) + value
-    return totals
 
 
 # ---------------------------------------------------------------- I/O

@@ -94,11 +94,3 @@ def ray_service_crd_validator() -> Any:
     jsonschema.Draft7Validator.check_schema(schema)
     return jsonschema.Draft7Validator(schema)
 
-
-@pytest.fixture(scope="session")
-def dev_args() -> dict:
-    """The build_pd_openai_app args the dev stack renders (what the lab overlays start from)."""
-    from serve_app.local_runner.stack import rendered_pd_serving_args
-
-    args, _ = rendered_pd_serving_args("dev")
-    return args

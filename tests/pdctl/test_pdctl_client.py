@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from pdctl.bench import BenchSpec, run_bench
 from pdctl.cli import app
-from pdctl.metrics import summarize
+from measure.latency import summarize
 
 MODEL = "qwen3.5-9b"
 TTFT = 0.15  # seconds before the first token

@@ -221,6 +221,18 @@ def test_verify_transport_reports_nixl_metrics(api, monkeypatch):
     assert "ray_vllm_time_to_first_token" not in result.stdout
 
 
+def test_verify_transport_says_when_the_metrics_url_is_not_prometheus_text(api, monkeypatch):
+    class Response:
+        text = "<html><body>404 page not found</body></html>\n"
+
+    monkeypatch.setattr("httpx.get", lambda url, timeout: Response())
+    result = invoke("verify-transport", "--kubeconfig", api.kubeconfig, "--no-exec-fallback",
+                    "--metrics-url", "http://127.0.0.1:8080/")
+    assert result.exit_code == 0, result.output
+    assert "not Prometheus metrics at http://127.0.0.1:8080/" in result.stderr
+    assert "no transfer yet" not in result.stderr
+
+
 # ------------------------------------------------------------------------------ pure parts
 
 def test_transport_problems_flags_ucx_next_to_libfabric():
@@ -228,12 +240,3 @@ def test_transport_problems_flags_ucx_next_to_libfabric():
     assert kube.transport_problems([both]) == ["w: NIXL instantiated UCX next to LIBFABRIC; transfers may pick UCX"]
     assert kube.transport_problems([kube.PodTransport("w", ["LIBFABRIC"])]) == []
 
-
-def test_prometheus_parsing_sums_label_sets_and_skips_comments():
-    totals = kube.parse_prometheus(fixture("nixl_metrics.prom"))
-    assert totals == {
-        "ray_vllm_nixl_xfer_time_seconds_sum": 0.84,
-        "ray_vllm_nixl_xfer_time_seconds_count": 12.0,
-        "ray_vllm_nixl_num_failed_transfers_total": 0.0,
-        "ray_vllm_nixl_bytes_transferred_sum": 2e9,
-    }

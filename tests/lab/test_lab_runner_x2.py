@@ -1,5 +1,5 @@
-"""The two-GPU lab (`local_runner run --gpus 2`, issue 7), on the CPU: prefill and decode on separate
-whole GPUs, apps in stages, the interference load and its report. The GPU run is results/gpu-lab/
+"""The two-GPU lab (`python -m lab run --gpus 2`, issue 7), on the CPU: prefill and decode on separate
+whole GPUs, apps in stages, the interference load and its report. The GPU run is lab/results/
 (2026-11-29-h200x2-*); these tests keep its logic honest between runs."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import time
 
 import pytest
 
-from serve_app.errors import ConfigError
-from serve_app.local_runner import workload
-from serve_app.local_runner.__main__ import main as cli_main
-from serve_app.local_runner.overlay import GiB, LabOverlay, apply_lab_overlay, changed_paths
-from serve_app.local_runner.report import interference_table, markdown_report
-from serve_app.local_runner.runner import (
+from lab import workload
+from lab.__main__ import main as cli_main
+from lab.overlay import GiB, LabOverlay, apply_lab_overlay, changed_paths
+from lab.report import interference_table, markdown_report
+from lab.runner import (
     Interference, LabModel, Workload, compare_greedy_outputs, lab_apps, lab_environment, lab_stages, verdict,
 )
+from serve_app.errors import ConfigError
 
 MODEL_DIR = "/tmp/lab-models/llama3-8b-shape"
 # What the two-GPU overlay may change in one PD phase of the dev stack's render, leaf by leaf: no GPU

@@ -4,7 +4,7 @@ Prompts are lists of token ids (the OpenAI completions API takes them), so every
 exactly the prompt length asked for, and `ignore_eos` makes every output exactly `max_tokens`
 long. Each prompt is drawn at random, so prefix caching cannot flatter TTFT.
 
-Timing arithmetic (TTFT, ITL, TPOT, E2E, tokens/s) is `pdctl.metrics`: one definition for the lab
+Timing arithmetic (TTFT, ITL, TPOT, E2E, tokens/s) is `measure.latency`: one definition for the lab
 and for `pdctl bench` against the cluster.
 """
 
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from pdctl.metrics import RequestSample
+from measure.latency import RequestSample
 
 REQUEST_TIMEOUT_S = 90
 

@@ -1,8 +1,8 @@
-"""Benchmark arithmetic on hand-timed samples (pdctl.metrics)."""
+"""Benchmark arithmetic on hand-timed samples (measure.latency)."""
 
 import pytest
 
-from pdctl.metrics import RequestSample, percentile, summarize
+from measure.latency import RequestSample, percentile, summarize
 
 
 def test_percentile_interpolates_between_ranks_like_numpy():

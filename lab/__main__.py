@@ -1,4 +1,4 @@
-"""python -m serve_app.local_runner {render,make-model,run,report} — the single-host GPU lab.
+"""python -m lab {render,make-model,run,report} — the single-host GPU lab.
 
   render      print the stack's rendered PD args, the lab configs and the keys the overlay changed
   make-model  write the tiny random Llama or the Llama-3-8B-shaped model (config + tokenizer)
@@ -21,7 +21,7 @@ MODEL_KINDS = ("tiny", "llama3-8b-shape")
 
 
 def _make_model(kind: str, directory: Path, seed: int):
-    from serve_app.local_runner import models
+    from lab import models
 
     if kind == "tiny":
         return models.write_tiny_model(directory, seed=seed)
@@ -30,7 +30,7 @@ def _make_model(kind: str, directory: Path, seed: int):
 
 def _lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list[str],
                 untimed: frozenset[str] = frozenset()):
-    from serve_app.local_runner.runner import LabModel, prompt_range
+    from lab.runner import LabModel, prompt_range
 
     out = []
     for kind in kinds:
@@ -52,7 +52,7 @@ def _lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list
 
 def _render_args(stack: str | None) -> tuple[dict, str]:
     if stack:
-        from serve_app.local_runner.stack import rendered_pd_serving_args
+        from lab.stack import rendered_pd_serving_args
 
         return rendered_pd_serving_args(stack)
     from serve_app.config import PDAppConfig
@@ -62,8 +62,8 @@ def _render_args(stack: str | None) -> tuple[dict, str]:
 
 
 def cmd_render(args) -> int:
-    from serve_app.local_runner.overlay import GiB, changed_paths
-    from serve_app.local_runner.runner import LabModel, lab_apps
+    from lab.overlay import GiB, changed_paths
+    from lab.runner import LabModel, lab_apps
 
     rendered, source = _render_args(args.stack)
     model = LabModel(key="model", path=args.model_path, dummy_weights=False, compare_outputs=False,
@@ -94,7 +94,7 @@ def _int_list(option: str, text: str) -> tuple[int, ...]:
 
 
 def _workload(args):
-    from serve_app.local_runner.runner import Interference, Workload
+    from lab.runner import Interference, Workload
 
     return Workload(prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed,
                     concurrencies=_int_list("--concurrencies", args.concurrencies),
@@ -103,9 +103,9 @@ def _workload(args):
 
 
 def cmd_run(args) -> int:
-    from serve_app.local_runner.overlay import GiB
-    from serve_app.local_runner.report import markdown_report
-    from serve_app.local_runner.runner import run_lab
+    from lab.overlay import GiB
+    from lab.report import markdown_report
+    from lab.runner import run_lab
 
     if args.gpus not in (1, 2):
         raise ConfigError("--gpus", args.gpus, "1 (engines share the GPU) or 2 (a whole GPU per engine)")
@@ -136,7 +136,7 @@ COMPARE_SETTINGS = ("seed", "compare_prompts", "compare_prompt_tokens", "compare
 
 def cmd_compare_greedy(args) -> int:
     """Greedy PD == colocated across two results files (a split run: --modes pd, --modes colocated)."""
-    from serve_app.local_runner.runner import Workload, compare_greedy_outputs
+    from lab.runner import Workload, compare_greedy_outputs
 
     colocated, pd = (json.loads(Path(p).read_text()) for p in (args.colocated_result, args.pd_result))
     for name in COMPARE_SETTINGS:
@@ -155,14 +155,14 @@ def cmd_compare_greedy(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from serve_app.local_runner.report import markdown_report
+    from lab.report import markdown_report
 
     print(markdown_report(json.loads(Path(args.result).read_text())), end="")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m serve_app.local_runner", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -1,6 +1,6 @@
-"""The single-GPU lab (serve_app.local_runner), on the CPU: what it changes in the stack's serve
+"""The single-GPU lab (the `lab` package), on the CPU: what it changes in the stack's serve
 config, how it judges PD output against colocated output, and how it turns a stream into timings.
-The GPU run itself is results/gpu-lab/; these tests keep its logic honest between runs."""
+The GPU run itself is lab/results/; these tests keep its logic honest between runs."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import os
 
 import pytest
 
-from pdctl.metrics import summarize
-from serve_app.config import EngineSettings, ModelSettings, PDAppConfig
-from serve_app.errors import ConfigError
-from serve_app.local_runner import compare, evidence, workload
-from serve_app.local_runner.models import SPECIAL_TOKENS, LlamaShape, build_tokenizer, filler_tokens
-from serve_app.local_runner.overlay import (
+from lab import compare, evidence, workload
+from lab.models import SPECIAL_TOKENS, LlamaShape, build_tokenizer, filler_tokens
+from lab.overlay import (
     LabOverlay, apply_lab_overlay, changed_paths, colocated_config, leaf_items, overlay_values,
 )
-from serve_app.local_runner.runner import LabModel, lab_apps, lab_environment, verdict
+from lab.runner import LabModel, lab_apps, lab_environment, verdict
+from measure.latency import summarize
+from serve_app.config import EngineSettings, ModelSettings, PDAppConfig
+from serve_app.errors import ConfigError
 from serve_app.render import pd_serving_args
 
 MODEL_DIR = "/tmp/lab-models/tiny"
@@ -342,6 +342,11 @@ ray_vllm_kv_cache_usage_perc{engine="0"} 0.5
                                                  "ray_vllm_nixl_xfer_time_seconds_count": 3.0}
 
 
+def test_nixl_metric_totals_of_a_page_that_is_not_prometheus_text_are_empty_not_a_crash():
+    # A GPU run goes on without metrics totals; the raw lines are kept in the results beside them.
+    assert evidence.nixl_metric_totals("<html><body>502 Bad Gateway</body></html>\n") == {}
+
+
 # ── the verdict ──────────────────────────────────────────────────────────────────────────────
 
 def _timing_row(failed: int) -> dict:
@@ -383,7 +388,7 @@ def test_tokenizer_has_the_model_vocabulary_and_decodes_every_id():
 
 def test_tiny_model_is_reproducible_from_its_seed(tmp_path):
     pytest.importorskip("transformers")
-    from serve_app.local_runner.models import write_tiny_model
+    from lab.models import write_tiny_model
 
     shape = LlamaShape(name="t", vocab_size=1200, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from pdctl.kube import parse_prometheus
+from measure.prometheus import nixl_metric_totals as _nixl_metric_totals
 
 CONNECTOR_CREATED = re.compile(r"Creating v1 connector with name: (\w+) and engine_id: (\S+)")
 BACKEND_INSTANTIATED = re.compile(r"Backend (\w+) was instantiated")
@@ -107,6 +107,11 @@ def nixl_checks(evidence: LogEvidence, *, prefill_id: str, decode_id: str, backe
 def nixl_metric_totals(prometheus_text: str) -> dict[str, float]:
     """Sum of every ray_vllm_nixl_* series by metric name (histograms: _sum and _count kept apart).
 
-    The same parser `pdctl verify-transport --metrics-url` uses on a cluster's workers.
+    `measure.prometheus`, the same parser `pdctl verify-transport --metrics-url` uses on a cluster's
+    workers. Text that is not Prometheus exposition gives no totals instead of stopping the run: the
+    raw `ray_vllm_nixl*` lines are kept beside them in the results.
     """
-    return parse_prometheus(prometheus_text)
+    try:
+        return _nixl_metric_totals(prometheus_text)
+    except ValueError:
+        return {}

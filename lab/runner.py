@@ -33,13 +33,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pdctl.metrics import RequestSample, summarize
-from serve_app.errors import ConfigError
-from serve_app.local_runner import compare, evidence, workload
-from serve_app.local_runner.models import SPECIAL_TOKENS
-from serve_app.local_runner.overlay import (
+from lab import compare, evidence, workload
+from lab.models import SPECIAL_TOKENS
+from lab.overlay import (
     GiB, LabOverlay, apply_lab_overlay, colocated_config, overlay_values,
 )
+from measure.latency import RequestSample, summarize
+from serve_app.errors import ConfigError
 
 Mode = Literal["pd", "colocated"]
 HTTP_PORT = 8000

@@ -1,4 +1,4 @@
-"""The results JSON → a markdown table (for results/gpu-lab/ and the README)."""
+"""The results JSON → a markdown table (for lab/results/ and the README)."""
 
 from __future__ import annotations
 
