@@ -9,7 +9,7 @@ import pytest
 from measure.prometheus import metric_totals, nixl_metric_totals
 
 # What `pdctl verify-transport --metrics-url` reads from a worker (its CLI test serves the same file).
-NIXL_METRICS = Path(__file__).resolve().parents[1] / "fixtures" / "pdctl" / "nixl_metrics.prom"
+NIXL_METRICS = Path(__file__).resolve().parents[1] / "pdctl" / "fixtures" / "nixl_metrics.prom"
 
 
 def test_prometheus_parsing_sums_label_sets_and_skips_comments():
