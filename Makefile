@@ -6,14 +6,17 @@ STACK ?= dev
 
 .PHONY: plan test clean
 
-$(VENV)/.installed-runtime: requirements.txt constraints.txt
+# The Pulumi program's requirements plus the CLI's, and the package itself (editable: the `pdctl`
+# command, and the version `pdctl --version` prints). Pulumi.yaml names this .venv as the program's.
+$(VENV)/.installed-cli: requirements.txt requirements-cli.txt constraints.txt pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c constraints.txt -r requirements.txt
+	$(PIP) install -q -c constraints.txt -r requirements.txt -r requirements-cli.txt
+	$(PIP) install -qq --no-deps -e .
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed-runtime requirements-dev.txt policy/requirements.txt policy/requirements-checkov.txt
-	$(PIP) install -q -c constraints.txt -r requirements-dev.txt
+$(VENV)/.installed-dev: $(VENV)/.installed-cli requirements-dev.txt policy/requirements.txt policy/requirements-checkov.txt
+	$(PIP) install -q -c constraints.txt -r requirements.txt -r requirements-cli.txt -r requirements-dev.txt
 	# PyPI's torchvision/torchaudio (pulled by vllm) do not import beside the CPU torch, and the
 	# validation tier needs neither.
 	$(PIP) uninstall -q -y torchvision torchaudio
@@ -24,7 +27,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed-runtime requirements-dev.txt policy/r
 	.venv-checkov/bin/pip install -q -r policy/requirements-checkov.txt
 	touch $@
 
-plan: $(VENV)/.installed-runtime
+plan: $(VENV)/.installed-cli
 	$(VENV)/bin/python -m pdctl plan --stack $(STACK)
 
 test: $(VENV)/.installed-dev
