@@ -8,8 +8,9 @@ fails visibly.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s

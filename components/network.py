@@ -9,8 +9,8 @@ from S3, so an S3 gateway endpoint on the private route tables keeps them off th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -82,7 +82,7 @@ class Network(pulumi.ComponentResource):
 
         public_subnets: list[aws.ec2.Subnet] = []
         private_subnets: list[aws.ec2.Subnet] = []
-        for zone, (private_cidr, public_cidr) in zip(zones, settings.subnet_cidrs()):
+        for zone, (private_cidr, public_cidr) in zip(zones, settings.subnet_cidrs(), strict=True):
             public = aws.ec2.Subnet(
                 f"{name}-public-{zone}",
                 vpc_id=self.vpc.id,
@@ -108,7 +108,8 @@ class Network(pulumi.ComponentResource):
 
         nat_zones = zones if settings.nat_mode == "perAz" else zones[:1]
         self.nat_gateways = []
-        for zone, public in zip(nat_zones, public_subnets):
+        # One NAT per AZ, or one in the first AZ only: nat_zones may be shorter than the subnets.
+        for zone, public in zip(nat_zones, public_subnets, strict=False):
             address = aws.ec2.Eip(
                 f"{name}-nat-{zone}", domain="vpc", tags={"Name": f"{settings.cluster_name}-nat-{zone}"}, opts=child)
             self.nat_gateways.append(aws.ec2.NatGateway(
@@ -121,7 +122,7 @@ class Network(pulumi.ComponentResource):
             ))
 
         private_route_tables: list[aws.ec2.RouteTable] = []
-        for index, (zone, private) in enumerate(zip(zones, private_subnets)):
+        for index, (zone, private) in enumerate(zip(zones, private_subnets, strict=True)):
             nat = self.nat_gateways[index if settings.nat_mode == "perAz" else 0]
             routes = aws.ec2.RouteTable(
                 f"{name}-private-{zone}",
@@ -146,7 +147,7 @@ class Network(pulumi.ComponentResource):
 
         self.public_subnet_ids = [subnet.id for subnet in public_subnets]
         self.private_subnet_ids = [subnet.id for subnet in private_subnets]
-        self.private_subnet_id_by_az = {zone: subnet.id for zone, subnet in zip(zones, private_subnets)}
+        self.private_subnet_id_by_az = {zone: subnet.id for zone, subnet in zip(zones, private_subnets, strict=True)}
         self.register_outputs({
             "vpc_id": self.vpc_id,
             "public_subnet_ids": self.public_subnet_ids,

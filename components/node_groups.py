@@ -21,8 +21,8 @@ dependencies, and an explicit `cluster_name` is known at preview time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -31,7 +31,12 @@ import pulumi_eks as eks
 from components.cluster import Cluster
 from components.network import Network
 from components.scheduling import (
-    GPU_ROLE, GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE, ROLE_LABEL, SYSTEM_ROLE,
+    GPU_ROLE,
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    ROLE_LABEL,
+    SYSTEM_ROLE,
 )
 from components.settings import GpuNodeSettings, SystemNodeSettings
 from facts.instances import InstanceType

@@ -16,8 +16,9 @@ step one after another; `sequential_minutes` is that sum for the same resources.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Protocol
 
 from facts.durations import create_duration
 

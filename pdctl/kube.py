@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from components.scheduling import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLE, ROLE_LABEL
 

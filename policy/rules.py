@@ -263,9 +263,8 @@ def _require_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> No
         if not props.get("launchTemplate"):
             report("managed node group must use a launch template that requires IMDSv2 with hop limit "
                    f"{MAX_IMDS_HOP_LIMIT}: enableIMDSv2 alone sets hop limit 2, and without either EKS allows IMDSv1")
-    elif args.resource_type == AWS_EKS_NODE_GROUP:
-        if not props.get("launchTemplate"):
-            report("EKS node group without a launch template gets EKS's default one, which allows IMDSv1")
+    elif args.resource_type == AWS_EKS_NODE_GROUP and not props.get("launchTemplate"):
+        report("EKS node group without a launch template gets EKS's default one, which allows IMDSv1")
 
 
 def _require_secrets_encryption(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -387,7 +386,8 @@ def _nodes_without_public_ips(args: StackValidationArgs, report: ReportViolation
                     report(f"launch template {resource.name!r} gives nodes a public IP "
                            "(networkInterfaces.associatePublicIpAddress)", resource.urn)
         elif resource.resource_type == EKS_CLUSTER:
-            if not _truthy(props.get("skipDefaultNodeGroup")) and props.get("nodeAssociatePublicIpAddress") is not False:
+            default_group = not _truthy(props.get("skipDefaultNodeGroup"))
+            if default_group and props.get("nodeAssociatePublicIpAddress") is not False:
                 report("eks.Cluster's default node group gets public IPs: set skipDefaultNodeGroup "
                        "(node groups are separate) or nodeAssociatePublicIpAddress false", resource.urn)
         elif resource.resource_type in NODE_GROUP_TYPES:

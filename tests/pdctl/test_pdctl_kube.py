@@ -130,7 +130,7 @@ def test_status_shows_service_pods_and_allocatable(api):
     assert doc["warnings"] == ["ip-10-0-40-12.us-west-2.compute.internal: no allocatable "
                                "vpc.amazonaws.com/efa (EFA device plugin not running, or the node "
                                "has no EFA interface?)"]
-    system = [n for n in doc["nodes"] if n["role"] == "system"][0]
+    [system] = [n for n in doc["nodes"] if n["role"] == "system"]
     assert (system["gpu_allocatable"], system["instance_type"]) == (0, "m7i.xlarge")
     assert any("labelSelector=ray.io%2Fcluster%3Dray-llm-7xk2p" in p or
                "labelSelector=ray.io/cluster%3Dray-llm-7xk2p" in p for p in api.seen), api.seen

@@ -157,7 +157,7 @@ def stack(registered) -> tuple[str, list[PolicyResource]]:
 
 @pytest.mark.parametrize("policy_name", POLICY_NAMES)
 def test_the_stacks_pass_every_policy(registered, policy_name):
-    stack_name, resources = registered
+    _, resources = registered
     assert violations(policy_name, resources) == []
 
 
@@ -180,7 +180,7 @@ def test_efa_node_group_across_two_azs_is_refused(stack):
     other_az = next(s for s in subnets if s.props["availabilityZone"] not in
                     {d.props["availabilityZone"] for d in group.dependencies if d.resource_type == rules.SUBNET})
     group.dependencies.append(other_az)
-    group.props["subnetIds"] = list(group.props["subnetIds"]) + ["subnet-other-az"]
+    group.props["subnetIds"] = [*group.props["subnetIds"], "subnet-other-az"]
     group.props.pop("placementGroupAvailabilityZone", None)
     found = violations("efa-node-group-single-az", resources)
     assert len(found) == 1 and found[0][0] == group.urn and "one AZ" in found[0][1]
@@ -230,7 +230,8 @@ def test_ucx_is_not_the_policys_business_without_efa_nodes(stack):
         config["applications"][0]["args"][phase]["engine_kwargs"]["kv_transfer_config"][
             "kv_connector_extra_config"]["backends"] = ["UCX"]
     service.props["spec"]["serveConfigV2"] = yaml.safe_dump(config)
-    without_efa = [r for r in resources if not (r.resource_type in rules.NODE_GROUP_TYPES and rules.node_group_uses_efa(r))]
+    without_efa = [r for r in resources
+                   if not (r.resource_type in rules.NODE_GROUP_TYPES and rules.node_group_uses_efa(r))]
     assert violations("efa-kv-transfer-libfabric", without_efa) == []
     assert len(violations("efa-kv-transfer-libfabric", resources)) == 2
 
