@@ -8,7 +8,7 @@ fails visibly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,8 @@ def explicit_dependencies(opts: pulumi.ResourceOptions | None) -> list[pulumi.Re
         return []
     if isinstance(depends_on, pulumi.Resource):
         return [depends_on]
+    if not isinstance(depends_on, Sequence):
+        raise TypeError("depends_on must be a resource or a list of them to be handed on to children")
     return [dep for dep in depends_on if isinstance(dep, pulumi.Resource)]
 
 

@@ -118,10 +118,10 @@ def critical_path(resources: Iterable[GraphResource]) -> CriticalPath:
 
     if not by_urn:
         return CriticalPath(steps=[], minutes=0.0, sequential_minutes=0.0)
-    last = None
+    last = min(by_urn)  # the first in sorted order, which wins ties
     for urn in sorted(by_urn):
         finished = done_of(urn)
-        if last is None or _later(finished, done[last]):
+        if _later(finished, done[last]):
             last = urn
 
     chain: list[str] = []

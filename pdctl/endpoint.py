@@ -125,7 +125,7 @@ def smoke(client, model: str, prompt: str, *, max_tokens: int = 64) -> SmokeResu
         raise EndpointError(f"the completion came from model {completion.model!r}, not {model!r}")
     choice = completion.choices[0] if completion.choices else None
     answer = (choice.message.content or "") if choice else ""
-    if not answer.strip():
+    if choice is None or not answer.strip():
         raise EndpointError(
             f"the model returned an empty answer (finish_reason={choice.finish_reason if choice else None})"
         )

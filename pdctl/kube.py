@@ -224,15 +224,16 @@ class KubeReader:
             RAY_GROUP, RAY_VERSION, namespace, RAY_SERVICES, name, _preload_content=False))
 
     def pods(self, namespace: str, label_selector: str | None = None) -> dict:
-        kwargs = {"label_selector": label_selector} if label_selector else {}
-        return self._json(self._core.list_namespaced_pod(namespace, _preload_content=False, **kwargs))
+        return self._json(self._core.list_namespaced_pod(
+            namespace, label_selector=label_selector or None, _preload_content=False))
 
     def nodes(self) -> dict:
         return self._json(self._core.list_node(_preload_content=False))
 
     def pod_log(self, namespace: str, pod: str, container: str | None) -> str:
-        kwargs = {"container": container} if container else {}
-        response = self._core.read_namespaced_pod_log(pod, namespace, _preload_content=False, **kwargs)
+        # Not preloaded, the client returns the raw urllib3 response, whatever its annotation says.
+        response: Any = self._core.read_namespaced_pod_log(
+            pod, namespace, container=container or None, _preload_content=False)
         return response.data.decode("utf-8", errors="replace")
 
     def grep_ray_logs(self, namespace: str, pod: str, container: str | None) -> str:
