@@ -3,11 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 PIP := $(VENV)/bin/pip
 STACK ?= dev
-# What mypy checks: the product packages that exist (offline/ and measure/ are on their way) and the
-# Pulumi program. Not policy/ or bootstrap/: Pulumi projects with environments of their own.
-TYPED := $(wildcard facts serve_app components offline measure pdctl lab) __main__.py
+# What mypy checks: the product packages that exist (offline/ and measure/ are on their way), the
+# Pulumi program and tools/. Not policy/ or bootstrap/: Pulumi projects with environments of their own.
+TYPED := $(wildcard facts serve_app components offline measure pdctl lab) __main__.py tools
 
-.PHONY: plan test lint typecheck clean
+.PHONY: plan test lint typecheck docs clean
 
 # The Pulumi program's requirements plus the CLI's, and the package itself (editable: the `pdctl`
 # command, and the version `pdctl --version` prints). Pulumi.yaml names this .venv as the program's.
@@ -42,6 +42,10 @@ typecheck: $(VENV)/.installed-dev
 # Ruff, then mypy, then pytest: make builds the prerequisites left to right.
 test: lint typecheck
 	$(VENV)/bin/python -m pytest -q
+
+# README.md's Settings and Outputs tables, from Pulumi.yaml and the program's outputs.
+docs: $(VENV)/.installed-cli
+	$(VENV)/bin/python -m tools.readme_tables
 
 clean:
 	rm -rf $(VENV) .venv-policy .venv-checkov

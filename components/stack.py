@@ -11,7 +11,9 @@ Order of work:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import pulumi
@@ -28,6 +30,22 @@ from components.settings import AvailabilityZonePlan, StackSettings, plan_availa
 # the endpoint is private unless the user exposes it).
 LOCAL_HOST = "localhost"
 API_KEY_PLACEHOLDER = "not-needed"  # Ray Serve LLM does not check keys; OpenAI SDKs insist on one
+
+# What each stack output is, for the README's Outputs table (`make docs` renders it with each
+# output's type from an offline run; a test fails when an output has no line here).
+OUTPUT_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
+    "region": "AWS region of the stack",
+    "clusterName": "EKS cluster name (`aws eks update-kubeconfig --name …`)",
+    "kubeconfig": "kubeconfig for the cluster (uses `aws eks get-token`)",
+    "namespace": "namespace of the RayService",
+    "rayServiceName": "RayService name",
+    "serveServiceName": "the OpenAI endpoint's Service, `<rayServiceName>-serve-svc`",
+    "servePort": "the Service's port (8000)",
+    "modelId": "the `model` clients send",
+    "portForwardCommand": "`kubectl port-forward` line that exposes the endpoint on localhost:8000",
+    "gpuAvailabilityZone": "the single AZ of the EFA GPU node group",
+    "clientConfig": "`{base_url, model, api_key, reach}`: an OpenAI client's configuration after port-forward",
+})
 
 
 def discover_availability_zones(settings: StackSettings) -> AvailabilityZonePlan:

@@ -1,45 +1,44 @@
-"""The README is the product's manual: its tables must match what the program declares and exports."""
+"""The README is the product's manual: its tables are what the program declares and exports, and every
+command it shows exists."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from offline import run_offline
+from tools import readme_tables
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 
 
-def table_rows(heading: str) -> dict[str, list[str]]:
-    """First column (backticks stripped) → the other cells, for the table under `## heading`."""
-    section = README.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    rows = {}
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| `") and len(cells) > 1:
-            rows[cells[0].strip("`")] = cells[1:]
-    return rows
+def test_the_generated_tables_match_their_sources():
+    """Settings from Pulumi.yaml, Outputs from the program: README.md holds what `make docs` writes."""
+    assert readme_tables.render(README) == README, "README.md's generated tables are out of date: run `make docs`"
 
 
-def test_every_declared_setting_is_in_the_settings_table_with_its_default():
-    declared = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
-    rows = table_rows("Settings")
-    assert set(rows) == set(declared)
-    for key, spec in declared.items():
-        default = spec.get("default", spec.get("value"))
-        cell = rows[key][1].strip("`")
-        expected = default if isinstance(default, str) else json.dumps(default)
-        assert cell == (expected or '""'), f"README default of {key}: {cell!r}, Pulumi.yaml: {default!r}"
+def test_the_settings_table_has_a_row_per_declared_key_in_pulumi_yaml_order():
+    text = (REPO / "Pulumi.yaml").read_text()
+    rows = readme_tables.settings_table(text).splitlines()[2:]
+    assert [row.split("`")[1] for row in rows] == list(yaml.safe_load(text)["config"])
+    region = rows[0]
+    assert region == "| `aws:region` | string | `us-west-2` | The AWS region everything is created in. |"
 
 
-def test_every_stack_output_is_documented():
-    outputs = run_offline("dev").outputs
-    assert set(table_rows("Outputs")) == set(outputs)
+def test_make_docs_refuses_an_undescribed_setting_or_output():
+    with pytest.raises(readme_tables.TableError, match="newKey has no description"):
+        readme_tables.settings_table("config:\n  newKey:\n    type: string\n    default: x\n")
+    with pytest.raises(readme_tables.TableError, match=r"no line for the outputs \['newOutput'\]"):
+        readme_tables.outputs_table({"newOutput": "x"}, set(), {})
+    with pytest.raises(readme_tables.TableError, match="does not export"):
+        readme_tables.outputs_table({}, set(), {"oldOutput": "gone"})
+
+
+def test_table_cells_escape_pipes_and_html_outside_code():
+    assert readme_tables.cell("a | b <name> `x | <y>`") == r"a \| b &lt;name> `x \| <y>`"
 
 
 @pytest.mark.parametrize("command", ["make plan", "make test"])

@@ -1,0 +1,1 @@
+"""Repository tooling (not part of the package): `python -m tools.<name>`."""
