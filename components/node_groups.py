@@ -42,7 +42,7 @@ from components.settings import GpuNodeSettings, SystemNodeSettings
 from facts.instances import InstanceType
 
 SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
-# AL2023 NVIDIA AMIs carry the NVIDIA driver and the EFA kernel driver (REFERENCE.md §2).
+# AL2023 NVIDIA AMIs carry the NVIDIA driver and the EFA kernel driver (docs/SOURCES.md#al2023-nvidia-ami).
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 ROOT_DEVICE = "/dev/xvda"  # root volume of AL2023 AMIs
 # 1: an IMDSv2 token cannot cross the extra hop into a pod's network namespace, so only
