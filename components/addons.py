@@ -16,7 +16,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.manifests.helm_values import (
-    efa_device_plugin_values, kuberay_operator_values, nvidia_device_plugin_values,
+    efa_device_plugin_values,
+    kuberay_operator_values,
+    nvidia_device_plugin_values,
 )
 from components.manifests.serving_namespace import kuberay_namespace_manifest
 from components.scheduling import DEVICE_PLUGIN_NAMESPACE

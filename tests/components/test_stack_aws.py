@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from offline.mock_cloud import OFFERINGS
 from offline import OfflineRun, RegisteredResource, run_offline, try_run_offline
+from offline.mock_cloud import OFFERINGS
 from serve_app.errors import ConfigError
 
 VPC = "aws:ec2/vpc:Vpc"
