@@ -4,8 +4,6 @@ mistake is refused with a ConfigError naming the key — before any resource (pu
 from __future__ import annotations
 
 import ipaddress
-import re
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +15,6 @@ from offline import stack_config
 from facts.images import DLC_TAG, PUBLIC_DLC_REPOSITORY, RAY_LLM_DLC_V1_0, serving_stack
 from serve_app.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
 PROJECT = project_name()
 
 
@@ -35,20 +32,6 @@ def refusal(key: str, value: str) -> ConfigError:
 
 
 # ── Pulumi.yaml ───────────────────────────────────────────────────────────────────────────────
-
-def architecture_keys() -> set[str]:
-    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
-    section = text.split("## Stack configuration keys", 1)[1].split("\n## ", 1)[0]
-    # Backticked config keys: camelCase words or aws:region, not values like `single` or `perAz`.
-    keys = set(re.findall(r"`([a-z]+:[a-z]+|[a-z][A-Za-z0-9]*)`", section))
-    values = {"single", "perAz", "get", "project"}
-    return {k for k in keys if k not in values and not k.startswith(("serve_app", "components"))}
-
-
-def test_pulumi_yaml_declares_exactly_the_architecture_keys():
-    declared = set(declared_keys())
-    assert declared == architecture_keys()
-
 
 def test_every_project_key_has_type_default_and_description():
     for name, key in declared_keys().items():
