@@ -9,6 +9,7 @@ before any resource; this module only registers them, in order, through the clus
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -126,7 +127,7 @@ class InferenceService(pulumi.ComponentResource):
         })
 
 
-def _replacement_options(upgrade_strategy: str) -> dict[str, object]:
+def _replacement_options(upgrade_strategy: str) -> dict[str, Any]:
     """With upgradeStrategy None KubeRay ignores RayCluster spec changes; replace the RayService
     instead, so a changed image, Ray version or worker spec reaches the cluster (with an outage
     while it restarts). serveConfigV2 changes stay in-place Serve updates."""

@@ -18,16 +18,25 @@ import functools
 import ipaddress
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, Field, field_validator
 
 from components.scheduling import RESERVED_NAMESPACES
 from components.sizing import WorkerResources, worker_resources
-from facts.images import DLC_TAG, FLOATING_TAGS, PUBLIC_DLC_REPOSITORY, ServingStack, default_ray_image, serving_stack, split_image
+from facts.images import (
+    DLC_TAG,
+    FLOATING_TAGS,
+    PUBLIC_DLC_REPOSITORY,
+    ServingStack,
+    default_ray_image,
+    serving_stack,
+    split_image,
+)
 from facts.instances import INSTANCE_TYPES, InstanceType
 from serve_app.checks import CheckedApp, DeploymentTarget, check_app
 from serve_app.errors import ConfigError
@@ -180,7 +189,8 @@ class ClusterSettings(_Settings):
         alias="adminPrincipalArns",
         description="IAM role or user ARNs (arn:aws:iam::<12-digit account>:role/<name> or :user/<name>)")
     api_public_access_cidrs: tuple[str, ...] = Field(
-        alias="apiPublicAccessCidrs", description="IPv4 CIDRs without host bits, e.g. 203.0.113.0/24; [] = private only")
+        alias="apiPublicAccessCidrs",
+        description="IPv4 CIDRs without host bits, e.g. 203.0.113.0/24; [] = private only")
     protect: bool = Field(alias="deletionProtection", description="true or false")
 
     @field_validator("kubernetes_version")

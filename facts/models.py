@@ -12,9 +12,10 @@ confirm from the model's own config.json or safetensors index is marked as such.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 DTYPE_BYTES: Mapping[str, int] = {
     "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4,

@@ -27,9 +27,9 @@ table being updated — the moment someone has to re-decide.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 from facts.images import RAY_LLM_DLC_V1_0, ServingStack
 
@@ -74,4 +74,4 @@ def accepted_pairing(image_ray: str) -> AcceptedPairing | None:
     return ACCEPTED_PAIRINGS.get(image_ray)
 
 
-__all__ = ["ACCEPTED_PAIRINGS", "AcceptedPairing", "VALIDATOR", "accepted_pairing"]
+__all__ = ["ACCEPTED_PAIRINGS", "VALIDATOR", "AcceptedPairing", "accepted_pairing"]

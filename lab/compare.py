@@ -16,8 +16,9 @@ So each sequence is walked until its first difference:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Literal, Mapping, Sequence
+from typing import Literal
 
 DEFAULT_CLEAR_MARGIN = 0.5  # nats between the top-1 and top-2 log-probabilities
 TOKEN_ID_PREFIX = "token_id:"  # vLLM's form with return_tokens_as_token_ids
@@ -53,7 +54,7 @@ def parse_token_id(token: str) -> int:
 def steps_from_logprobs(logprobs: Mapping) -> list[GreedyStep]:
     """GreedySteps from an OpenAI completions `logprobs` object (top_logprobs ≥ 2, token ids)."""
     steps = []
-    for token, top in zip(logprobs["tokens"], logprobs["top_logprobs"]):
+    for token, top in zip(logprobs["tokens"], logprobs["top_logprobs"], strict=False):
         ranked = sorted(top.values(), reverse=True)
         margin = ranked[0] - ranked[1] if len(ranked) > 1 else float("inf")
         steps.append(GreedyStep(token=parse_token_id(token), margin=margin))

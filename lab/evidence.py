@@ -9,9 +9,9 @@ check and the transfer plan of the prefill engine it reads from.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from measure.prometheus import nixl_metric_totals as _nixl_metric_totals
 

@@ -30,13 +30,15 @@ CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 # Words of the synthetic training corpus (and of chat prompts): the tokenizer learns merges for them.
-CORPUS_WORDS = (
-    "the of and to in is was for on that with as by at from his her it an were are which this be "
-    "time year people way day man thing woman life child world school state family student group "
-    "country problem hand part place case week company system program question work number night "
-    "point home water room mother area money story fact month lot right study book eye job word "
-    "prefill decode cache token layer engine transfer memory model serve request stream batch"
-).split()
+CORPUS_WORDS = [
+    "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his",
+    "her", "it", "an", "were", "are", "which", "this", "be", "time", "year", "people", "way", "day", "man", "thing",
+    "woman", "life", "child", "world", "school", "state", "family", "student", "group", "country", "problem",
+    "hand", "part", "place", "case", "week", "company", "system", "program", "question", "work", "number", "night",
+    "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month", "lot", "right", "study",
+    "book", "eye", "job", "word", "prefill", "decode", "cache", "token", "layer", "engine", "transfer", "memory",
+    "model", "serve", "request", "stream", "batch"
+]
 # Trained tokens are few; the rest of the vocabulary is filled with tokens the encoder never emits
 # but the decoder can print (plain ASCII, which byte-level BPE maps to itself), so a model whose
 # vocabulary is larger than the trained one (Llama-3's 128256) still decodes every id it samples.

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from serve_app.errors import ConfigError
 

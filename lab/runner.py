@@ -29,14 +29,18 @@ import re
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from lab import compare, evidence, workload
 from lab.models import SPECIAL_TOKENS
 from lab.overlay import (
-    GiB, LabOverlay, apply_lab_overlay, colocated_config, overlay_values,
+    GiB,
+    LabOverlay,
+    apply_lab_overlay,
+    colocated_config,
+    overlay_values,
 )
 from measure.latency import RequestSample, summarize
 from serve_app.errors import ConfigError
@@ -365,7 +369,7 @@ def compare_greedy_outputs(reference: list[dict[str, Any]], candidate: list[dict
     if errors:
         return {"passed": False, "errors": errors[:5]}
     comparisons = []
-    for ref, cand in zip(reference, candidate):
+    for ref, cand in zip(reference, candidate, strict=False):
         ref_steps = compare.steps_from_logprobs(ref["logprobs"])
         cand_tokens = [s.token for s in compare.steps_from_logprobs(cand["logprobs"])]
         comparisons.append(compare.compare_greedy(ref_steps, cand_tokens, clear_margin=spec.clear_margin))
@@ -499,7 +503,7 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
     env = lab_environment(models, gpus)
     results = Results(out_dir / "lab-result.json", {
         "schema": RESULT_SCHEMA,
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": {"gpu": _gpu(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "versions": _versions(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
@@ -588,7 +592,7 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
             results.save()
     finally:
         checks["verdict"] = verdict(data)
-        data["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        data["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         data["wall_s"] = round(time.perf_counter() - started, 1)
         results.save()
         write_log_excerpt(ray_log_dir(), out_dir / "ray-log-excerpt.txt")
@@ -669,7 +673,7 @@ def write_log_excerpt(log_dir: Path, path: Path, max_lines: int = 6000) -> None:
                 if EXCERPT_PATTERN.search(line):
                     lines.append(f"{file.name}: {line.rstrip()[:400]}")
     if len(lines) > max_lines:
-        lines = lines[: max_lines // 2] + [f"... {len(lines) - max_lines} lines left out ..."] + lines[-max_lines // 2:]
+        lines = [*lines[:max_lines // 2], f"... {len(lines) - max_lines} lines left out ...", *lines[-max_lines // 2:]]
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -14,8 +14,9 @@ import asyncio
 import json
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from measure.latency import RequestSample
 

@@ -16,8 +16,8 @@ Times are seconds from one monotonic clock (the bench reads its event loop's `lo
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 PERCENTILES = (50, 90, 99)
 
@@ -55,7 +55,7 @@ class RequestSample:
 
     @property
     def itls(self) -> list[float]:
-        return [b - a for a, b in zip(self.token_times, self.token_times[1:])]
+        return [b - a for a, b in zip(self.token_times, self.token_times[1:], strict=False)]
 
 
 def percentile(values: Sequence[float], q: float) -> float:

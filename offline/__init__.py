@@ -8,7 +8,12 @@ all use this one harness.
 """
 
 from offline.harness import (
-    OfflineRun, RegisteredResource, run_components, run_offline, stack_config, try_run_offline,
+    OfflineRun,
+    RegisteredResource,
+    run_components,
+    run_offline,
+    stack_config,
+    try_run_offline,
 )
 
 __all__ = ["OfflineRun", "RegisteredResource", "run_components", "run_offline", "stack_config", "try_run_offline"]

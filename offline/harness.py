@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import os
 import runpy
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import yaml
 
@@ -182,7 +182,7 @@ def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
     from pulumi.runtime import rpc
 
     class RecordingMonitor(pulumi_mocks.MockMonitor):
-        def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        def RegisterResource(self, request):
             response = super().RegisterResource(request)
             secret_paths: set[str] = set()
             inputs = _unwrap_secrets(rpc.deserialize_properties(request.object), "", secret_paths)
@@ -247,7 +247,7 @@ def _run_in_mocks(run: OfflineRun, project: str, stack: str, secret_keys: set[st
 
         try:
             loop.run_until_complete(run_in_stack(main))
-        except BaseException as exc:  # noqa: BLE001 - recorded; the caller decides to raise
+        except BaseException as exc:
             run.error = exc
             return
         for key, value in roots[0].outputs.items():

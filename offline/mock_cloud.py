@@ -65,7 +65,10 @@ class CloudMocks(pulumi.runtime.Mocks):
     def zones_offering(self, instance_type: str) -> tuple[str, ...]:
         return OFFERINGS.get(self.region, {}).get(instance_type, self.zones())
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]]]:
+        return self._answer(args), []  # no check failures
+
+    def _answer(self, args: pulumi.runtime.MockCallArgs) -> dict:
         token, inputs = args.token, args.args
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             zones = self.zones()
@@ -182,7 +185,8 @@ class CloudMocks(pulumi.runtime.Mocks):
         rule = self._ec2_id("sgr", args)
         return rule, {"securityGroupRuleId": rule, "arn": self._arn("ec2", f"security-group-rule/{rule}")}
 
-    _aws_vpc_securityGroupEgressRule_SecurityGroupEgressRule = _aws_vpc_securityGroupIngressRule_SecurityGroupIngressRule
+    _aws_vpc_securityGroupEgressRule_SecurityGroupEgressRule = (
+        _aws_vpc_securityGroupIngressRule_SecurityGroupIngressRule)
 
     def _aws_ec2_placementGroup_PlacementGroup(self, args):
         name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
@@ -195,8 +199,9 @@ class CloudMocks(pulumi.runtime.Mocks):
                     "name": args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"}
 
     def _aws_kms_key_Key(self, args):
-        key_id = f"{_digest(args.name, length=8)}-{_digest('a', args.name, length=4)}-4{_digest('b', args.name, length=3)}" \
-                 f"-8{_digest('c', args.name, length=3)}-{_digest('d', args.name, length=12)}"
+        key_id = (f"{_digest(args.name, length=8)}-{_digest('a', args.name, length=4)}"
+                  f"-4{_digest('b', args.name, length=3)}-8{_digest('c', args.name, length=3)}"
+                  f"-{_digest('d', args.name, length=12)}")
         return key_id, {"keyId": key_id, "arn": self._arn("kms", f"key/{key_id}")}
 
     def _aws_kms_alias_Alias(self, args):
@@ -306,5 +311,5 @@ class EchoMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         return f"{args.name}-id", dict(args.inputs)
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return {}
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        return {}, []

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from measure.latency import RequestSample
 
 # Short common English words: about one token each in the tokenizers of current LLMs, so a prompt
 # of N words is about N tokens. The server's usage.prompt_tokens reports the exact count.
-_WORDS = (
-    "time year people way day man thing woman life child world school state family student group "
-    "country problem hand part place case week company system program question work number night "
-    "point home water room mother area money story fact month lot right study book eye job word"
-).split()
+_WORDS = [
+    "time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world", "school", "state",
+    "family", "student", "group", "country", "problem", "hand", "part", "place", "case", "week", "company",
+    "system", "program", "question", "work", "number", "night", "point", "home", "water", "room", "mother", "area",
+    "money", "story", "fact", "month", "lot", "right", "study", "book", "eye", "job", "word"
+]
 
 
 @dataclass(frozen=True)

@@ -13,21 +13,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pdctl import endpoint
+from pdctl import endpoint, version
 from serve_app.render import SERVE_HTTP_PORT
 
 app = typer.Typer(
     help="Plan an eks-pd-llm stack offline (no AWS account), then operate its endpoint.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
 )
+app.callback()(version.app_callback)
 console = Console()
 err = Console(stderr=True)
 
@@ -35,7 +35,7 @@ DEFAULT_NAMESPACE = "inference"
 DEFAULT_RAY_SERVICE = "ray-llm"
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     text = "text"
     json = "json"
 
@@ -58,9 +58,9 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
 def offline_run(stack: str, overrides: dict[str, str]):
     """Run the real program under mocks; a user mistake exits 2 with the config error, no traceback."""
     import yaml
-    from serve_app.errors import ConfigError
 
     import offline
+    from serve_app.errors import ConfigError
 
     try:
         return offline.run_offline(stack, overrides=overrides or None)
@@ -118,7 +118,7 @@ OUTPUTS_FILE_OPTION = typer.Option(
 PULUMI_STACK_OPTION = typer.Option(None, "--stack", "-s", help="Pulumi stack for `pulumi stack output`.")
 
 
-def stack_outputs(stack: Optional[str], from_file: Optional[Path]) -> dict:
+def stack_outputs(stack: str | None, from_file: Path | None) -> dict:
     try:
         return endpoint.read_stack_outputs(stack, from_file)
     except endpoint.EndpointError as exc:
@@ -127,11 +127,11 @@ def stack_outputs(stack: Optional[str], from_file: Optional[Path]) -> dict:
 
 @app.command("client-config")
 def client_config(
-    stack: Optional[str] = PULUMI_STACK_OPTION,
-    from_file: Optional[Path] = OUTPUTS_FILE_OPTION,
-    base_url: Optional[str] = typer.Option(None, help="Endpoint URL; default: the `connect` port-forward."),
+    stack: str | None = PULUMI_STACK_OPTION,
+    from_file: Path | None = OUTPUTS_FILE_OPTION,
+    base_url: str | None = typer.Option(None, help="Endpoint URL; default: the `connect` port-forward."),
     local_port: int = typer.Option(SERVE_HTTP_PORT, help="Local port `pdctl connect` forwards."),
-    write: Optional[Path] = typer.Option(None, "--write", "-w", help="Also write the JSON config here."),
+    write: Path | None = typer.Option(None, "--write", "-w", help="Also write the JSON config here."),
     env: bool = typer.Option(False, "--env", help="Print `export` lines instead of JSON."),
 ) -> None:
     """OpenAI client configuration (base URL, model id, API key placeholder) as JSON or env vars."""
@@ -154,7 +154,7 @@ NAMESPACE_OPTION = typer.Option(DEFAULT_NAMESPACE, "--namespace", "-n")
 NAME_OPTION = typer.Option(DEFAULT_RAY_SERVICE, "--name", help="RayService name.")
 
 
-def kube_reader(kubeconfig: Optional[Path], context: Optional[str]):
+def kube_reader(kubeconfig: Path | None, context: str | None):
     from kubernetes.config import ConfigException
 
     from pdctl.kube import KubeReader
@@ -180,7 +180,7 @@ def kube_call(what: str, call):
 @app.command()
 def status(
     namespace: str = NAMESPACE_OPTION, name: str = NAME_OPTION,
-    kubeconfig: Optional[Path] = KUBECONFIG_OPTION, context: Optional[str] = CONTEXT_OPTION,
+    kubeconfig: Path | None = KUBECONFIG_OPTION, context: str | None = CONTEXT_OPTION,
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o"),
 ) -> None:
     """RayService state and applications, pods and their nodes, GPU/EFA allocatable per node.
@@ -211,11 +211,11 @@ def status(
 @app.command("verify-transport")
 def verify_transport(
     namespace: str = NAMESPACE_OPTION, name: str = NAME_OPTION,
-    kubeconfig: Optional[Path] = KUBECONFIG_OPTION, context: Optional[str] = CONTEXT_OPTION,
+    kubeconfig: Path | None = KUBECONFIG_OPTION, context: str | None = CONTEXT_OPTION,
     expected: str = typer.Option("LIBFABRIC", help="NIXL backend every worker must use."),
     exec_fallback: bool = typer.Option(
         True, help="When `kubectl logs` has no NIXL line, grep Ray's log files in the pod (exec)."),
-    metrics_url: Optional[str] = typer.Option(
+    metrics_url: str | None = typer.Option(
         None, help="A Prometheus /metrics URL (e.g. a port-forwarded worker :8080) for ray_vllm_nixl_*."),
 ) -> None:
     """Fail unless NIXL instantiated the LIBFABRIC backend on every worker (UCX fails silently on EFA)."""
@@ -269,8 +269,8 @@ def report_nixl_metrics(url: str) -> None:
 @app.command()
 def connect(
     namespace: str = NAMESPACE_OPTION, name: str = NAME_OPTION,
-    kubeconfig: Optional[Path] = KUBECONFIG_OPTION, context: Optional[str] = CONTEXT_OPTION,
-    stack: Optional[str] = PULUMI_STACK_OPTION, from_file: Optional[Path] = OUTPUTS_FILE_OPTION,
+    kubeconfig: Path | None = KUBECONFIG_OPTION, context: str | None = CONTEXT_OPTION,
+    stack: str | None = PULUMI_STACK_OPTION, from_file: Path | None = OUTPUTS_FILE_OPTION,
     local_port: int = typer.Option(SERVE_HTTP_PORT, help="Port on 127.0.0.1."),
 ) -> None:
     """Port-forward 127.0.0.1:<local-port> to <name>-serve-svc:8000 (runs `kubectl port-forward`).
@@ -315,7 +315,7 @@ MODEL_OPTION = typer.Option(None, "--model", envvar="OPENAI_MODEL",
                             help="The stack's model id (default $OPENAI_MODEL, else --from-file's modelId).")
 
 
-def openai_target(base_url: Optional[str], model: Optional[str], from_file: Optional[Path]) -> tuple[str, str]:
+def openai_target(base_url: str | None, model: str | None, from_file: Path | None) -> tuple[str, str]:
     if model is None and from_file is not None:
         model = stack_outputs(None, from_file).get(endpoint.OUTPUT_MODEL_ID)
     if not model:
@@ -327,7 +327,7 @@ def api_key() -> str:
     return os.environ.get("OPENAI_API_KEY", endpoint.API_KEY_PLACEHOLDER)
 
 
-def openai_client(base_url: Optional[str], model: Optional[str], from_file: Optional[Path], timeout: float):
+def openai_client(base_url: str | None, model: str | None, from_file: Path | None, timeout: float):
     """(a synchronous OpenAI client for the stack's endpoint, the stack's model id)."""
     import openai
 
@@ -337,8 +337,8 @@ def openai_client(base_url: Optional[str], model: Optional[str], from_file: Opti
 
 @app.command()
 def smoke(
-    base_url: Optional[str] = BASE_URL_OPTION, model: Optional[str] = MODEL_OPTION,
-    from_file: Optional[Path] = OUTPUTS_FILE_OPTION,
+    base_url: str | None = BASE_URL_OPTION, model: str | None = MODEL_OPTION,
+    from_file: Path | None = OUTPUTS_FILE_OPTION,
     prompt: str = typer.Option("In one sentence: what is prefill/decode disaggregation?"),
     max_tokens: int = typer.Option(64),
     timeout: float = typer.Option(120.0, help="Seconds per request."),
@@ -358,8 +358,8 @@ def smoke(
 @app.command()
 def chat(
     message: str = typer.Argument(..., help="What to ask."),
-    base_url: Optional[str] = BASE_URL_OPTION, model: Optional[str] = MODEL_OPTION,
-    from_file: Optional[Path] = OUTPUTS_FILE_OPTION,
+    base_url: str | None = BASE_URL_OPTION, model: str | None = MODEL_OPTION,
+    from_file: Path | None = OUTPUTS_FILE_OPTION,
     max_tokens: int = typer.Option(512),
     timeout: float = typer.Option(120.0, help="Seconds per request."),
 ) -> None:
@@ -390,8 +390,8 @@ def chat(
 
 @app.command()
 def bench(
-    base_url: Optional[str] = BASE_URL_OPTION, model: Optional[str] = MODEL_OPTION,
-    from_file: Optional[Path] = OUTPUTS_FILE_OPTION,
+    base_url: str | None = BASE_URL_OPTION, model: str | None = MODEL_OPTION,
+    from_file: Path | None = OUTPUTS_FILE_OPTION,
     requests: int = typer.Option(32, "--requests", "-n", min=1),
     concurrency: int = typer.Option(4, "--concurrency", "-c", min=1),
     input_tokens: int = typer.Option(512, min=1, help="Synthetic prompt length (words ≈ tokens)."),
@@ -399,7 +399,7 @@ def bench(
     ignore_eos: bool = typer.Option(True, help="Ask vLLM to always produce --output-tokens tokens."),
     seed: int = typer.Option(0),
     timeout: float = typer.Option(600.0, help="Seconds per request."),
-    json_out: Optional[Path] = typer.Option(None, "--json-out", help="Also write the summary JSON here."),
+    json_out: Path | None = typer.Option(None, "--json-out", help="Also write the summary JSON here."),
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o"),
 ) -> None:
     """Stream N requests at concurrency C; TTFT, ITL/TPOT, E2E (p50/p90/p99) and tokens/s."""

@@ -6,8 +6,9 @@ document); `pdctl.views.render_plan` draws it for a terminal. Nothing here calls
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -151,7 +152,7 @@ class TreeNode:
     type: str
     name: str
     settings: dict[str, Any]
-    children: list["TreeNode"]
+    children: list[TreeNode]
 
     def to_dict(self) -> dict:
         return {"type": self.type, "name": self.name, "settings": self.settings,

@@ -53,8 +53,8 @@ def serving_manifests(run) -> list[dict]:
     found = []
     for resource in run.resources:
         meta = resource.inputs.get("metadata") or {}
-        if resource.type == NAMESPACE_TYPE and meta.get("name") == namespace \
-                or resource.type in apply_order[1:] and meta.get("namespace") == namespace:
+        if (resource.type == NAMESPACE_TYPE and meta.get("name") == namespace) \
+                or (resource.type in apply_order[1:] and meta.get("namespace") == namespace):
             found.append(resource)
     # Registration order varies from run to run; the apply order does not.
     found.sort(key=lambda r: (apply_order.index(r.type), r.inputs["metadata"]["name"]))

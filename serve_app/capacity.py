@@ -107,6 +107,7 @@ class CapacityReport:
         return data
 
     def render_text(self) -> str:
+        graphs = " and CUDA graphs"
         lines = [
             f"Model {self.model} ({'hybrid: attention + linear attention' if self.hybrid else 'attention only'}),"
             f" {self.dtype}, max_model_len {self.max_model_len}",
@@ -114,7 +115,7 @@ class CapacityReport:
             f" {self.gpu_memory_bytes / MIB:,.0f} MiB each, gpu_memory_utilization {self.gpu_memory_utilization:.2f}"
             f" → {self.usable_bytes / MIB:,.1f} MiB usable per GPU",
             f"Weights: {self.weight_bytes / GIB:,.2f} GiB ({self.weight_bytes_per_gpu / MIB:,.1f} MiB per GPU);"
-            f" reserve for activations{'' if self.reserve_bytes_per_gpu == ACTIVATION_RESERVE_MIB * MIB else ' and CUDA graphs'}:"
+            f" reserve for activations{'' if self.reserve_bytes_per_gpu == ACTIVATION_RESERVE_MIB * MIB else graphs}:"
             f" {self.reserve_bytes_per_gpu / MIB:,.0f} MiB per GPU",
             f"KV cache budget: {self.kv_budget_bytes / MIB:,.1f} MiB per replica",
             f"KV per token: {self.kv_bytes_per_token:,} B (full-attention layers only)"
@@ -123,7 +124,8 @@ class CapacityReport:
             f"KV tokens that fit: {self.kv_tokens:,}; concurrent {self.max_model_len}-token sequences:"
             f" {self.max_concurrent_sequences}",
             f"One {self.max_model_len}-token prompt moves {self.transfer_bytes_per_max_prompt / MIB:,.1f} MiB"
-            f" prefill→decode: {self.transfer_seconds * 1000:,.0f} ms at {self.network_bytes_per_second * 8 / 1e9:g} Gbps"
+            f" prefill→decode: {self.transfer_seconds * 1000:,.0f} ms"
+            f" at {self.network_bytes_per_second * 8 / 1e9:g} Gbps"
             f" (LIBFABRIC/EFA), {self.transfer_seconds_ucx_on_efa * 1000:,.0f} ms at"
             f" {UCX_ON_EFA_BYTES_PER_SECOND / 1e9:g} GB/s (UCX on EFA)",
             f"Estimate; vLLM's 'GPU KV cache size' log line wins. Model facts: {self.model_facts_source}",

@@ -12,8 +12,9 @@ the real-validator tier (tests that import ray and vllm) keeps them honest.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from facts.instances import InstanceType
 from facts.models import ModelArchitecture, known_model
@@ -154,10 +155,10 @@ def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) 
         gpus_used += app.phase(phase).replicas.most * engine.gpus_per_replica
     if gpus_used > target.total_gpus:
         # Name the phase that takes the most GPUs (decode on a tie): that is the setting to lower.
-        phase: Phase = max(("decode", "prefill"),
-                           key=lambda p: app.phase(p).replicas.most * app.engine_for(p).gpus_per_replica)
-        replicas = app.phase(phase).replicas
-        key = ServeAppSettings.key(f"{phase}_max_replicas" if replicas.autoscaling else f"{phase}_replicas")
+        phases: tuple[Phase, Phase] = ("decode", "prefill")
+        busiest = max(phases, key=lambda p: app.phase(p).replicas.most * app.engine_for(p).gpus_per_replica)
+        replicas = app.phase(busiest).replicas
+        key = ServeAppSettings.key(f"{busiest}_max_replicas" if replicas.autoscaling else f"{busiest}_replicas")
         breakdown = " + ".join(
             f"{app.phase(p).replicas.most} {p} × {app.engine_for(p).gpus_per_replica} GPU" for p in PHASES)
         raise ConfigError(
@@ -220,7 +221,8 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArch
             raise ConfigError(
                 engine_setting(app, phase, "max_model_len"), engine.max_model_len,
                 f"a length whose KV cache fits: {report.kv_tokens:,} tokens fit in {phase}'s KV budget",
-                f"one {engine.max_model_len}-token sequence needs {report.transfer_bytes_per_max_prompt / 2**20:,.0f} MiB "
+                f"one {engine.max_model_len}-token sequence needs "
+                f"{report.transfer_bytes_per_max_prompt / 2**20:,.0f} MiB "
                 f"of KV{' + state' if report.hybrid else ''}, the budget is {report.kv_budget_bytes / 2**20:,.0f} MiB; "
                 "lower maxModelLen or raise gpuMemoryUtilization")
         reports[phase] = report

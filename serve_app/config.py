@@ -19,8 +19,9 @@ No ray or vllm import here: the Pulumi program imports this module.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -66,7 +67,7 @@ ROLES_FOR_PHASE: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "prefill": ("kv_producer", "kv_both"),
     "decode": ("kv_consumer", "kv_both"),
 })
-DEFAULT_KV_ROLE: Mapping[str, str] = MappingProxyType({"prefill": "kv_producer", "decode": "kv_consumer"})
+DEFAULT_KV_ROLE: Mapping[str, KvRole] = MappingProxyType({"prefill": "kv_producer", "decode": "kv_consumer"})
 
 # NIXL transfer backends vLLM's NixlConnector passes to the NIXL agent. LIBFABRIC is the one that
 # uses EFA at full speed; UCX (vLLM's default) runs over EFA at TCP-like speed (REFERENCE.md §2).
@@ -249,8 +250,26 @@ class PDAppConfig(FrozenModel):
 
 
 __all__ = [
-    "DEFAULT_KV_ROLE", "DTYPES", "Dtype", "EFA_KV_BACKEND", "EngineOverrides", "EngineSettings",
-    "IngressSettings", "KV_BACKENDS", "KV_ROLES", "KV_ROLE_DECISION", "KvRole", "KvTransferSettings",
-    "ModelSettings", "OWNED_ENGINE_KWARGS", "PDAppConfig", "PHASES", "Phase", "PhaseSettings", "REFUSED_ENGINE_KWARGS",
-    "ROLES_FOR_PHASE", "Replicas", "valid_model_id",
+    "DEFAULT_KV_ROLE",
+    "DTYPES",
+    "EFA_KV_BACKEND",
+    "KV_BACKENDS",
+    "KV_ROLES",
+    "KV_ROLE_DECISION",
+    "OWNED_ENGINE_KWARGS",
+    "PHASES",
+    "REFUSED_ENGINE_KWARGS",
+    "ROLES_FOR_PHASE",
+    "Dtype",
+    "EngineOverrides",
+    "EngineSettings",
+    "IngressSettings",
+    "KvRole",
+    "KvTransferSettings",
+    "ModelSettings",
+    "PDAppConfig",
+    "Phase",
+    "PhaseSettings",
+    "Replicas",
+    "valid_model_id",
 ]

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
 from serve_app.config import (
-    DEFAULT_KV_ROLE, KV_BACKENDS, OWNED_ENGINE_KWARGS, REFUSED_ENGINE_KWARGS, Dtype, PDAppConfig, Phase,
+    DEFAULT_KV_ROLE,
+    KV_BACKENDS,
+    OWNED_ENGINE_KWARGS,
+    REFUSED_ENGINE_KWARGS,
+    Dtype,
+    PDAppConfig,
+    Phase,
     valid_model_id,
 )
 from serve_app.errors import ConfigError
@@ -61,7 +68,8 @@ class ServeAppSettings(StackKeyModel):
     pipeline_parallel_size: int = Field(alias="pipelineParallelSize", ge=1, description="a whole number ≥ 1")
     prefill_replicas: int = Field(alias="prefillReplicas", ge=1, description="a whole number ≥ 1")
     prefill_max_replicas: int = Field(
-        alias="prefillMaxReplicas", ge=0, description="0 (fixed at prefillReplicas) or a whole number ≥ prefillReplicas")
+        alias="prefillMaxReplicas", ge=0,
+        description="0 (fixed at prefillReplicas) or a whole number ≥ prefillReplicas")
     decode_replicas: int = Field(alias="decodeReplicas", ge=1, description="a whole number ≥ 1")
     decode_max_replicas: int = Field(
         alias="decodeMaxReplicas", ge=0, description="0 (fixed at decodeReplicas) or a whole number ≥ decodeReplicas")

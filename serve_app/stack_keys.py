@@ -8,7 +8,8 @@ user sees one line about their stack file, never a validation traceback.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -35,7 +36,7 @@ class StackKeyModel(BaseModel):
 def from_stack_keys(model: type[Model], values: Mapping[str, Any], texts: Mapping[str, Any]) -> Model:
     """Validate `model` from `values` (by stack key); `texts` are the values as the user wrote them,
     for the error message. A `ConfigError` raised by a validator passes through unchanged."""
-    fields = {field.alias: field for field in model.model_fields.values()}
+    fields = {model.key(name): field for name, field in model.model_fields.items()}
     try:
         return model.model_validate({alias: values[alias] for alias in fields if alias in values})
     except ValidationError as error:

@@ -3,7 +3,8 @@ namespace, and the NetworkPolicies that close the Ray ports, as plain data."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from components.manifests.ray_service import DASHBOARD_PORT, SERVE_PORT, ray_pod_labels
 from components.scheduling import KUBERAY_NAMESPACE
@@ -98,7 +99,8 @@ def serving_network_policies(serving: ServingSettings) -> dict[str, dict[str, An
     return {
         DEFAULT_DENY_INGRESS_POLICY: _network_policy(DEFAULT_DENY_INGRESS_POLICY, namespace, {}, []),
         "ray-internal": _network_policy(
-            f"{serving.name}-ray-internal", namespace, ray_pods, [{"from": [{"podSelector": {"matchLabels": ray_pods}}]}]),
+            f"{serving.name}-ray-internal", namespace, ray_pods,
+            [{"from": [{"podSelector": {"matchLabels": ray_pods}}]}]),
         "serve": _network_policy(f"{serving.name}-serve", namespace, ray_pods, [{"ports": _tcp_ports(SERVE_PORT)}]),
         "kuberay-operator": _network_policy(f"{serving.name}-kuberay-operator", namespace, ray_pods, [{
             "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: KUBERAY_NAMESPACE}}}],

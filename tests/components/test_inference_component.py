@@ -7,7 +7,8 @@ dev stack's validated settings, with a monitor that records what each registrati
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pulumi
 import pytest
@@ -88,7 +89,8 @@ def test_helm_releases_are_pinned_from_their_repositories(run: OfflineRun, chart
 def test_every_kubernetes_object_goes_through_the_explicit_provider(run: OfflineRun) -> None:
     provider_urn = urn_of(run, "k8s", "pulumi:providers:kubernetes")
     for resource in run.registered:
-        if resource.custom and resource.type.startswith("kubernetes:") and resource.type != "pulumi:providers:kubernetes":
+        if (resource.custom and resource.type.startswith("kubernetes:")
+                and resource.type != "pulumi:providers:kubernetes"):
             assert resource.provider.startswith(provider_urn), resource.name
 
 
@@ -126,7 +128,8 @@ def test_children_are_parented_to_their_components(run: OfflineRun) -> None:
 
 # ── Network policies ──────────────────────────────────────────────────────────────────────────
 
-def test_network_policies_reach_the_engine_as_built_in_the_serving_namespace(run: OfflineRun, settings_for: Any) -> None:
+def test_network_policies_reach_the_engine_as_built_in_the_serving_namespace(
+        run: OfflineRun, settings_for: Any) -> None:
     expected = serving_network_policies(settings_for(hfToken=TOKEN).serving)
     registered = {r.name: r for r in run.all(NETWORK_POLICY)}
     assert set(registered) == {f"inference-netpol-{role}" for role in expected}

@@ -6,13 +6,18 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from pydantic import ValidationError
 
 from components.settings import (
-    SUPPORTED_KUBERNETES_VERSIONS, StackSettings, declared_keys, plan_availability_zones, project_name,
+    SUPPORTED_KUBERNETES_VERSIONS,
+    StackSettings,
+    declared_keys,
+    plan_availability_zones,
+    project_name,
     settings_from_config,
 )
-from offline import stack_config
 from facts.images import DLC_TAG, PUBLIC_DLC_REPOSITORY, RAY_LLM_DLC_V1_0, serving_stack
+from offline import stack_config
 from serve_app.errors import ConfigError
 
 PROJECT = project_name()
@@ -158,7 +163,7 @@ def test_prod_differs_where_production_should():
 
 def test_settings_are_frozen():
     s = settings_for("dev")
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         s.gpu_nodes.count = 3  # type: ignore[misc]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
 import os
 
@@ -14,7 +15,12 @@ import pytest
 from lab import compare, evidence, workload
 from lab.models import SPECIAL_TOKENS, LlamaShape, build_tokenizer, filler_tokens
 from lab.overlay import (
-    LabOverlay, apply_lab_overlay, changed_paths, colocated_config, leaf_items, overlay_values,
+    LabOverlay,
+    apply_lab_overlay,
+    changed_paths,
+    colocated_config,
+    leaf_items,
+    overlay_values,
 )
 from lab.runner import LabModel, lab_apps, lab_environment, verdict
 from measure.latency import summarize
@@ -130,7 +136,7 @@ def test_engines_share_the_gpu_without_overbooking_and_never_race_for_ports(dev_
 
     # vLLM scans 32 ports from VLLM_DP_MASTER_PORT + 100 for its TCPStore: the windows must be disjoint.
     starts = sorted(int(c["runtime_env"]["env_vars"]["VLLM_DP_MASTER_PORT"]) + 100 for c in configs)
-    assert all(b - a >= 32 for a, b in zip(starts, starts[1:]))
+    assert all(b - a >= 32 for a, b in itertools.pairwise(starts))
     nixl_ports = [c["runtime_env"]["env_vars"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] for c in configs
                   if "kv_transfer_config" in c["engine_kwargs"]]
     assert len(nixl_ports) == 4 and len(set(nixl_ports)) == 4

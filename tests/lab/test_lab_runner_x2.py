@@ -5,8 +5,9 @@ whole GPUs, apps in stages, the interference load and its report. The GPU run is
 from __future__ import annotations
 
 import asyncio
-import json
 import copy
+import itertools
+import json
 import os
 import time
 
@@ -17,7 +18,14 @@ from lab.__main__ import main as cli_main
 from lab.overlay import GiB, LabOverlay, apply_lab_overlay, changed_paths
 from lab.report import interference_table, markdown_report
 from lab.runner import (
-    Interference, LabModel, Workload, compare_greedy_outputs, lab_apps, lab_environment, lab_stages, verdict,
+    Interference,
+    LabModel,
+    Workload,
+    compare_greedy_outputs,
+    lab_apps,
+    lab_environment,
+    lab_stages,
+    verdict,
 )
 from serve_app.errors import ConfigError
 
@@ -89,7 +97,7 @@ def test_two_gpu_apps_give_every_engine_a_whole_gpu_and_its_own_ports(dev_args):
     assert all(c["placement_group_config"]["bundles"] == [{"GPU": 1, "CPU": 1}] for c in configs)
     assert all("kv_cache_memory_bytes" not in c["engine_kwargs"] for c in configs)
     starts = sorted(int(c["runtime_env"]["env_vars"]["VLLM_DP_MASTER_PORT"]) + 100 for c in configs)
-    assert all(b - a >= 32 for a, b in zip(starts, starts[1:]))  # vLLM scans 32 ports from there
+    assert all(b - a >= 32 for a, b in itertools.pairwise(starts))  # vLLM scans 32 ports from there
     nixl = [c["runtime_env"]["env_vars"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] for c in configs
             if "kv_transfer_config" in c["engine_kwargs"]]
     assert len(nixl) == len(set(nixl)) == 4

@@ -16,9 +16,9 @@ import looptime
 import pytest
 from typer.testing import CliRunner
 
+from measure.latency import summarize
 from pdctl.bench import BenchSpec, run_bench
 from pdctl.cli import app
-from measure.latency import summarize
 
 MODEL = "qwen3.5-9b"
 TTFT = 0.15  # seconds before the first token

@@ -9,8 +9,8 @@ import yaml
 from typer.testing import CliRunner
 
 from facts import durations, prices
-from pdctl.cli import app
 from offline import run_offline
+from pdctl.cli import app
 from pdctl.plan import build_plan
 from pdctl.render import ray_service_manifest, to_yaml
 
@@ -128,7 +128,7 @@ def test_critical_path_runs_cluster_then_gpu_nodes_then_charts_then_rayservice(d
         assert types.index(earlier) < types.index(later), types
     assert types[-1] == RAY_SERVICE
     # A critical path has no gaps: each step starts when the one before it ends.
-    for before, after in zip(path["steps"], path["steps"][1:]):
+    for before, after in zip(path["steps"], path["steps"][1:], strict=False):
         assert after["starts_at"] == pytest.approx(before["starts_at"] + before["minutes"], abs=0.02)
     last = path["steps"][-1]
     assert path["minutes"] == pytest.approx(last["starts_at"] + last["minutes"], abs=0.02)

@@ -169,7 +169,7 @@ def test_local_hybrid_config_without_index_is_refused(tmp_path):
         "linear_num_value_heads": 2, "linear_key_head_dim": 8, "linear_value_head_dim": 8,
         "linear_conv_kernel_dim": 4,
     }))
-    with pytest.raises(ValueError, match="model.safetensors.index.json"):
+    with pytest.raises(ValueError, match=r"model\.safetensors\.index\.json"):
         load_architecture(tmp_path)
 
 

@@ -10,15 +10,21 @@ import json
 
 import pytest
 import yaml
-from hypothesis import given, settings as hypothesis_settings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from components.settings import project_name, read_config
 from serve_app.config import EngineOverrides, EngineSettings, PDAppConfig, PhaseSettings, Replicas
 from serve_app.errors import ConfigError
 from serve_app.render import (
-    PD_BUILDER_IMPORT_PATH, deployment_names, pd_serving_args, serve_config_v2, serve_config_v2_yaml,
+    PD_BUILDER_IMPORT_PATH,
+    deployment_names,
+    pd_serving_args,
+    serve_config_v2,
+    serve_config_v2_yaml,
 )
-from components.settings import project_name, read_config
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import from_stack_keys
 

@@ -10,7 +10,11 @@ from components.settings import project_name, read_config
 from facts.instances import INSTANCE_TYPES
 from facts.models import KNOWN_MODELS
 from serve_app.checks import (
-    DeploymentTarget, LLM_CONFIG_KEYS, PD_SERVING_ARGS_KEYS, check_app, check_pd_serving_args,
+    LLM_CONFIG_KEYS,
+    PD_SERVING_ARGS_KEYS,
+    DeploymentTarget,
+    check_app,
+    check_pd_serving_args,
 )
 from serve_app.config import EngineOverrides, PDAppConfig, PhaseSettings
 from serve_app.errors import ConfigError
@@ -84,17 +88,17 @@ def test_role_a_phase_cannot_play_is_refused(phase, role):
 @pytest.mark.parametrize("removed", ["proxy_cls_config", "proxy_deployment_config"])
 def test_removed_pd_args_keys_are_refused(removed):
     args = {**pd_serving_args(PDAppConfig()), removed: {}}
-    with pytest.raises(ConfigError, match="removed in Ray 2.60"):
+    with pytest.raises(ConfigError, match=r"removed in Ray 2\.60"):
         check_pd_serving_args(args)
 
 
 def test_unknown_pd_args_and_llm_config_keys_are_refused():
     args = pd_serving_args(PDAppConfig())
-    with pytest.raises(ConfigError, match="args.router_config"):
+    with pytest.raises(ConfigError, match=r"args\.router_config"):
         check_pd_serving_args({**args, "router_config": {}})
     bad = copy.deepcopy(args)
     bad["decode_config"]["engine_kwarg"] = bad["decode_config"].pop("engine_kwargs")
-    with pytest.raises(ConfigError, match="args.decode_config.engine_kwarg"):
+    with pytest.raises(ConfigError, match=r"args\.decode_config\.engine_kwarg"):
         check_pd_serving_args(bad)
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import copy
 import functools
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -61,10 +62,11 @@ class DeployedConfig:
 
     @property
     def image(self) -> str:
-        return self.ray_service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+        head = self.ray_service["spec"]["rayClusterConfig"]["headGroupSpec"]
+        return head["template"]["spec"]["containers"][0]["image"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def deployed_config(stack: str) -> DeployedConfig:
     """The RayService `run_offline(stack)` registers (one offline run per stack per session)."""
     from offline.harness import read_project, run_offline

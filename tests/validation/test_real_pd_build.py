@@ -8,7 +8,8 @@ rendered args, so a render that drops or misplaces a setting fails here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -118,7 +119,8 @@ BROKEN_APPS = [
 ]
 
 
-@pytest.mark.parametrize(("mutate", "refusal"), BROKEN_APPS, ids=[mutate.__name__.strip("_") for mutate, _ in BROKEN_APPS])
+@pytest.mark.parametrize(("mutate", "refusal"), BROKEN_APPS,
+                         ids=[mutate.__name__.strip("_") for mutate, _ in BROKEN_APPS])
 def test_ray_refuses_a_broken_app(dev: DeployedConfig, build_serve_app: Callable, mutate, refusal: str) -> None:
     app = dev.pd_app
     mutate(app["args"])

@@ -76,7 +76,8 @@ BROKEN_RAY_SERVICES = [
 
 @pytest.mark.parametrize(("mutate", "where"), BROKEN_RAY_SERVICES,
                          ids=[mutate.__name__.strip("_") for mutate, _ in BROKEN_RAY_SERVICES])
-def test_the_crd_refuses_a_broken_rayservice(dev: DeployedConfig, ray_service_crd_validator, mutate, where: str) -> None:
+def test_the_crd_refuses_a_broken_rayservice(
+        dev: DeployedConfig, ray_service_crd_validator, mutate, where: str) -> None:
     ray_service = copy.deepcopy(dev.ray_service)
     mutate(ray_service)
 
