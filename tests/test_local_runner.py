@@ -573,3 +573,11 @@ def test_cli_refuses_zero_repeats(capsys):
 
     assert main(["run", "--repeats", "0", "--models", "tiny"]) == 2
     assert "--repeats" in capsys.readouterr().err
+
+
+def test_cpus_wanted_counts_engine_bundles_replica_actors_and_ingresses(dev_args):
+    """Seen on the 16-core H200: six engines (2 CPUs each) + five ingresses = 17 → one app never became ready."""
+    matrix = parse_variants("lab/variants/issue12-run-a.json")
+    apps = lab_apps(dev_args, _models("llama3-8b-shape"), variants=matrix)
+    assert lab_runner.cpus_wanted(apps) == 6 * 2 + 5
+    assert lab_runner.cpus_wanted(apps[:4]) <= 16

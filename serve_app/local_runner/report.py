@@ -48,19 +48,24 @@ def variant_table(data: dict[str, Any]) -> str:
     for row in data.get("timing", []):
         groups.setdefault((row.get("app") or f"{row['model']}-{row['mode']}", row["concurrency"]), []).append(row)
     header = ("| app | conc | passes | TTFT p50 (ms) | TTFT p90 (ms) | TPOT p50 (ms) | ITL p50 / p90 / p99 (ms) "
-              "| output tok/s | proxy CPU (%) |")
-    lines = [header, "|" + "---|" * 9]
+              "| output tok/s | proxy CPU (%) | ingress replica CPU (%) |")
+    lines = [header, "|" + "---|" * 10]
     for (app, conc), rows in groups.items():
         def stat(key: str, q: str) -> list[float]:
             return [r["summary"][key][q] for r in rows if r["summary"].get(key)]
 
-        proxy = [100 * sum(v for k, v in r.get("process_cpu_s", {}).items() if "ProxyActor" in k)
-                 / r["summary"]["wall_s"] for r in rows if r.get("process_cpu_s") and r["summary"].get("wall_s")]
+        def cpu(match) -> list[float]:  # % of one core over the timed wall time
+            return [100 * sum(v for k, v in r.get("process_cpu_s", {}).items() if match(k)) / r["summary"]["wall_s"]
+                    for r in rows if r.get("process_cpu_s") and r["summary"].get("wall_s")]
+
+        proxy = cpu(lambda role: "ProxyActor" in role)
+        # The app's ingress: OpenAiIngress, or the decode/LLM server itself under direct streaming.
+        ingress = cpu(lambda role: role.startswith(f"ray::ServeReplica:{app}:OpenAiIngress"))
         itl = " / ".join(_spread(stat("itl_s", q)).split(" (")[0] for q in ("p50", "p90", "p99"))
         lines.append(f"| {app} | {conc} | {len(rows)} | {_spread(stat('ttft_s', 'p50'))} "
                      f"| {_spread(stat('ttft_s', 'p90'))} | {_spread(stat('tpot_s', 'p50'), digits=2)} | {itl} "
                      f"| {_spread([r['summary']['output_tokens_per_s'] for r in rows if r['summary'].get('output_tokens_per_s')], 1, 0)} "
-                     f"| {_spread(proxy, 1, 0)} |")
+                     f"| {_spread(proxy, 1, 0)} | {_spread(ingress, 1, 0)} |")
     return "\n".join(lines)
 
 
@@ -134,7 +139,8 @@ def markdown_report(data: dict[str, Any]) -> str:
     ]
     if any(row.get("variant") or row.get("repeat", 1) > 1 for row in data.get("timing", [])):
         parts += ["", "Per app and concurrency, over the timed passes: mean (min–max); ITL: means of the "
-                      "passes' percentiles; proxy CPU: the HTTP proxy's CPU time over the wall time", "",
+                      "passes' percentiles; CPU: the HTTP proxy's and the app's OpenAiIngress replica's CPU time over the "
+                      "wall time (100 = one core)", "",
                   variant_table(data)]
     for model, result in data.get("checks", {}).get("greedy_equivalence", {}).items():
         parts += ["", f"Greedy PD vs colocated ({model}): {result.get('sequences')} sequences, "

@@ -213,6 +213,22 @@ def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
     return apps
 
 
+def cpus_wanted(apps: list[LabApp]) -> int:
+    """Ray CPUs a set of lab apps asks for: each engine's bundle CPUs plus one for its replica actor
+    (Ray Serve LLM 2.58 folds it into the first bundle: {CPU: 2, GPU: f} was seen on the H200), plus
+    one per app for its OpenAiIngress replica. More than the host has: an ingress is never scheduled
+    (seen: a fifth app on 16 CPUs stayed DEPLOYING)."""
+    total = 0
+    for app in apps:
+        configs = app.args["llm_configs"] if app.mode == "colocated" else [app.args["prefill_config"],
+                                                                           app.args["decode_config"]]
+        for config in configs:
+            bundles = config.get("placement_group_config", {}).get("bundles", [{}])
+            total += int(sum(b.get("CPU", 0) for b in bundles)) + 1
+        total += 1
+    return total
+
+
 def lab_stages(apps: list[LabApp], gpus: int = 1) -> list[list[LabApp]]:
     """Which apps run together, in order (pure).
 
@@ -634,6 +650,12 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
                     checks["endpoints"][name] = {"answers": False, "why": "not deployed: out of time"}
                 results.save()
                 continue
+            wanted = cpus_wanted(stage)
+            if wanted > (os.cpu_count() or 0):
+                data["topology"].setdefault("warnings", []).append(
+                    f"stage {number} wants about {wanted} Ray CPUs, the host has {os.cpu_count()}")
+                _log(f"warning: stage {number} wants about {wanted} Ray CPUs, the host has {os.cpu_count()}: "
+                     "an app's ingress may never be scheduled", started)
             _log(f"stage {number}/{len(stages)}: deploying {names} "
                  f"({engines_on_gpu(models, gpus, variants)} engine(s) per GPU)", started)
             stage_started = time.perf_counter()
