@@ -18,6 +18,9 @@ from pathlib import Path
 from serve_app.errors import ConfigError
 
 MODEL_KINDS = ("tiny", "llama3-8b-shape")
+VARIANTS_HELP = ("variant matrix: a JSON list (or a file holding one) of {name, modes, engine_kwargs, "
+                 "experimental_configs, env, direct_streaming}; each variant gets its own apps (see "
+                 "lab/variants.py). Default: the stack's render as is")
 
 
 def _make_model(kind: str, directory: Path, seed: int):
@@ -64,16 +67,21 @@ def _render_args(stack: str | None) -> tuple[dict, str]:
 def cmd_render(args) -> int:
     from lab.overlay import GiB, changed_paths
     from lab.runner import LabModel, lab_apps
+    from lab.variants import parse_variants
 
     rendered, source = _render_args(args.stack)
     model = LabModel(key="model", path=args.model_path, dummy_weights=False, compare_outputs=False,
                      prompt_token_range=(4, 100))
-    apps = lab_apps(rendered, [model], gpus=args.gpus, kv_cache_memory_bytes=None if args.gpus > 1 else 4 * GiB)
+    apps = lab_apps(rendered, [model], gpus=args.gpus, kv_cache_memory_bytes=None if args.gpus > 1 else 4 * GiB,
+                    variants=parse_variants(args.variants))
     print(f"# source: {source}")
     print(json.dumps({"rendered": rendered, "lab_apps": {a.name: a.args for a in apps}}, indent=2))
-    pd = apps[0]
-    for role in ("prefill_config", "decode_config"):
-        print(f"# {role}: keys the overlay changed: {sorted(changed_paths(rendered[role], pd.args[role]))}")
+    for app in apps:
+        if app.mode != "pd":
+            continue
+        for role in ("prefill_config", "decode_config"):
+            print(f"# {app.name} {role}: keys the variant and overlay changed: "
+                  f"{sorted(changed_paths(rendered[role], app.args[role]))}")
     return 0
 
 
@@ -96,16 +104,20 @@ def _int_list(option: str, text: str) -> tuple[int, ...]:
 def _workload(args):
     from lab.runner import Interference, Workload
 
+    if args.repeats < 1:
+        raise ConfigError("--repeats", args.repeats, "a positive integer")
     return Workload(prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed,
                     concurrencies=_int_list("--concurrencies", args.concurrencies),
                     requests_per_concurrency_slot=args.requests_per_slot, min_requests=args.min_requests,
-                    max_requests=args.max_requests, interference=Interference() if args.interference else None)
+                    max_requests=args.max_requests, interference=Interference() if args.interference else None,
+                    repeats=args.repeats, metrics_window_concurrency=args.metrics_window_concurrency)
 
 
 def cmd_run(args) -> int:
     from lab.overlay import GiB
     from lab.report import markdown_report
     from lab.runner import run_lab
+    from lab.variants import parse_variants
 
     if args.gpus not in (1, 2):
         raise ConfigError("--gpus", args.gpus, "1 (engines share the GPU) or 2 (a whole GPU per engine)")
@@ -118,12 +130,13 @@ def cmd_run(args) -> int:
     if not untimed <= set(kinds):
         raise ConfigError("--untimed", args.untimed, f"a subset of --models ({args.models})")
     spec = _workload(args)
+    variants = parse_variants(args.variants)
     models = _lab_models(kinds, Path(args.model_dir), args.seed, args.local_model or [], untimed)
     # Shared GPU: a fixed KV cache per engine. Whole GPUs: vLLM's memory profiling, as on EKS.
     kv_cache = int(args.kv_cache_gib * GiB) if args.kv_cache_gib else (4 * GiB if args.gpus == 1 else None)
     data = run_lab(rendered_args=rendered, source=source, models=models, out_dir=Path(args.out), spec=spec,
                    ready_timeout_s=args.ready_timeout_s, deadline_s=args.deadline_s,
-                   kv_cache_memory_bytes=kv_cache, gpus=args.gpus, modes=modes)
+                   kv_cache_memory_bytes=kv_cache, gpus=args.gpus, modes=modes, variants=variants)
     report = markdown_report(data)
     Path(args.out, "lab-report.md").write_text(report)
     print(report)
@@ -170,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--stack", default="dev", help="stack file Pulumi.<stack>.yaml ('' = PDAppConfig defaults)")
     render.add_argument("--model-path", default="/tmp/lab-models/tiny")
     render.add_argument("--gpus", type=int, default=1, help="1: shared GPU; 2: a whole GPU per engine")
+    render.add_argument("--variants", default="", help=VARIANTS_HELP)
     render.set_defaults(func=cmd_render)
 
     make = sub.add_parser("make-model", help="write a generated model directory")
@@ -200,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
                      help="fixed KV cache per engine (default: 4 GiB with --gpus 1, vLLM's profiling with --gpus 2)")
     run.add_argument("--modes", default="pd,colocated",
                      help="apps to run: pd, colocated or both (one per run splits a two-GPU lab over two calls)")
+    run.add_argument("--variants", default="", help=VARIANTS_HELP)
+    run.add_argument("--repeats", type=int, default=1,
+                     help="timed passes over every app and concurrency (passes interleave the apps)")
+    run.add_argument("--metrics-window-concurrency", type=int, default=None,
+                     help="PD apps, first pass: keep Ray's serving metrics just before and after this concurrency")
     run.add_argument("--ready-timeout-s", type=float, default=420)
     run.add_argument("--deadline-s", type=float, default=560, help="stop starting new stages after this")
     run.set_defaults(func=cmd_run)

@@ -110,7 +110,8 @@ def filler_tokens(vocab: dict[str, int], target_size: int) -> list[str]:
     """Names for ids len(vocab)..target_size-1 that clash with nothing already in `vocab`."""
     if target_size < len(vocab):
         raise ValueError(f"vocabulary of {len(vocab)} trained tokens exceeds the model's {target_size}")
-    names, index = [], 0
+    names: list[str] = []
+    index = 0
     while len(vocab) + len(names) < target_size:
         name = f"{FILLER_PREFIX}{index}"
         index += 1

@@ -4,7 +4,9 @@ Each lab app is replaced by a small Serve app that speaks the same OpenAI routes
 greedy completions with token-id logprobs, chat, models) and prints the NIXL log lines vLLM would.
 Everything else — deploy, readiness polling, endpoint checks, comparison, timing, evidence scan,
 results JSON, report — runs as it will on the GPU host. Usage, from the repository root:
-    python -m lab.rehearse_cpu OUT_DIR
+    python -m lab.rehearse_cpu OUT_DIR [VARIANTS_JSON [REPEATS]]
+With a variant matrix (lab/variants/*.json) only the Llama-3-8B-shaped model runs, as in the
+GPU measurements of the serving knobs, at concurrency 1, 8 and 32 with the metrics window at 1.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ray import serve
 from lab import runner
 from lab.report import markdown_report
 from lab.stack import rendered_pd_serving_args
+from lab.variants import parse_variants
 
 fake_api = FastAPI()
 
@@ -38,7 +41,8 @@ class FakeEngine:
         self.name = name
         if pd:
             for engine in ("prefill", "decode"):
-                print(f"Creating v1 connector with name: NixlConnector and engine_id: {engine}-10.0.0.1-21{name[:1]}00",
+                port = 21000 + sum(map(ord, name))  # distinct per app, like the real engines' ids
+                print(f"Creating v1 connector with name: NixlConnector and engine_id: {engine}-10.0.0.1-{port}",
                       flush=True)
                 print("Backend UCX was instantiated", flush=True)
             print("NIXL compatibility check passed (hash: abc)", flush=True)
@@ -79,13 +83,15 @@ class FakeEngine:
 
 
 def fake_deploy(apps):
-    serve.run_many([serve.RunTarget(target=FakeEngine.bind(app.name, app.mode == "pd"), name=app.name,
+    serve.run_many([serve.RunTarget(target=FakeEngine.bind(  # type: ignore[attr-defined]  # @serve.deployment adds bind
+        app.name, app.mode == "pd"), name=app.name,
                                     route_prefix=app.route_prefix) for app in apps],
                    wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
 
 
 def main() -> int:
     out = Path(sys.argv[1])
+    variants = parse_variants(sys.argv[2]) if len(sys.argv) > 2 else ()
     runner._deploy = fake_deploy
     rendered, source = rendered_pd_serving_args("dev")
     models = [
@@ -93,9 +99,15 @@ def main() -> int:
         runner.LabModel("llama3-8b-shape", "/tmp/lab-models/llama3-8b-shape", True, False, (4, 500)),
     ]
     spec = runner.Workload(prompt_tokens=64, output_tokens=16)
+    if variants:
+        models = models[1:]
+        spec = runner.Workload(prompt_tokens=64, output_tokens=16, concurrencies=(1, 8, 32),
+                               requests_per_concurrency_slot=2, repeats=int(sys.argv[3]) if len(sys.argv) > 3 else 2,
+                               metrics_window_concurrency=1)
     started = time.perf_counter()
     data = runner.run_lab(rendered_args=rendered, source=source + " [CPU rehearsal, fake engines]",
-                          models=models, out_dir=out, spec=spec, ready_timeout_s=120, deadline_s=300)
+                          models=models, out_dir=out, spec=spec, ready_timeout_s=120, deadline_s=300,
+                          variants=variants)
     print(markdown_report(data))
     print(f"rehearsal took {time.perf_counter() - started:.0f} s; verdict {data['checks']['verdict']['passed']}")
     return 0 if data["checks"]["verdict"]["passed"] else 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 from lab import runner
 from lab.rehearse_cpu import fake_deploy
@@ -33,10 +34,11 @@ def main() -> int:
                                                             long_requests=3, long_prompt_tokens_min=128,
                                                             long_prompt_tokens_max=256, long_interval_s=0.1))
     started = time.perf_counter()
+    modes = cast(tuple[runner.Mode, ...], tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else ("pd", "colocated"))
     data = runner.run_lab(rendered_args=rendered, source=source + " [CPU rehearsal, fake engines]",
                           models=models, out_dir=out, spec=spec, ready_timeout_s=120, deadline_s=400,
                           kv_cache_memory_bytes=None, gpus=2,
-                          modes=tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else ("pd", "colocated"))
+                          modes=modes)
     report = markdown_report(data)
     (out / "lab-report.md").write_text(report)
     print(report)

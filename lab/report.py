@@ -12,19 +12,62 @@ def _ms(dist: dict[str, float] | None, key: str) -> str:
 def timing_table(data: dict[str, Any]) -> str:
     # ITL as the client sees it: Ray Serve LLM batches stream chunks (50 ms by default), so most gaps
     # are ~0 and the rest ~50 ms; its mean, like TPOT, is the decode speed.
-    header = ("| model | mode | conc | requests ok | TTFT p50 / p90 (ms) | TPOT p50 / p90 (ms) | ITL mean / p90 (ms) "
-              "| E2E p50 / p90 (ms) | output tok/s |")
-    lines = [header, "|" + "---|" * 9]
-    for row in data.get("timing", []):
+    rows = data.get("timing", [])
+    variants = any(row.get("variant") for row in rows)  # a variant run: which variant and which pass
+    header = ("| model | mode | " + ("variant | pass | " if variants else "") + "conc | requests ok "
+              "| TTFT p50 / p90 (ms) | TPOT p50 / p90 (ms) | ITL mean / p90 (ms) | E2E p50 / p90 (ms) | output tok/s |")
+    lines = [header, "|" + "---|" * (11 if variants else 9)]
+    for row in rows:
         s = row["summary"]
         rate = s["output_tokens_per_s"]
+        extra = f"{row.get('variant') or 'stack'} | {row.get('repeat', 1)} | " if variants else ""
         lines.append(
-            f"| {_model_label(data, row['model'])} | {row['mode']} | {row['concurrency']} "
+            f"| {_model_label(data, row['model'])} | {row['mode']} | {extra}{row['concurrency']} "
             f"| {s['requests']['succeeded']}/{s['requests']['total']} "
             f"| {_ms(s['ttft_s'], 'p50')} / {_ms(s['ttft_s'], 'p90')} "
-            f"| {_ms(s['tpot_s'], 'p50')} / {_ms(s['tpot_s'], 'p90')} | {_ms(s['itl_s'], 'mean')} / {_ms(s['itl_s'], 'p90')} "
+            f"| {_ms(s['tpot_s'], 'p50')} / {_ms(s['tpot_s'], 'p90')} "
+            f"| {_ms(s['itl_s'], 'mean')} / {_ms(s['itl_s'], 'p90')} "
             f"| {_ms(s['e2e_s'], 'p50')} / {_ms(s['e2e_s'], 'p90')} "
             f"| {'–' if rate is None else f'{rate:.0f}'} |")
+    return "\n".join(lines)
+
+
+def _spread(values: list[float], scale: float = 1000, digits: int = 1) -> str:
+    """mean (min–max) over the passes, or the one value."""
+    if not values:
+        return "–"
+    scaled = [scale * v for v in values]
+    mean = sum(scaled) / len(scaled)
+    if len(scaled) == 1:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ({min(scaled):.{digits}f}–{max(scaled):.{digits}f})"
+
+
+def variant_table(data: dict[str, Any]) -> str:
+    """Per app and concurrency: each statistic's mean over the timed passes, with its min–max."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for row in data.get("timing", []):
+        groups.setdefault((row.get("app") or f"{row['model']}-{row['mode']}", row["concurrency"]), []).append(row)
+    header = ("| app | conc | passes | TTFT p50 (ms) | TTFT p90 (ms) | TPOT p50 (ms) | ITL p50 / p90 / p99 (ms) "
+              "| output tok/s | proxy CPU (%) | ingress replica CPU (%) |")
+    lines = [header, "|" + "---|" * 10]
+    for (app, conc), rows in groups.items():
+        def stat(key: str, q: str, rows: list = rows) -> list[float]:
+            return [r["summary"][key][q] for r in rows if r["summary"].get(key)]
+
+        def cpu(match, rows: list = rows) -> list[float]:  # % of one core over the timed wall time
+            return [100 * sum(v for k, v in r.get("process_cpu_s", {}).items() if match(k)) / r["summary"]["wall_s"]
+                    for r in rows if r.get("process_cpu_s") and r["summary"].get("wall_s")]
+
+        proxy = cpu(lambda role: "ProxyActor" in role)
+        # The app's ingress: OpenAiIngress, or the decode/LLM server itself under direct streaming.
+        ingress = cpu(lambda role, app=app: role.startswith(f"ray::ServeReplica:{app}:OpenAiIngress"))
+        throughput = [r["summary"]["output_tokens_per_s"] for r in rows if r["summary"].get("output_tokens_per_s")]
+        itl = " / ".join(_spread(stat("itl_s", q)).split(" (")[0] for q in ("p50", "p90", "p99"))
+        lines.append(f"| {app} | {conc} | {len(rows)} | {_spread(stat('ttft_s', 'p50'))} "
+                     f"| {_spread(stat('ttft_s', 'p90'))} | {_spread(stat('tpot_s', 'p50'), digits=2)} | {itl} "
+                     f"| {_spread(throughput, 1, 0)} "
+                     f"| {_spread(proxy, 1, 0)} | {_spread(ingress, 1, 0)} |")
     return "\n".join(lines)
 
 
@@ -90,20 +133,29 @@ def markdown_report(data: dict[str, Any]) -> str:
         f"{data.get('topology', {}).get('stages')}",
         "",
         "Apps ready after (s): " + ", ".join(
-            f"{name} {entry.get('ready_after_s', entry.get('status'))}" for name, entry in data.get("apps", {}).items()),
+            f"{name} {entry.get('ready_after_s', entry.get('status'))}"
+            for name, entry in data.get("apps", {}).items()),
         "",
         checks_table(data),
         "",
         timing_table(data),
     ]
+    if any(row.get("variant") or row.get("repeat", 1) > 1 for row in data.get("timing", [])):
+        parts += ["", "Per app and concurrency, over the timed passes: mean (min–max); ITL: means of the "
+                      "passes' percentiles; CPU: the HTTP proxy's and the app's OpenAiIngress replica's CPU time "
+                      "over the "
+                      "wall time (100 = one core)", "",
+                  variant_table(data)]
     for model, result in data.get("checks", {}).get("greedy_equivalence", {}).items():
         parts += ["", f"Greedy PD vs colocated ({model}): {result.get('sequences')} sequences, "
                       f"{result.get('clear_positions_compared')} clear-margin positions identical, "
-                      f"{result.get('near_tie_positions')} near-tie positions (margin < {result.get('clear_margin_nats')} nats), "
+                      f"{result.get('near_tie_positions')} near-tie positions "
+                      f"(margin < {result.get('clear_margin_nats')} nats), "
                       f"outcomes {result.get('outcomes')}, passed={result.get('passed')}"]
     by_stage = data.get("checks", {}).get("nixl_metrics_by_stage", {})
     if len(by_stage) > 1:  # counters as Ray exported them after each PD stage (before its tear-down)
-        parts += [""] + [nixl_metrics_line(f"after stage {label}", m.get("totals", {})) for label, m in by_stage.items()]
+        parts += ["", *(nixl_metrics_line(f"after stage {label}", m.get("totals", {}))
+                        for label, m in by_stage.items())]
     else:
         totals = data.get("checks", {}).get("nixl_metrics", {}).get("totals", {})
         if totals.get("ray_vllm_nixl_xfer_time_seconds_count"):

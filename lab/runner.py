@@ -42,6 +42,7 @@ from lab.overlay import (
     colocated_config,
     overlay_values,
 )
+from lab.variants import STACK, Variant, apply_variant, direct_streaming_flag, variant_values
 from measure.latency import RequestSample, summarize
 from serve_app.errors import ConfigError
 
@@ -66,6 +67,7 @@ MIN_STAGE_S = 100
 # IDLE_GPU_MEMORY_MIB: vLLM refuses to start while free memory < gpu_memory_utilization × card.
 GPU_RELEASE_TIMEOUT_S = 60
 IDLE_GPU_MEMORY_MIB = 2048
+METRICS_REPORT_INTERVAL_MS = "2000"
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class LabApp:
     route_prefix: str
     args: dict[str, Any]  # the builder's argument dict
     overlays: dict[str, dict[str, Any]]  # config role → {key path: lab value}
+    variant: Variant = STACK  # the serving knobs this app changes (STACK: none)
 
     @property
     def base_url(self) -> str:
@@ -133,19 +136,29 @@ class Workload:
     clear_margin: float = compare.DEFAULT_CLEAR_MARGIN
     min_clear_positions: int = 100
     seed: int = 0
+    repeats: int = 1  # timed passes over every app and concurrency (app-interleaved: pass 1 of all, then 2, …)
+    # PD apps, first pass: Ray's metrics exposition just before and after this concurrency's timing (the
+    # engines' own TTFT/prefill/KV-transfer histograms over those requests only); None: not captured.
+    metrics_window_concurrency: int | None = None
 
     def requests_at(self, concurrency: int) -> int:
         count = max(self.min_requests, self.requests_per_concurrency_slot * concurrency)
         return count if self.max_requests is None else min(count, self.max_requests)
 
 
-def engines_on_host(models: list[LabModel]) -> int:
-    return 3 * len(models)  # prefill + decode + colocated per model
+def _variants(variants: tuple[Variant, ...]) -> tuple[Variant, ...]:
+    return variants or (STACK,)
 
 
-def engines_on_gpu(models: list[LabModel], gpus: int = 1) -> int:
+def engines_on_host(models: list[LabModel], variants: tuple[Variant, ...] = ()) -> int:
+    """Prefill + decode per PD app and one engine per colocated app, for every model and variant."""
+    per_model = sum(2 * ("pd" in v.modes) + ("colocated" in v.modes) for v in _variants(variants))
+    return per_model * len(models)
+
+
+def engines_on_gpu(models: list[LabModel], gpus: int = 1, variants: tuple[Variant, ...] = ()) -> int:
     """One GPU: every engine shares it. Several: a whole GPU per engine (apps run in stages)."""
-    return engines_on_host(models) if gpus == 1 else 1
+    return engines_on_host(models, variants) if gpus == 1 else 1
 
 
 def _check_gpus(gpus: int) -> None:
@@ -154,14 +167,17 @@ def _check_gpus(gpus: int) -> None:
 
 
 def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
-             kv_cache_memory_bytes: int | None = 4 * GiB, seed: int = 0, gpus: int = 1) -> list[LabApp]:
+             kv_cache_memory_bytes: int | None = 4 * GiB, seed: int = 0, gpus: int = 1,
+             variants: tuple[Variant, ...] = ()) -> list[LabApp]:
     """The lab's Serve applications for the rendered PD serving args (pure).
 
     Every engine of the run gets its own port windows (slots are numbered over the whole host),
-    also across stages, so a port still held by a torn-down engine cannot clash.
+    also across stages, so a port still held by a torn-down engine cannot clash. With variants,
+    each model gets one app per variant and mode, named `<model>-<mode>-<variant>`; the variant's
+    keys are set before the overlay (which they may not touch).
     """
     _check_gpus(gpus)
-    per_gpu, per_host = engines_on_gpu(models, gpus), engines_on_host(models)
+    per_gpu, per_host = engines_on_gpu(models, gpus, variants), engines_on_host(models, variants)
     apps: list[LabApp] = []
     slot = 0
 
@@ -174,22 +190,47 @@ def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
         return overlay
 
     for model in models:
-        pd_args = copy.deepcopy(rendered_args)
-        overlays = {}
-        for role in ("prefill_config", "decode_config"):
-            overlay = overlay_for(model)
-            overlays[role] = overlay_values(rendered_args[role], overlay)
-            pd_args[role] = apply_lab_overlay(rendered_args[role], overlay)
-        apps.append(LabApp(f"{model.key}-pd", model, "pd", f"/{model.key}/pd", pd_args, overlays))
-
-        baseline = colocated_config(rendered_args["decode_config"])
-        overlay = overlay_for(model)
-        colocated_args: dict[str, Any] = {"llm_configs": [apply_lab_overlay(baseline, overlay)]}
-        if "ingress_deployment_config" in rendered_args:
-            colocated_args["ingress_deployment_config"] = copy.deepcopy(rendered_args["ingress_deployment_config"])
-        apps.append(LabApp(f"{model.key}-colocated", model, "colocated", f"/{model.key}/colocated",
-                           colocated_args, {"llm_configs[0]": overlay_values(baseline, overlay)}))
+        for variant in _variants(variants):
+            suffix = f"-{variant.name}" if variant.name else ""
+            route = f"/{variant.name}" if variant.name else ""
+            changed = variant_values(variant)
+            if "pd" in variant.modes:
+                pd_args = copy.deepcopy(rendered_args)
+                overlays = {}
+                for role in ("prefill_config", "decode_config"):
+                    overlay = overlay_for(model)
+                    phase = apply_variant(rendered_args[role], variant)
+                    overlays[role] = {**changed, **overlay_values(phase, overlay)}
+                    pd_args[role] = apply_lab_overlay(phase, overlay)
+                apps.append(LabApp(f"{model.key}-pd{suffix}", model, "pd", f"/{model.key}/pd{route}", pd_args,
+                                   overlays, variant))
+            if "colocated" in variant.modes:
+                baseline = apply_variant(colocated_config(rendered_args["decode_config"]), variant)
+                overlay = overlay_for(model)
+                colocated_args: dict[str, Any] = {"llm_configs": [apply_lab_overlay(baseline, overlay)]}
+                if "ingress_deployment_config" in rendered_args:
+                    colocated_args["ingress_deployment_config"] = copy.deepcopy(
+                        rendered_args["ingress_deployment_config"])
+                apps.append(LabApp(f"{model.key}-colocated{suffix}", model, "colocated",
+                                   f"/{model.key}/colocated{route}", colocated_args,
+                                   {"llm_configs[0]": {**changed, **overlay_values(baseline, overlay)}}, variant))
     return apps
+
+
+def cpus_wanted(apps: list[LabApp]) -> int:
+    """Ray CPUs a set of lab apps asks for: each engine's bundle CPUs plus one for its replica actor
+    (Ray Serve LLM 2.58 folds it into the first bundle: {CPU: 2, GPU: f} was seen on the H200), plus
+    one per app for its OpenAiIngress replica. More than the host has: an ingress is never scheduled
+    (seen: a fifth app on 16 CPUs stayed DEPLOYING)."""
+    total = 0
+    for app in apps:
+        configs = app.args["llm_configs"] if app.mode == "colocated" else [app.args["prefill_config"],
+                                                                           app.args["decode_config"]]
+        for config in configs:
+            bundles = config.get("placement_group_config", {}).get("bundles", [{}])
+            total += int(sum(b.get("CPU", 0) for b in bundles)) + 1
+        total += 1
+    return total
 
 
 def lab_stages(apps: list[LabApp], gpus: int = 1) -> list[list[LabApp]]:
@@ -212,10 +253,10 @@ def lab_stages(apps: list[LabApp], gpus: int = 1) -> list[list[LabApp]]:
     return pd_stages[:1] + colocated_stages + pd_stages[1:]
 
 
-def lab_environment(models: list[LabModel], gpus: int = 1) -> dict[str, str]:
+def lab_environment(models: list[LabModel], gpus: int = 1, variants: tuple[Variant, ...] = ()) -> dict[str, str]:
     if gpus > 1:  # whole GPUs: Ray Serve LLM's own per-worker GPU share (1) is right
         return {**STATIC_ENV, **MULTI_GPU_ENV}
-    overlay = LabOverlay(model_path="", engines_on_gpu=engines_on_gpu(models), engine_slot=0)
+    overlay = LabOverlay(model_path="", engines_on_gpu=engines_on_gpu(models, variants=variants), engine_slot=0)
     return {**STATIC_ENV, "VLLM_RAY_PER_WORKER_GPUS": str(overlay.gpu_share)}
 
 
@@ -279,8 +320,9 @@ def _deploy(apps: list[LabApp]) -> None:
     targets = []
     for app in apps:
         builder = build_pd_openai_app if app.mode == "pd" else build_openai_app
-        targets.append(serve.RunTarget(target=builder(copy.deepcopy(app.args)), name=app.name,
-                                       route_prefix=app.route_prefix))
+        with direct_streaming_flag(app.variant.direct_streaming):  # the builders branch on it
+            target = builder(copy.deepcopy(app.args))
+        targets.append(serve.RunTarget(target=target, name=app.name, route_prefix=app.route_prefix))
     serve.run_many(targets, wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
 
 
@@ -381,18 +423,73 @@ def compare_greedy_outputs(reference: list[dict[str, Any]], candidate: list[dict
     return summary
 
 
-async def _time_app(app: LabApp, spec: Workload, concurrency: int) -> dict[str, Any]:
+async def _time_app(app: LabApp, spec: Workload, concurrency: int, repeat: int = 1) -> dict[str, Any]:
     low, high = app.model.prompt_token_range
     count = spec.requests_at(concurrency)
-    # Same prompts for PD and colocated (same seed), distinct from each other and from warm-up.
+    # Same prompts for PD and colocated (same seed), distinct from each other, from warm-up and
+    # between repeats (vLLM's prefix cache would otherwise serve a repeated prompt).
     prompts = workload.random_prompts(count, spec.prompt_tokens, low=low, high=high,
-                                      seed=spec.seed + 1000 * concurrency)
+                                      seed=spec.seed + 1000 * concurrency + 100_000 * (repeat - 1))
+    cpu_before = process_cpu_seconds()
     samples, wall = await workload.run_load(app.base_url, app.model_id, prompts, spec.output_tokens, concurrency)
+    cpu_after = process_cpu_seconds()
     return {
-        "model": app.model.key, "mode": app.mode, "concurrency": concurrency, "requests": count,
+        "model": app.model.key, "mode": app.mode, "variant": app.variant.name, "app": app.name,
+        "concurrency": concurrency, "repeat": repeat, "requests": count,
         "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
         "summary": summarize(samples, wall_seconds=wall),
+        "process_cpu_s": cpu_delta(cpu_before, cpu_after),
+        "samples": raw_samples(samples),
     }
+
+
+def raw_samples(samples: list[RequestSample]) -> list[dict[str, Any]]:
+    """Per-request data, times relative to the first request's start (s) and to each request's start (ms)."""
+    if not samples:
+        return []
+    origin = min(s.start for s in samples)
+    return [{"start_s": round(s.start - origin, 4), "e2e_s": round(s.e2e, 4),
+             "ttft_s": round(s.ttft, 4) if s.ok else None, "output_tokens": s.output_tokens,
+             "prompt_tokens": s.prompt_tokens, "error": s.error,
+             "token_ms": [round(1000 * (t - s.start), 2) for t in s.token_times]} for s in samples]
+
+
+def process_cpu_seconds() -> dict[int, tuple[str, float]]:
+    """{pid: (title, CPU seconds so far, user + system)} of this host's Ray/vLLM processes.
+
+    Titles name the role: ray::ProxyActor (the HTTP proxy), ray::ServeReplica:<app>:<deployment>,
+    ray::ServeController, the engine processes. {} where psutil is missing.
+    """
+    try:
+        import psutil  # type: ignore[import-untyped]  # (no stubs; present on the GPU host)
+    except ImportError:
+        return {}
+    out: dict[int, tuple[str, float]] = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            cmdline = proc.info["cmdline"] or []
+            title = (cmdline[0] if cmdline else "")[:160]
+            if not (title.startswith("ray::") or "VLLM" in title or "EngineCore" in title):
+                continue
+            times = proc.cpu_times()
+            out[proc.pid] = (title, times.user + times.system)
+        except (psutil.Error, IndexError):
+            continue
+    return out
+
+
+_METHOD_SUFFIX = re.compile(r"\.[A-Za-z_]\w*$")
+
+
+def cpu_delta(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
+              floor_s: float = 0.01) -> dict[str, float]:
+    """CPU seconds spent between two snapshots, summed by process role (title without the method Ray
+    appends while a task runs); roles below `floor_s` left out."""
+    spent: dict[str, float] = {}
+    for pid, (title, cpu) in after.items():
+        role = _METHOD_SUFFIX.sub("", title) if title.startswith("ray::") else title
+        spent[role] = spent.get(role, 0.0) + cpu - (before[pid][1] if pid in before else 0.0)
+    return {role: round(value, 3) for role, value in sorted(spent.items()) if value >= floor_s}
 
 
 def _longest_gap(samples: list[RequestSample]) -> float | None:
@@ -403,6 +500,7 @@ def _longest_gap(samples: list[RequestSample]) -> float | None:
 async def _interference(app: LabApp, spec: Workload) -> dict[str, Any]:
     """The short requests' decode latency alone, then with long prompts arriving (same load for PD and colocated)."""
     load = spec.interference
+    assert load is not None, "_interference runs only when the workload has an interference load"
     low, high = app.model.prompt_token_range
     quiet_prompts, loaded_prompts = (
         workload.random_prompts(load.short_requests, load.short_prompt_tokens, low=low, high=high, seed=seed)
@@ -428,7 +526,7 @@ async def _warm_up(app: LabApp, spec: Workload) -> dict[str, Any]:
     low, high = app.model.prompt_token_range
     length = spec.prompt_tokens if app.model.timed else spec.compare_prompt_tokens
     prompts = workload.random_prompts(spec.warmup_requests, length, low=low, high=high, seed=spec.seed + 7)
-    samples, wall = await workload.run_load(app.base_url, app.model_id, prompts[:1], spec.output_tokens, 1)
+    samples, _wall = await workload.run_load(app.base_url, app.model_id, prompts[:1], spec.output_tokens, 1)
     first = samples[0]
     more, _ = await workload.run_load(app.base_url, app.model_id, prompts[1:], spec.output_tokens, 8)
     return {"first_request_e2e_s": first.e2e, "first_request_ttft_s": first.ttft if first.ok else None,
@@ -454,12 +552,24 @@ def _nixl_metrics(attempts: int = 3) -> dict[str, Any]:
             break
         time.sleep(5)
     return {
+        "raw": metrics_text,  # taken out (and written to a file) by the caller
         "totals": evidence.nixl_metric_totals(metrics_text),
         "scraped": not metrics_text.startswith("# scrape failed"),
         "ray_vllm_series": sorted({line.split("{", 1)[0].split(" ")[0] for line in metrics_text.splitlines()
                                   if line.startswith("ray_vllm_")})[:80],
         "nixl_lines": [line[:400] for line in metrics_text.splitlines() if line.startswith("ray_vllm_nixl")][:40],
     }
+
+
+def _record_deployments(apps: list[LabApp], data: dict[str, Any]) -> None:
+    """Each ready app's deployments and its ingress: shows which graph Ray Serve LLM built (direct streaming)."""
+    from ray import serve
+
+    status = serve.status().applications
+    for app in apps:
+        overview = status.get(app.name)
+        if overview is not None:
+            data["apps"][app.name]["deployments"] = sorted(overview.deployments)
 
 
 def _gpu_memory_used_mib() -> list[int] | None:
@@ -490,7 +600,7 @@ def _tear_down(stage: list[LabApp], started: float) -> dict[str, Any]:
 def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel], out_dir: Path,
             spec: Workload = Workload(), ready_timeout_s: float = 420, deadline_s: float = 560,
             kv_cache_memory_bytes: int | None = 4 * GiB, gpus: int = 1,
-            modes: tuple[Mode, ...] = ("pd", "colocated")) -> dict[str, Any]:
+            modes: tuple[Mode, ...] = ("pd", "colocated"), variants: tuple[Variant, ...] = ()) -> dict[str, Any]:
     """Deploy, check, time, collect evidence, shut down — stage by stage. Returns the results document.
 
     `modes` picks the apps to run (both by default). One mode per run splits a two-GPU lab over two
@@ -498,22 +608,24 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
     """
     started = time.perf_counter()
     apps = [a for a in lab_apps(rendered_args, models, kv_cache_memory_bytes=kv_cache_memory_bytes, seed=spec.seed,
-                                gpus=gpus) if a.mode in modes]
+                                gpus=gpus, variants=variants) if a.mode in modes]
     stages = lab_stages(apps, gpus)
-    env = lab_environment(models, gpus)
+    env = lab_environment(models, gpus, variants)
+    if spec.metrics_window_concurrency is not None:  # export often enough for a window of seconds
+        env = {**env, "RAY_metrics_report_interval_ms": METRICS_REPORT_INTERVAL_MS}
     results = Results(out_dir / "lab-result.json", {
         "schema": RESULT_SCHEMA,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": {"gpu": _gpu(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "versions": _versions(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
-        "topology": {"gpus": gpus, "engines_on_gpu": engines_on_gpu(models, gpus), "modes": list(modes),
+        "topology": {"gpus": gpus, "engines_on_gpu": engines_on_gpu(models, gpus, variants), "modes": list(modes),
                      "stages": [[a.name for a in stage] for stage in stages]},
         "environment": env,
         "models": {m.key: {"path": m.path, "dummy_weights": m.dummy_weights, "timed": m.timed, "card": m.card}
                    for m in models},
         "apps": {a.name: {"mode": a.mode, "model": a.model.key, "route_prefix": a.route_prefix,
-                          "overlay": a.overlays} for a in apps},
+                          "variant": a.variant.as_dict(), "overlay": a.overlays} for a in apps},
         "workload": asdict(spec),
         "checks": {},
         "timing": [],
@@ -543,8 +655,14 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
                     checks["endpoints"][name] = {"answers": False, "why": "not deployed: out of time"}
                 results.save()
                 continue
+            wanted = cpus_wanted(stage)
+            if wanted > (os.cpu_count() or 0):
+                data["topology"].setdefault("warnings", []).append(
+                    f"stage {number} wants about {wanted} Ray CPUs, the host has {os.cpu_count()}")
+                _log(f"warning: stage {number} wants about {wanted} Ray CPUs, the host has {os.cpu_count()}: "
+                     "an app's ingress may never be scheduled", started)
             _log(f"stage {number}/{len(stages)}: deploying {names} "
-                 f"({engines_on_gpu(models, gpus)} engine(s) per GPU)", started)
+                 f"({engines_on_gpu(models, gpus, variants)} engine(s) per GPU)", started)
             stage_started = time.perf_counter()
             _deploy(stage)
             state = _wait_ready(stage, min(ready_timeout_s, time_left() - 60), started)
@@ -559,14 +677,26 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
                 else:
                     checks["endpoints"][app.name] = {"answers": False, "why": data["apps"][app.name]}
             results.save()
+            _record_deployments(ready, data)
             for app in ready:
-                _measure_app(app, spec, data, greedy, time_left, started)
+                _prepare_app(app, spec, data, greedy)
+                results.save()
+            for repeat in range(1, spec.repeats + 1):  # pass by pass, so a run cut short loses whole passes
+                for app in ready:
+                    _time_pass(app, spec, data, repeat, time_left, started)
+                    results.save()
+            for app in ready:
+                _interference_pass(app, spec, data, time_left, started)
                 results.save()
             if any(a.mode == "pd" for a in ready):
                 # Before tear-down: the engines' counters go with them.
                 checks.setdefault("nixl_metrics_by_stage", {})["+".join(a.name for a in ready)] = snapshot = (
                     _nixl_metrics(attempts=3 if len(stages) == 1 else 2))
                 checks["nixl_metrics"] = snapshot
+                raw = snapshot.pop("raw", "")
+                if raw and not raw.startswith("# scrape failed"):
+                    name = "metrics-exposition.prom" if number == 1 else f"metrics-exposition-stage{number}.prom"
+                    write_metrics_exposition(out_dir / name, raw, data, [a.name for a in ready])
                 results.save()
             if number < len(stages):  # the last stage goes with serve.shutdown
                 data["topology"].setdefault("stage_log", []).append(
@@ -577,15 +707,20 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
         for model in models:
             if not model.compare_outputs:
                 continue
-            pd, colocated = f"{model.key}-pd", f"{model.key}-colocated"
-            if pd in greedy and colocated in greedy:
-                result = compare_greedy_outputs(greedy[colocated], greedy[pd], spec)
-                checks.setdefault("greedy_equivalence", {})[model.key] = result
-                _log(f"{model.key}: greedy PD == colocated: passed={result.get('passed')} "
-                     f"clear={result.get('clear_positions_compared')} near_ties={result.get('near_tie_positions')}",
-                     started)
-            elif {"pd", "colocated"} <= set(modes):
-                data["not_done"].append(f"{model.key}: greedy comparison (an app was not measured)")
+            for variant in _variants(variants):
+                if not {"pd", "colocated"} <= set(variant.modes):
+                    continue
+                suffix = f"-{variant.name}" if variant.name else ""
+                key = f"{model.key}{suffix}"
+                pd, colocated = f"{model.key}-pd{suffix}", f"{model.key}-colocated{suffix}"
+                if pd in greedy and colocated in greedy:
+                    result = compare_greedy_outputs(greedy[colocated], greedy[pd], spec)
+                    checks.setdefault("greedy_equivalence", {})[key] = result
+                    _log(f"{key}: greedy PD == colocated: passed={result.get('passed')} "
+                         f"clear={result.get('clear_positions_compared')} "
+                         f"near_ties={result.get('near_tie_positions')}", started)
+                elif {"pd", "colocated"} <= set(modes):
+                    data["not_done"].append(f"{key}: greedy comparison (an app was not measured)")
         results.save()
         if "pd" in modes:  # a colocated-only run has no KV transfer to prove
             _collect_evidence(data, apps, rendered_args, started)
@@ -604,25 +739,43 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
     return data
 
 
-def _measure_app(app: LabApp, spec: Workload, data: dict[str, Any], greedy: dict[str, list[dict[str, Any]]],
-                 time_left, started: float) -> None:
-    """Warm-up, greedy outputs (compared models), timing per concurrency and interference (timed models)."""
+def _prepare_app(app: LabApp, spec: Workload, data: dict[str, Any],
+                 greedy: dict[str, list[dict[str, Any]]]) -> None:
+    """Warm-up (kept out of the timing) and greedy outputs (compared models)."""
     data["checks"].setdefault("warmup", {})[app.name] = asyncio.run(_warm_up(app, spec))
     if app.model.compare_outputs:
         greedy[app.name] = asyncio.run(_greedy_outputs(app, spec))
+
+
+METRICS_SETTLE_S = 5.0  # Ray's metrics export interval in the lab (METRICS_REPORT_INTERVAL_MS) plus margin
+
+
+def _time_pass(app: LabApp, spec: Workload, data: dict[str, Any], repeat: int, time_left, started: float) -> None:
+    """One timed pass over the concurrencies of a timed model's app."""
     if not app.model.timed:
         return
     for concurrency in spec.concurrencies:
         if time_left() < 45:
-            data["not_done"].append(f"{app.name} c={concurrency}: out of time")
+            data["not_done"].append(f"{app.name} c={concurrency} repeat {repeat}: out of time")
             continue
-        row = asyncio.run(_time_app(app, spec, concurrency))
+        window = (app.mode == "pd" and repeat == 1 and concurrency == spec.metrics_window_concurrency)
+        if window:
+            time.sleep(METRICS_SETTLE_S)
+            before = _scrape_metrics()
+        row = asyncio.run(_time_app(app, spec, concurrency, repeat))
+        if window:
+            time.sleep(METRICS_SETTLE_S)
+            data.setdefault("metrics_windows", {})[f"{app.name}-c{concurrency}"] = {
+                "before": serving_series(before), "after": serving_series(_scrape_metrics())}
         data["timing"].append(row)
         s = row["summary"]
-        _log(f"{app.name} c={concurrency}: ok={s['requests']['succeeded']}/{s['requests']['total']} "
+        _log(f"{app.name} c={concurrency} r{repeat}: ok={s['requests']['succeeded']}/{s['requests']['total']} "
              f"ttft_p50={_ms(s['ttft_s'], 'p50')} tpot_p50={_ms(s['tpot_s'], 'p50')} "
-             f"e2e_p50={_ms(s['e2e_s'], 'p50')} out_tok/s={_num(s['output_tokens_per_s'])}", started)
-    if spec.interference is None:
+             f"itl_p90={_ms(s['itl_s'], 'p90')} out_tok/s={_num(s['output_tokens_per_s'])}", started)
+
+
+def _interference_pass(app: LabApp, spec: Workload, data: dict[str, Any], time_left, started: float) -> None:
+    if spec.interference is None or not app.model.timed:
         return
     if time_left() < 45:
         data["not_done"].append(f"{app.name} interference: out of time")
@@ -633,6 +786,25 @@ def _measure_app(app: LabApp, spec: Workload, data: dict[str, Any], greedy: dict
     _log(f"{app.name} interference: short TPOT p50 quiet={_ms(quiet['tpot_s'], 'p50')} "
          f"with long prompts={_ms(loaded['tpot_s'], 'p50')}; ITL p90 {_ms(quiet['itl_s'], 'p90')} → "
          f"{_ms(loaded['itl_s'], 'p90')}", started)
+
+
+def serving_series(metrics_text: str) -> list[str]:
+    """The samples of Ray's exposition that describe serving (ray_vllm_*, ray_serve_*), comments left out."""
+    return [line for line in metrics_text.splitlines() if line.startswith(("ray_vllm", "ray_serve"))]
+
+
+def write_metrics_exposition(path: Path, metrics_text: str, data: dict[str, Any], apps: list[str]) -> None:
+    """Ray's raw Prometheus exposition, as scraped, under a comment header saying what produced it."""
+    versions = ", ".join(f"{k} {v}" for k, v in data.get("versions", {}).items() if v)
+    gpu = data.get("host", {}).get("gpu", {})
+    header = [
+        f"# Raw Prometheus text exposition of Ray's metrics export endpoint http://127.0.0.1:{METRICS_PORT}/metrics",
+        f"# scraped {datetime.now(UTC).isoformat(timespec='seconds')} by the single-GPU lab "
+        "(python -m lab run); one Ray node: the head is also the engines' node",
+        f"# GPU {gpu.get('name')} (driver {gpu.get('driver')}); {versions}",
+        f"# Serve apps running: {', '.join(apps)}",
+    ]
+    path.write_text("\n".join(header) + "\n" + metrics_text + ("" if metrics_text.endswith("\n") else "\n"))
 
 
 def _collect_evidence(data: dict[str, Any], apps: list[LabApp], rendered_args: dict[str, Any], started: float) -> None:
@@ -689,7 +861,9 @@ def verdict(data: dict[str, Any]) -> dict[str, Any]:
         items[f"greedy_pd_equals_colocated:{model}"] = bool(result.get("passed"))
     for row in data.get("timing", []):
         s = row["summary"]["requests"]
-        items[f"timing_all_requests_ok:{row['model']}-{row['mode']}-c{row['concurrency']}"] = (
+        app = row.get("app", f"{row['model']}-{row['mode']}")
+        repeat = f"-r{row['repeat']}" if row.get("repeat", 1) > 1 else ""
+        items[f"timing_all_requests_ok:{app}-c{row['concurrency']}{repeat}"] = (
             s["failed"] == 0 and s["succeeded"] > 0)
     for row in data.get("interference", []):
         ok = all(part["requests"]["failed"] == 0 and part["requests"]["succeeded"] > 0

@@ -383,7 +383,7 @@ def test_filler_tokens_complete_the_vocabulary_without_clashes():
 
 def test_tokenizer_has_the_model_vocabulary_and_decodes_every_id():
     pytest.importorskip("tokenizers")
-    tokenizer, trained = build_tokenizer(vocab_size=1500, seed=0)
+    tokenizer, _trained = build_tokenizer(vocab_size=1500, seed=0)
     assert tokenizer.get_vocab_size() == 1500
     assert [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3]
     assert tokenizer.decode([1499]).startswith("vocabfill")  # an untrained id still prints
@@ -410,3 +410,190 @@ def test_tiny_model_is_reproducible_from_its_seed(tmp_path):
     _, other = digest(tmp_path / "c", 1)
     assert first == second != other
     assert card.parameters == shape.parameter_count()
+
+
+# ── variants: named serving-knob changes, measured side by side ──────────────────────────────
+
+from lab import runner as lab_runner  # noqa: E402
+from lab.variants import (  # noqa: E402
+    DIRECT_STREAMING_ENV,
+    Variant,
+    apply_variant,
+    direct_streaming_flag,
+    parse_variants,
+    variant_values,
+)
+
+GRAPHS = Variant(name="graphs", engine_kwargs={"enforce_eager": False,
+                                              "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4, 8]}},
+                 experimental_configs={"stream_batching_interval_ms": 0}, env={"UCX_PROTO_INFO": "y"})
+GRAPHS_LEAVES = {"engine_kwargs.enforce_eager", "engine_kwargs.compilation_config.cudagraph_capture_sizes",
+                 "experimental_configs.stream_batching_interval_ms", "runtime_env.env_vars.UCX_PROTO_INFO"}
+
+
+@pytest.mark.parametrize("role", ["prefill_config", "decode_config"])
+def test_a_variant_changes_exactly_its_keys_on_top_of_the_overlay(dev_args, role):
+    before = copy.deepcopy(dev_args)
+    (pd,) = lab_apps(dev_args, _models("tiny"), variants=(Variant(name="graphs", modes=("pd",),
+                                                                  engine_kwargs=GRAPHS.engine_kwargs,
+                                                                  experimental_configs=GRAPHS.experimental_configs,
+                                                                  env=GRAPHS.env),))
+    assert dev_args == before
+    assert changed_paths(dev_args[role], pd.args[role]) == PD_PHASE_OVERLAY_LEAVES | GRAPHS_LEAVES
+    assert pd.args[role]["engine_kwargs"]["enforce_eager"] is False
+    assert pd.args[role]["experimental_configs"] == {"stream_batching_interval_ms": 0}
+    # The overlay's record of the app names the variant's keys too.
+    assert {p.replace(".compilation_config", ".compilation_config.cudagraph_capture_sizes")
+                             if p == "engine_kwargs.compilation_config" else p for p in pd.overlays[role]} >= GRAPHS_LEAVES
+
+
+def test_variant_values_are_what_apply_variant_writes(dev_args):
+    config = dev_args["decode_config"]
+    variant = Variant(name="x", engine_kwargs={"enforce_eager": False}, direct_streaming=True)
+    after = apply_variant(config, variant)
+    assert variant_values(variant) == {"engine_kwargs.enforce_eager": False,
+                                       f"runtime_env.env_vars.{DIRECT_STREAMING_ENV}": "1"}
+    assert changed_paths(config, after) == set(variant_values(variant))
+    assert apply_variant(config, Variant()) == config
+
+
+def test_variants_name_their_apps_and_every_engine_gets_its_own_share_and_ports(dev_args):
+    variants = (Variant(name="eager", modes=("colocated",)), GRAPHS, Variant(name="direct", modes=("pd",),
+                                                                             direct_streaming=True))
+    models = _models("llama3-8b-shape")
+    apps = lab_apps(dev_args, models, variants=variants)
+    assert [(a.name, a.route_prefix) for a in apps] == [
+        ("llama3-8b-shape-colocated-eager", "/llama3-8b-shape/colocated/eager"),
+        ("llama3-8b-shape-pd-graphs", "/llama3-8b-shape/pd/graphs"),
+        ("llama3-8b-shape-colocated-graphs", "/llama3-8b-shape/colocated/graphs"),
+        ("llama3-8b-shape-pd-direct", "/llama3-8b-shape/pd/direct"),
+    ]
+    configs = _engine_configs(apps)
+    assert len(configs) == lab_runner.engines_on_host(models, variants) == 6
+    assert {c["placement_group_config"]["bundles"][0]["GPU"] for c in configs} == {0.1666}
+    assert lab_environment(models, variants=variants)["VLLM_RAY_PER_WORKER_GPUS"] == "0.1666"
+    assert {c["engine_kwargs"]["gpu_memory_utilization"] for c in configs} == {0.15}
+    ports = [c["runtime_env"]["env_vars"]["VLLM_DP_MASTER_PORT"] for c in configs]
+    assert len(set(ports)) == len(ports)
+    direct = apps[-1]
+    assert {direct.args[r]["runtime_env"]["env_vars"][DIRECT_STREAMING_ENV] for r in ("prefill_config",
+                                                                                     "decode_config")} == {"1"}
+    assert DIRECT_STREAMING_ENV not in str(apps[1].args)
+
+
+def test_without_variants_the_apps_keep_their_plain_names(dev_args):
+    assert [a.name for a in lab_apps(dev_args, _models("tiny"))] == ["tiny-pd", "tiny-colocated"]
+
+
+@pytest.mark.parametrize("bad", [
+    {"name": "x", "engine_kwargs": {"gpu_memory_utilization": 0.5}},
+    {"name": "x", "engine_kwargs": {"kv_transfer_config": {}}},
+    {"name": "x", "env": {"VLLM_DP_MASTER_PORT": "1"}},
+    {"name": "x", "env": {DIRECT_STREAMING_ENV: "1"}},
+    {"name": "x", "env": {"A": 1}},
+    {"name": "x", "modes": ["both"]},
+    {"name": "Bad_Name"},
+    {"name": "x", "colour": "red"},
+    {"engine_kwargs": {}},
+])
+def test_a_variant_may_not_touch_what_the_overlay_owns_or_be_malformed(bad):
+    with pytest.raises(ConfigError):
+        parse_variants(json.dumps([bad]))
+
+
+def test_variants_parse_from_text_or_file_and_need_distinct_names(tmp_path):
+    text = json.dumps([{"name": "eager"}, {"name": "graphs", "modes": ["pd"],
+                                           "engine_kwargs": {"enforce_eager": False}}])
+    path = tmp_path / "matrix.json"
+    path.write_text(text)
+    assert parse_variants(text) == parse_variants(str(path))
+    assert [v.modes for v in parse_variants(text)] == [("pd", "colocated"), ("pd",)]
+    assert parse_variants("") == ()
+    with pytest.raises(ConfigError):
+        parse_variants(json.dumps([{"name": "a"}, {"name": "a"}]))
+    with pytest.raises(ConfigError):
+        parse_variants(str(tmp_path / "missing.json"))
+
+
+def test_the_committed_issue12_matrices_parse_and_fit_six_engines_on_one_gpu(dev_args):
+    from pathlib import Path
+
+    for path in sorted(Path("lab/variants").glob("issue12-*.json")):
+        variants = parse_variants(str(path))
+        assert lab_runner.engines_on_host(_models("llama3-8b-shape"), variants) <= 6, path
+        lab_apps(dev_args, _models("llama3-8b-shape"), variants=variants)
+
+
+def test_direct_streaming_flag_switches_the_builders_constant_only_inside_the_block():
+    constants = pytest.importorskip("ray.llm._internal.serve.constants")
+    before, env_before = getattr(constants, DIRECT_STREAMING_ENV), os.environ.get(DIRECT_STREAMING_ENV)
+    with direct_streaming_flag(True) as modules:
+        assert getattr(constants, DIRECT_STREAMING_ENV) is True
+        assert os.environ[DIRECT_STREAMING_ENV] == "1"
+        assert "ray.llm._internal.serve.serving_patterns.prefill_decode.builder" in modules
+    assert getattr(constants, DIRECT_STREAMING_ENV) == before
+    assert os.environ.get(DIRECT_STREAMING_ENV) == env_before
+    with direct_streaming_flag(False) as modules:
+        assert modules == []
+
+
+def test_ray_serve_llm_builds_a_direct_streaming_pd_app_with_decode_as_ingress(dev_args):
+    """Direct streaming: the PD graph's ingress is the decode deployment (no OpenAiIngress hop)."""
+    llm = pytest.importorskip("ray.serve.llm")
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        plain, direct = lab_apps(dev_args, _models("tiny"), variants=(
+            Variant(name="plain", modes=("pd",)), Variant(name="direct", modes=("pd",), direct_streaming=True)))
+        assert "Ingress" in llm.build_pd_openai_app(copy.deepcopy(plain.args))._bound_deployment.name
+        with direct_streaming_flag(True):
+            app = llm.build_pd_openai_app(copy.deepcopy(direct.args))
+        assert app._bound_deployment.name.startswith("Decode")
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def test_raw_samples_and_process_cpu_deltas():
+    from measure.latency import RequestSample
+
+    samples = [RequestSample(start=10.0, end=10.5, token_times=(10.1, 10.2), output_tokens=2, prompt_tokens=4),
+               RequestSample(start=10.2, end=10.3, error="HTTP 500")]
+    raw = lab_runner.raw_samples(samples)
+    assert raw[0] == {"start_s": 0.0, "e2e_s": 0.5, "ttft_s": 0.1, "output_tokens": 2, "prompt_tokens": 4,
+                      "error": None, "token_ms": [100.0, 200.0]}
+    assert raw[1]["ttft_s"] is None and raw[1]["error"] == "HTTP 500"
+    before = {1: ("ray::ProxyActor", 1.0), 2: ("ray::ServeReplica:a-pd:Decode:m", 2.0), 3: ("ray::X", 5.0)}
+    after = {1: ("ray::ProxyActor", 3.5), 2: ("ray::ServeReplica:a-pd:Decode:m.handle_request", 2.5),
+             3: ("ray::X", 5.001), 4: ("ray::ServeReplica:a-pd:Decode:m", 0.25)}
+    assert lab_runner.cpu_delta(before, after) == {"ray::ProxyActor": 2.5, "ray::ServeReplica:a-pd:Decode:m": 0.75}
+
+
+def test_serving_series_and_the_exposition_file_header(tmp_path):
+    text = "# HELP x\nray_vllm_a{x=\"1\"} 1\nray_serve_b 2\nray_node_cpu 3\n"
+    assert lab_runner.serving_series(text) == ['ray_vllm_a{x="1"} 1', "ray_serve_b 2"]
+    path = tmp_path / "m.prom"
+    lab_runner.write_metrics_exposition(path, text, {"versions": {"ray": "2.58.0"},
+                                                     "host": {"gpu": {"name": "H200", "driver": "580"}}}, ["a-pd"])
+    written = path.read_text()
+    assert written.endswith(text) and "ray 2.58.0" in written and "a-pd" in written
+    assert all(line.startswith("#") for line in written[: -len(text)].splitlines())
+
+
+def test_cli_refuses_zero_repeats(capsys):
+    from lab.__main__ import main
+
+    assert main(["run", "--repeats", "0", "--models", "tiny"]) == 2
+    assert "--repeats" in capsys.readouterr().err
+
+
+def test_cpus_wanted_counts_engine_bundles_replica_actors_and_ingresses(dev_args):
+    """Seen on the 16-core H200: six engines (2 CPUs each) + five ingresses = 17 → one app never became ready."""
+    matrix = parse_variants("lab/variants/issue12-run-a.json")
+    apps = lab_apps(dev_args, _models("llama3-8b-shape"), variants=matrix)
+    assert lab_runner.cpus_wanted(apps) == 6 * 2 + 5
+    assert lab_runner.cpus_wanted(apps[:4]) <= 16
