@@ -28,7 +28,7 @@ KUBERAY_OPERATOR = HelmChart(
     default_version="1.7.0",
     app_version="v1.7.0",
     source=("KubeRay chart values at 1.7.0 (image quay.io/kuberay/operator:v1.7.0) and the RayService "
-            "CRD, copied in /work/shared/kuberay/v1.7.0/; REFERENCE.md §2 (latest release)."),
+            "CRD, kept as test data in tests/data/kuberay-v1.7.0/; docs/SOURCES.md#kuberay (latest release)."),
     checked="2026-11",
 )
 

@@ -2,7 +2,7 @@
 
 Sources, read 2026-11:
 - The reference deployment (AWS sample for the Ray LLM Deep Learning Container; see
-  /work/shared/REFERENCE.md §1) timed its own steps: EKS cluster 15–20 min, GPU node group 3–5 min
+  docs/SOURCES.md#reference-timings) timed its own steps: EKS cluster 15–20 min, GPU node group 3–5 min
   (its blog says 5–20), KubeRay operator 1–2 min, RayService "several minutes", plus the first
   model load of about 145 s (about 2 s on a restart once the page cache holds the checkpoint).
 - Everything else is this project's estimate from the AWS control-plane behaviour of each API
@@ -24,7 +24,7 @@ class CreateDuration:
     source: str
 
 
-REFERENCE = "reference timing"  # the reference deployment's own measurement (REFERENCE.md §1)
+REFERENCE = "reference timing"  # the reference deployment's own measurement (docs/SOURCES.md#reference-timings)
 ESTIMATE = "estimate"  # this project's reading of the API's behaviour; not measured
 
 FIRST_MODEL_LOAD_MINUTES = 145 / 60

@@ -1,7 +1,7 @@
 """Ray container images this project knows, and the serving stack inside each, as data.
 
 Source: the Ray LLM Deep Learning Container (AWS sample "Ray LLM DLC" on EKS and its release notes,
-REFERENCE.md §1), read 2026-11: `ray:serve-llm-cuda-v1.0` carries Ray 2.58.0, vLLM 0.26.0,
+docs/SOURCES.md#ray-llm-dlc-image), read 2026-11: `ray:serve-llm-cuda-v1.0` carries Ray 2.58.0, vLLM 0.26.0,
 PyTorch 2.11.0, NIXL 1.3.1 (cu13, with libfabric/EFA and aws-ofi-nccl), CUDA 13.0.2, Python 3.13,
 and sets FI_PROVIDER=efa. The same image is published in the DLC account's regional ECR
 (763104351884 in the commercial regions) and in ECR Public.
@@ -42,7 +42,7 @@ class ServingStack:
 
 RAY_LLM_DLC_V1_0 = ServingStack(
     ray="2.58.0", vllm="0.26.0", torch="2.11.0", nixl="1.3.1", cuda="13.0.2", python="3.13",
-    source="AWS Ray LLM DLC serve-llm-cuda-v1.0 (REFERENCE.md §1), read 2026-11",
+    source="AWS Ray LLM DLC serve-llm-cuda-v1.0 (docs/SOURCES.md#ray-llm-dlc-image), read 2026-11",
 )
 
 # Image reference without registry host variance: a regex over the repository, and the exact tag.

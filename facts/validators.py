@@ -11,7 +11,7 @@ every CI run. The remaining gap (a key 2.60 accepts but 2.58 does not, or the re
 by running the same rendered config on Ray 2.58 in the GPU lab before a release.
 
 What makes the shape check meaningful across the gap: the rendered app uses the keys the AWS
-reference deployment ran on the 2.58 image (REFERENCE.md §1: LLMConfig model_loading_config,
+reference deployment ran on the 2.58 image (docs/SOURCES.md#reference-serve-config: LLMConfig model_loading_config,
 engine_kwargs with max_model_len, dtype, gpu_memory_utilization, enforce_eager and
 kv_transfer_config {kv_connector, kv_role, engine_id, kv_connector_extra_config.backends},
 deployment_config), plus long-standing LLMConfig / Serve fields (accelerator_type,
@@ -34,7 +34,7 @@ from types import MappingProxyType
 from facts.images import RAY_LLM_DLC_V1_0, ServingStack
 
 # What CI installs (`pip install 'ray[serve,llm]==2.60.0'`, which brings these) and runs the
-# validator tier with (REFERENCE.md §2, "Version pins that work together").
+# validator tier with (docs/SOURCES.md#version-pins).
 VALIDATOR = ServingStack(
     ray="2.60.0", vllm="0.29.0", torch="2.13.0", nixl="1.3.2", cuda="none (CPU torch wheel)",
     python="3.11", source="CI venv: ray[serve,llm]==2.60.0 on the torch 2.13.0 CPU wheel",

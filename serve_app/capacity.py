@@ -37,7 +37,7 @@ ACTIVATION_RESERVE_MIB = 1024
 # Extra memory captured CUDA graphs hold when enforce_eager is false. Estimate.
 CUDA_GRAPH_RESERVE_MIB = 512
 
-# UCX over EFA measured at about 0.3 GB/s (REFERENCE.md §2: ray#62339, nixl#909, nixl#1021).
+# UCX over EFA measured at about 0.3 GB/s (docs/SOURCES.md#kv-transfer-libfabric: ray#62339, nixl#909, nixl#1021).
 UCX_ON_EFA_BYTES_PER_SECOND = 0.3e9
 
 # vLLM `kv_cache_dtype` values that store one byte per element; "auto" means the model dtype.

@@ -5,9 +5,9 @@ both vLLM engines run, how KV moves from prefill to decode, how many replicas of
 where the app is mounted. `render.py` turns it into the exact dict Ray Serve receives;
 `checks.py` refuses a config that would fail or crawl on the GPU nodes.
 
-Every default reproduces the reference deployment (REFERENCE.md §1, "Its serve config per
-phase"): model `Qwen/Qwen3.5-9B` served as `qwen3.5-9b`, max_model_len 4096, bfloat16,
-gpu_memory_utilization 0.90, enforce_eager, NixlConnector over LIBFABRIC, one replica per phase.
+Every default reproduces the reference deployment (docs/SOURCES.md#reference-serve-config): model
+`Qwen/Qwen3.5-9B` served as `qwen3.5-9b`, max_model_len 4096, bfloat16, gpu_memory_utilization
+0.90, enforce_eager, NixlConnector over LIBFABRIC, one replica per phase.
 The only departure is the KV role, explained in `KV_ROLE_DECISION` below.
 
 Engine settings are shared by both phases (`engine`) and can be overridden per phase
@@ -70,7 +70,7 @@ ROLES_FOR_PHASE: Mapping[str, tuple[str, ...]] = MappingProxyType({
 DEFAULT_KV_ROLE: Mapping[str, KvRole] = MappingProxyType({"prefill": "kv_producer", "decode": "kv_consumer"})
 
 # NIXL transfer backends vLLM's NixlConnector passes to the NIXL agent. LIBFABRIC is the one that
-# uses EFA at full speed; UCX (vLLM's default) runs over EFA at TCP-like speed (REFERENCE.md §2).
+# uses EFA at full speed; UCX (vLLM's default) runs over EFA at TCP-like speed (docs/SOURCES.md#kv-transfer-libfabric).
 KV_BACKENDS: tuple[str, ...] = ("LIBFABRIC", "UCX")
 EFA_KV_BACKEND = "LIBFABRIC"
 

@@ -33,7 +33,7 @@ SERVE_PORT = SERVE_HTTP_PORT
 HF_HOME = "/home/ray/hf-cache"
 SHM_MOUNT = "/dev/shm"
 
-# Reference head sizing (REFERENCE.md §1): the head runs GCS, the Serve controller and proxy, not
+# Reference head sizing (docs/SOURCES.md#reference-pods): the head runs GCS, the Serve controller and proxy, not
 # the engines, so it stays small and CPU-only.
 HEAD_RESOURCES = {
     "requests": {"cpu": "2", "memory": "8Gi"},

@@ -30,7 +30,7 @@ from serve_app.stack_keys import from_stack_keys
 
 
 def reference_phase(engine_id: str, kv_role: str) -> dict:
-    """REFERENCE.md §1 "Its serve config per phase", typed out by hand."""
+    """docs/SOURCES.md#reference-serve-config, typed out by hand."""
     return {
         "model_loading_config": {"model_id": "qwen3.5-9b", "model_source": "Qwen/Qwen3.5-9B"},
         "engine_kwargs": {
