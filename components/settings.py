@@ -574,9 +574,11 @@ def _serving(typed: Mapping[str, Any], texts: Mapping[str, str], region: str, gp
     ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
     app_settings = from_stack_keys(ServeAppSettings, typed, texts)
     instance = gpu_nodes.instance
+    image_stack = serving_stack(ray_service.image)
     app = check_app(app_settings.app(), DeploymentTarget(
         gpu_instance=instance, gpu_node_count=gpu_nodes.count, efa=instance.efa_capable,
-        accept_ucx_on_efa=app_settings.accept_ucx_on_efa))
+        accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,
+        vllm_version=image_stack.vllm if image_stack else None))
     return ServingSettings(
         ray_service=ray_service,
         app=app,

@@ -73,3 +73,21 @@ def serving_stack(image: str) -> ServingStack | None:
     repository, tag, _ = split_image(image)
     return next((stack for pattern, known_tag, stack in _KNOWN
                  if pattern.match(repository) and tag == known_tag), None)
+
+
+# What the rendered serve config relies on, and the oldest release this project has read to carry it
+# (in that release's source). An older one may carry it too; it is not known to.
+RAY_SERVE_CONFIG_FEATURES: dict[str, str] = {
+    # ray python/ray/llm/_internal/serve/core/server/llm_server.py _get_batch_interval_ms (2.58.0, 2.60.0)
+    "LLMConfig.experimental_configs.stream_batching_interval_ms": "2.58.0",
+}
+VLLM_ENGINE_FEATURES: dict[str, str] = {
+    # vllm/config/compilation.py CompilationConfig.cudagraph_capture_sizes (0.26.0 in the image, 0.29.0)
+    "compilation_config.cudagraph_capture_sizes": "0.26.0",
+}
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'2.58.0' → (2, 58, 0); what follows the numeric release (rc1, +cu130) is ignored."""
+    match = re.match(r"\d+(\.\d+)*", version)
+    return tuple(int(part) for part in match.group(0).split(".")) if match else ()

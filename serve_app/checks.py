@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from facts.images import RAY_SERVE_CONFIG_FEATURES, VLLM_ENGINE_FEATURES, version_tuple
 from facts.instances import InstanceType
 from facts.models import ModelArchitecture, known_model
 from serve_app.capacity import SIZED_KV_CACHE_DTYPES, UCX_ON_EFA_BYTES_PER_SECOND, CapacityReport, capacity_report
@@ -46,6 +47,10 @@ class DeploymentTarget:
     gpu_node_count: int
     efa: bool
     accept_ucx_on_efa: bool = False
+    # The serving stack inside the Ray image: Ray always known (rayVersion), vLLM when the image is one
+    # this project has facts for. None = not checked (tests of other checks).
+    ray_version: str | None = None
+    vllm_version: str | None = None
 
     @property
     def gpus_per_node(self) -> int:
@@ -175,6 +180,30 @@ def _check_accelerator(app: PDAppConfig, target: DeploymentTarget) -> None:
                           "Ray would wait forever for a node with that accelerator")
 
 
+def _check_image_supports_the_render(app: PDAppConfig, target: DeploymentTarget) -> tuple[str, ...]:
+    """Refuse a render the image's Ray or vLLM is not known to understand; notes for what cannot be
+    checked (an image whose vLLM version this project does not know)."""
+    if target.ray_version is not None:
+        needed = RAY_SERVE_CONFIG_FEATURES["LLMConfig.experimental_configs.stream_batching_interval_ms"]
+        if version_tuple(target.ray_version) < version_tuple(needed):
+            raise ConfigError("rayVersion", target.ray_version, f"Ray {needed} or newer",
+                              "the serve config sets experimental_configs.stream_batching_interval_ms, which older "
+                              "Ray Serve LLM releases are not known to read")
+    graphs = [phase for phase in PHASES if not app.engine_for(phase).enforce_eager]
+    if not graphs:
+        return ()
+    needed = VLLM_ENGINE_FEATURES["compilation_config.cudagraph_capture_sizes"]
+    if target.vllm_version is None:
+        return (f"CUDA graph capture sizes not checked against the image's vLLM (unknown version; "
+                f"known to work from vLLM {needed})",) if target.ray_version is not None else ()
+    if version_tuple(target.vllm_version) < version_tuple(needed):
+        raise ConfigError(engine_setting(app, graphs[0], "enforce_eager"), False,
+                          f"true, or an image with vLLM {needed} or newer",
+                          f"the image's vLLM {target.vllm_version} is not known to take "
+                          "compilation_config.cudagraph_capture_sizes")
+    return ()
+
+
 def _kv_cache_dtype(app: PDAppConfig, phase: Phase) -> str:
     return str(app.engine_for(phase).extra_engine_kwargs.get("kv_cache_dtype", "auto"))
 
@@ -247,13 +276,14 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
         raise ConfigError("gpuNodeType", target.gpu_instance.name, "a GPU instance type")
     _check_accelerator(app, target)
     _check_parallelism_and_replicas(app, target)
+    checked = replace(checked, notes=_check_image_supports_the_render(app, target))
     if checked.model is None:
-        return replace(checked, notes=(
+        return replace(checked, notes=(*checked.notes,
             f"capacity not checked: no architecture facts for {app.model.model_source!r} "
             "(add it to facts/models.py or pass a local config.json)",))
     unsized = sorted({_kv_cache_dtype(app, phase) for phase in PHASES} - set(SIZED_KV_CACHE_DTYPES))
     if unsized:
-        return replace(checked, notes=(
+        return replace(checked, notes=(*checked.notes,
             f"capacity not checked: kv_cache_dtype {unsized[0]!r} is not sized by serve_app/capacity.py "
             f"(sized: {list(SIZED_KV_CACHE_DTYPES)})",))
     return replace(checked, capacity=_check_capacity(app, target, checked.model))

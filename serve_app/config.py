@@ -7,8 +7,9 @@ where the app is mounted. `render.py` turns it into the exact dict Ray Serve rec
 
 Every default reproduces the reference deployment (docs/SOURCES.md#reference-serve-config): model
 `Qwen/Qwen3.5-9B` served as `qwen3.5-9b`, max_model_len 4096, bfloat16, gpu_memory_utilization
-0.90, enforce_eager, NixlConnector over LIBFABRIC, one replica per phase.
-The only departure is the KV role, explained in `KV_ROLE_DECISION` below.
+0.90, NixlConnector over LIBFABRIC, one replica per phase. Two departures: the KV role, explained
+in `KV_ROLE_DECISION` below, and CUDA graphs instead of the reference's enforce_eager, decided from
+measurements (EngineSettings.enforce_eager).
 
 Engine settings are shared by both phases (`engine`) and can be overridden per phase
 (`prefill.engine`, `decode.engine`): the two phases must agree on the model, but not on, say,
@@ -105,7 +106,7 @@ class ModelSettings(FrozenModel):
 # Engine arguments extra_engine_kwargs may not carry: each has its own typed field, so one place
 # decides each value and the capacity check sees what vLLM gets.
 OWNED_ENGINE_KWARGS: tuple[str, ...] = (
-    "max_model_len", "dtype", "gpu_memory_utilization", "enforce_eager", "tensor_parallel_size",
+    "max_model_len", "dtype", "gpu_memory_utilization", "enforce_eager", "compilation_config", "tensor_parallel_size",
     "pipeline_parallel_size", "kv_transfer_config", "model", "tokenizer", "served_model_name",
 )
 # Engine arguments the Ray Serve LLM builder refuses outright (DEPLOY_FAILED on the cluster).
@@ -130,7 +131,13 @@ class EngineSettings(FrozenModel):
     dtype: Dtype = Field("bfloat16", description="Weight and activation dtype.")
     gpu_memory_utilization: float = Field(0.90, gt=0, le=1,
                                           description="Fraction of GPU memory vLLM may use (weights + KV cache).")
-    enforce_eager: bool = Field(True, description="Skip CUDA graph capture: faster start, slower decode.")
+    # CUDA graphs by default: measured on an H200 (lab/results/2026-12-01-h200-knobs-report.md), decode
+    # TPOT p50 4.4–4.6 ms with graphs against 17.5–24.5 ms eager at concurrency 1, 3–4× the output
+    # tokens/s at 8 and 32, for 10–27 s more engine start-up.
+    enforce_eager: bool = Field(False, description="Skip CUDA graph capture: faster start, 3–4× slower decode.")
+    cuda_graph_max_batch_size: int = Field(
+        64, ge=1, le=512,
+        description="Largest decode batch captured as a CUDA graph (without enforce_eager); larger batches run eager.")
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs one replica shards each layer across.")
     pipeline_parallel_size: int = Field(1, ge=1, description="GPUs one replica splits its layers across.")
     extra_engine_kwargs: Mapping[str, Any] = Field(
@@ -156,6 +163,7 @@ class EngineOverrides(FrozenModel):
     dtype: Dtype | None = None
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     enforce_eager: bool | None = None
+    cuda_graph_max_batch_size: int | None = Field(None, ge=1, le=512)
     tensor_parallel_size: int | None = Field(None, ge=1)
     pipeline_parallel_size: int | None = Field(None, ge=1)
     extra_engine_kwargs: Mapping[str, Any] = Field(
@@ -231,6 +239,12 @@ class PDAppConfig(FrozenModel):
     decode: PhaseSettings = PhaseSettings(engine_id="decode", kv_role=DEFAULT_KV_ROLE["decode"])
     accelerator_type: str | None = Field(
         None, description="Ray accelerator type both phases require (L4, A10G, H100, …); None = any GPU.")
+    # Ray Serve LLM's own default, kept: measured on an H200, 5 ms (or 0) takes 20–26 ms off TTFT at
+    # concurrency 1 but saturates the single OpenAI ingress replica at 32 (output tokens/s 3282 → 1882,
+    # TPOT 7.0 → 14.2 ms). lab/results/2026-12-01-h200-knobs-report.md.
+    stream_batching_interval_ms: int = Field(
+        50, ge=0, le=1000,
+        description="How often Ray Serve LLM flushes streamed tokens to the client (0 = every token).")
     ingress: IngressSettings = IngressSettings()
 
     @field_validator("route_prefix")

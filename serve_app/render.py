@@ -28,6 +28,15 @@ SERVE_HTTP_HOST = "0.0.0.0"
 INGRESS_DEPLOYMENT_NAME = "OpenAiIngress"
 
 
+def cuda_graph_capture_sizes(engine: EngineSettings) -> list[int]:
+    """Batch sizes vLLM captures as CUDA graphs: 1, 2, 4, 8, then every 8 to 32, then every 16, up to
+    cuda_graph_max_batch_size. Up to 64 this is the list measured on the H200 (9 graphs, 1–2 s of
+    capture); vLLM's own default (51 sizes to 512) took 6 s for batches this stack rarely reaches."""
+    most = engine.cuda_graph_max_batch_size
+    sizes = [1, 2, 4, 8, *range(16, 33, 8), *range(48, most + 1, 16)]
+    return sorted({size for size in sizes if size <= most} | {most})
+
+
 def engine_kwargs(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
     """vLLM engine arguments of one phase, kv_transfer_config included."""
     engine: EngineSettings = app.engine_for(phase)
@@ -44,6 +53,8 @@ def engine_kwargs(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
         kwargs["tensor_parallel_size"] = engine.tensor_parallel_size
     if engine.pipeline_parallel_size != 1:
         kwargs["pipeline_parallel_size"] = engine.pipeline_parallel_size
+    if not engine.enforce_eager:
+        kwargs["compilation_config"] = {"cudagraph_capture_sizes": cuda_graph_capture_sizes(engine)}
     kwargs.update(engine.extra_engine_kwargs)
     kwargs["kv_transfer_config"] = {
         "kv_connector": app.kv_transfer.connector,
@@ -73,6 +84,7 @@ def llm_config(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
     }
     if app.accelerator_type is not None:
         config["accelerator_type"] = app.accelerator_type
+    config["experimental_configs"] = {"stream_batching_interval_ms": app.stream_batching_interval_ms}
     return config
 
 

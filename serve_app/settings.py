@@ -33,6 +33,7 @@ UNMODELLED_ENGINE_KWARGS = ("data_parallel_size", "data_parallel_size_local", "p
                             "decode_context_parallel_size")
 # Owned engine arguments whose setting is not the field of the same name.
 _OWNED_BY_OTHER_KEYS = {
+    "compilation_config": "enforceEager/cudaGraphMaxBatchSize",
     "kv_transfer_config": "kvBackends/prefillEngineId/decodeEngineId", "model": "modelSource",
     "tokenizer": "tokenizerSource", "served_model_name": "modelId",
 }
@@ -64,6 +65,10 @@ class ServeAppSettings(StackKeyModel):
     gpu_memory_utilization: float = Field(
         alias="gpuMemoryUtilization", gt=0, le=1, description='a number in (0, 1], e.g. "0.90"')
     enforce_eager: bool = Field(alias="enforceEager", description="true or false")
+    cuda_graph_max_batch_size: int = Field(
+        alias="cudaGraphMaxBatchSize", ge=1, le=512, description="a whole number from 1 to 512")
+    stream_batching_interval_ms: int = Field(
+        alias="streamBatchingIntervalMs", ge=0, le=1000, description="a whole number of milliseconds from 0 to 1000")
     tensor_parallel_size: int = Field(alias="tensorParallelSize", ge=1, description="a whole number ≥ 1")
     pipeline_parallel_size: int = Field(alias="pipelineParallelSize", ge=1, description="a whole number ≥ 1")
     prefill_replicas: int = Field(alias="prefillReplicas", ge=1, description="a whole number ≥ 1")
@@ -175,11 +180,13 @@ class ServeAppSettings(StackKeyModel):
             "engine": {
                 "max_model_len": self.max_model_len, "dtype": self.dtype,
                 "gpu_memory_utilization": self.gpu_memory_utilization, "enforce_eager": self.enforce_eager,
+                "cuda_graph_max_batch_size": self.cuda_graph_max_batch_size,
                 "tensor_parallel_size": self.tensor_parallel_size,
                 "pipeline_parallel_size": self.pipeline_parallel_size,
                 "extra_engine_kwargs": dict(self.extra_engine_kwargs),
             },
             "kv_transfer": {"backends": self.kv_backends},
+            "stream_batching_interval_ms": self.stream_batching_interval_ms,
             "prefill": self._phase("prefill"),
             "decode": self._phase("decode"),
         })

@@ -78,6 +78,8 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "dtype": _one_of("bfloat16", "auto", "float16", "half", "float32", "float", "int3", ""),
     "gpuMemoryUtilization": _one_of("0.90", "0.5", "1.0", "1", "1.5", "0", "abc", "-0.1", ""),
     "enforceEager": _BOOLS,
+    "cudaGraphMaxBatchSize": st.one_of(_INTS, _one_of("512", "513")),
+    "streamBatchingIntervalMs": st.one_of(_INTS, _one_of("1000", "1001")),
     "tensorParallelSize": _INTS,
     "pipelineParallelSize": _INTS,
     "prefillReplicas": _INTS,

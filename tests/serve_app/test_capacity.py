@@ -10,7 +10,7 @@ from facts.instances import INSTANCE_TYPES
 from facts.models import KNOWN_MODELS, known_model, load_architecture
 from serve_app.capacity import capacity_report
 from serve_app.checks import DeploymentTarget, check_app
-from serve_app.config import PDAppConfig
+from serve_app.config import EngineSettings, PDAppConfig
 
 MIB = 1024 * 1024
 G6_8X = INSTANCE_TYPES["g6.8xlarge"]
@@ -19,9 +19,19 @@ QWEN35_9B = KNOWN_MODELS["Qwen/Qwen3.5-9B"]
 
 @pytest.fixture(scope="module")
 def reference():
-    """The reference deployment's decode replica: Qwen3.5-9B bf16 on one L4 of a g6.8xlarge."""
-    result = check_app(PDAppConfig(), DeploymentTarget(G6_8X, gpu_node_count=2, efa=True))
-    return result.capacity["decode"]
+    """The reference deployment's decode replica: Qwen3.5-9B bf16 on one L4 of a g6.8xlarge, eager."""
+    app = PDAppConfig(engine=EngineSettings(enforce_eager=True))
+    return check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True)).capacity["decode"]
+
+
+def test_the_stacks_default_reserves_room_for_cuda_graphs():
+    # The stack's default captures CUDA graphs: reserve 1,024 + 512 MiB = 1,610,612,736 B, so the KV
+    # budget is 21,599,826,739 − 19,306,216,416 − 1,610,612,736 = 682,997,587 B (651.4 MiB):
+    # 682,997,587 // 32,768 = 20,843 tokens, 682,997,587 // 185,729,024 = 3 sequences of 4,096 tokens.
+    graphs = check_app(PDAppConfig(), DeploymentTarget(G6_8X, gpu_node_count=2, efa=True)).capacity["decode"]
+    assert graphs.reserve_bytes_per_gpu == 1_610_612_736
+    assert graphs.kv_budget_bytes == 682_997_587
+    assert (graphs.kv_tokens, graphs.max_concurrent_sequences) == (20_843, 3)
 
 
 def test_reference_memory_budget(reference):

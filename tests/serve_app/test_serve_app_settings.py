@@ -68,21 +68,46 @@ def refused(settings_for):
 
 # ── Defaults reproduce the reference ──────────────────────────────────────────────────────────
 
-def test_default_args_are_the_reference_config_with_per_phase_kv_roles():
-    # The one departure from the AWS sample: kv_both → producer/consumer (see config.KV_ROLE_DECISION).
-    assert pd_serving_args(PDAppConfig()) == {
-        "prefill_config": reference_phase("prefill", "kv_producer"),
-        "decode_config": reference_phase("decode", "kv_consumer"),
-    }
+# Ray Serve LLM's own default flush interval, stated in every render so a Ray release that changes
+# its default does not change the endpoint.
+STREAM_FLUSH = {"experimental_configs": {"stream_batching_interval_ms": 50}}
 
 
-def test_kv_both_reproduces_the_aws_sample_byte_for_byte():
-    app = PDAppConfig(prefill=PhaseSettings(engine_id="prefill", kv_role="kv_both"),
+def test_default_args_are_the_reference_config_with_the_measured_departures():
+    # Departures from the AWS sample: kv_both → producer/consumer (config.KV_ROLE_DECISION), and CUDA
+    # graphs instead of enforce_eager (measured: lab/results/2026-12-01-h200-knobs-report.md).
+    expected = {}
+    for phase, role in (("prefill", "kv_producer"), ("decode", "kv_consumer")):
+        config = {**reference_phase(phase, role), **STREAM_FLUSH}
+        config["engine_kwargs"] = {**config["engine_kwargs"], "enforce_eager": False,
+                                   "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4, 8, 16, 24, 32, 48, 64]}}
+        expected[f"{phase}_config"] = config
+    assert pd_serving_args(PDAppConfig()) == expected
+
+
+def test_kv_both_and_eager_reproduce_the_aws_sample_plus_the_stated_flush_interval():
+    app = PDAppConfig(engine=EngineSettings(enforce_eager=True),
+                      prefill=PhaseSettings(engine_id="prefill", kv_role="kv_both"),
                       decode=PhaseSettings(engine_id="decode", kv_role="kv_both"))
     assert pd_serving_args(app) == {
-        "prefill_config": reference_phase("prefill", "kv_both"),
-        "decode_config": reference_phase("decode", "kv_both"),
+        "prefill_config": {**reference_phase("prefill", "kv_both"), **STREAM_FLUSH},
+        "decode_config": {**reference_phase("decode", "kv_both"), **STREAM_FLUSH},
     }
+
+
+@pytest.mark.parametrize(("most", "sizes"), [
+    (1, [1]), (3, [1, 2, 3]), (32, [1, 2, 4, 8, 16, 24, 32]), (64, [1, 2, 4, 8, 16, 24, 32, 48, 64]),
+    (100, [1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 100]),
+])
+def test_cuda_graph_capture_sizes_cover_the_batch_the_setting_names(most, sizes):
+    args = pd_serving_args(from_stack(cudaGraphMaxBatchSize=str(most)))
+    assert both_phases(args, "engine_kwargs", "compilation_config") == [{"cudagraph_capture_sizes": sizes}] * 2
+
+
+def test_eager_engines_render_no_capture_sizes_and_the_flush_interval_is_rendered():
+    args = pd_serving_args(from_stack(enforceEager="true", streamBatchingIntervalMs="5"))
+    assert all("compilation_config" not in args[p]["engine_kwargs"] for p in ("prefill_config", "decode_config"))
+    assert both_phases(args, "experimental_configs") == [{"stream_batching_interval_ms": 5}] * 2
 
 
 def test_empty_stack_config_gives_the_default_app():

@@ -238,3 +238,26 @@ def test_a_kv_cache_dtype_the_estimate_cannot_size_skips_capacity_and_says_so(kv
 def test_an_fp8_kv_cache_is_sized():
     app = from_stack(extraEngineKwargs='{"kv_cache_dtype": "fp8"}')
     assert check_app(app, REFERENCE_TARGET).capacity["decode"].kv_bytes_per_token == 16_384
+
+
+# ── What the image's Ray and vLLM are known to understand ─────────────────────────────────────
+
+def test_a_ray_older_than_the_flush_setting_is_refused_naming_ray_version():
+    error = refused(PDAppConfig(), DeploymentTarget(G6_8X, 2, efa=True, ray_version="2.49.0", vllm_version="0.26.0"))
+    assert error.setting == "rayVersion" and "2.58.0 or newer" in str(error)
+
+
+def test_cuda_graph_sizes_need_a_vllm_known_to_take_them():
+    old = DeploymentTarget(G6_8X, 2, efa=True, ray_version="2.58.0", vllm_version="0.10.1")
+    error = refused(PDAppConfig(), old)
+    assert error.setting == "enforceEager" and "0.26.0" in str(error)
+    assert check_app(PDAppConfig(engine={"enforce_eager": True}), old).capacity  # eager needs nothing
+
+
+def test_an_image_whose_vllm_is_unknown_gets_a_note_not_a_refusal():
+    custom = DeploymentTarget(G6_8X, 2, efa=True, ray_version="2.60.0")
+    result = check_app(PDAppConfig(), custom)
+    assert result.capacity
+    assert any("not checked against the image's vLLM" in note for note in result.notes)
+    dlc = check_app(PDAppConfig(), DeploymentTarget(G6_8X, 2, efa=True, ray_version="2.58.0", vllm_version="0.26.0"))
+    assert dlc.notes == ()
