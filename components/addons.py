@@ -43,8 +43,9 @@ def explicit_dependencies(opts: pulumi.ResourceOptions | None) -> list[pulumi.Re
     return [dep for dep in depends_on if isinstance(dep, pulumi.Resource)]
 
 
-def _release(resource_name: str, chart: HelmChart, version: str, namespace: pulumi.Input[str],
-             values: Mapping[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+def helm_release(resource_name: str, chart: HelmChart, version: str, namespace: pulumi.Input[str],
+                 values: Mapping[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    """`chart` at `version`, atomic, through the provider in `opts`."""
     return k8s.helm.v3.Release(
         resource_name,
         k8s.helm.v3.ReleaseArgs(
@@ -92,10 +93,10 @@ class GpuDevicePlugins(pulumi.ComponentResource):
         super().__init__("eks-pd-llm:addons:GpuDevicePlugins", name, None, opts)
         # The DaemonSets wait for the GPU nodes (the component's depends_on) to be Ready under Helm.
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=explicit_dependencies(opts))
-        self.nvidia = _release(
+        self.nvidia = helm_release(
             f"{name}-nvidia", NVIDIA_DEVICE_PLUGIN, args.nvidia_chart_version,
             DEVICE_PLUGIN_NAMESPACE, nvidia_device_plugin_values(), child)
-        self.efa = _release(
+        self.efa = helm_release(
             f"{name}-efa", EFA_DEVICE_PLUGIN, args.efa_chart_version,
             DEVICE_PLUGIN_NAMESPACE, efa_device_plugin_values(), child)
         self.register_outputs({"nvidia_status": self.nvidia.status, "efa_status": self.efa.status})
@@ -132,7 +133,7 @@ class KubeRayOperator(pulumi.ComponentResource):
         self.namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=body["metadata"], opts=child)
         # Installing into the namespace's output name orders the release after the namespace; the
         # operator pod waits for the system nodes (the component's depends_on).
-        self.release = _release(
+        self.release = helm_release(
             name, KUBERAY_OPERATOR, args.chart_version, self.namespace.metadata.name,
             kuberay_operator_values(),
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=explicit_dependencies(opts))))

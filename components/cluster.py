@@ -79,6 +79,7 @@ class Cluster(pulumi.ComponentResource):
     provider: k8s.Provider
     cluster_security_group_id: pulumi.Output[str]
     oidc_provider_arn: pulumi.Output[str]
+    oidc_issuer: pulumi.Output[str]
     node_role: aws.iam.Role
     node_role_policies: list[aws.iam.RolePolicyAttachment]
     secrets_key: aws.kms.Key
@@ -177,6 +178,8 @@ class Cluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(self.eks_cluster.kubeconfig_json)
         self.cluster_security_group_id = self.eks_cluster.cluster_security_group_id
         self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
+        # Issuer host and path without https://: the condition key prefix of IRSA trust policies.
+        self.oidc_issuer = self.eks_cluster.oidc_issuer
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=child)
 
         self.register_outputs({

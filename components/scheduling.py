@@ -27,8 +27,15 @@ GPU_TOLERATION = {
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
-# Namespaces. The operator's own, the device plugins' (the cluster's system namespace), and those
-# the stack must never create or relabel as its serving namespace.
+# Namespaces. The operator's own, the device plugins' (the cluster's system namespace; the GPU and
+# node exporters run there too), the monitoring stack's, and those the stack must never create or
+# relabel as its serving namespace.
 KUBERAY_NAMESPACE = "kuberay-system"
 DEVICE_PLUGIN_NAMESPACE = "kube-system"
-RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", KUBERAY_NAMESPACE)
+MONITORING_NAMESPACE = "monitoring"
+RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", KUBERAY_NAMESPACE,
+                       MONITORING_NAMESPACE)
+
+# On the Prometheus pods (kube-prometheus-stack's prometheusSpec.podMetadata): what the serving
+# namespace's NetworkPolicy admits to the Ray metrics port, together with the monitoring namespace.
+SCRAPER_POD_LABELS = {"eks-pd-llm/scraper": "prometheus"}

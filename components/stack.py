@@ -5,7 +5,9 @@ Order of work:
    (a wrong `gpuAvailabilityZone` stops here, before any resource).
 2. Network → Cluster → node groups → add-ons → RayService, each waiting on what it really needs:
    the CoreDNS add-on, device plugins and KubeRay on the nodes they run on, the RayService on
-   KubeRay (its CRD), both device plugins (GPU and EFA resources) and the GPU nodes.
+   KubeRay (its CRD), both device plugins (GPU and EFA resources) and the GPU nodes; the EBS CSI
+   driver on the system nodes; observability on the system nodes and the StorageClass, its GPU
+   exporter on the GPU nodes and device plugins.
 `pulumi destroy` walks the same edges backwards, so nothing is left orphaned.
 """
 
@@ -24,7 +26,9 @@ from components.cluster import Cluster, ClusterArgs, CoreDns, CoreDnsArgs
 from components.inference import InferenceService, InferenceServiceArgs
 from components.network import Network, NetworkArgs
 from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, SystemNodeGroup, SystemNodeGroupArgs
+from components.observability import Observability, ObservabilityArgs
 from components.settings import AvailabilityZonePlan, StackSettings, plan_availability_zones
+from components.storage import BlockStorage, BlockStorageArgs
 
 # OpenAI-compatible API after `kubectl port-forward` to the serve Service (a ClusterIP Service:
 # the endpoint is private unless the user exposes it).
@@ -77,6 +81,8 @@ class InferenceStack:
     device_plugins: GpuDevicePlugins
     kuberay: KubeRayOperator
     inference: InferenceService
+    storage: BlockStorage
+    observability: Observability
 
     @property
     def outputs(self) -> dict[str, Any]:
@@ -104,6 +110,8 @@ class InferenceStack:
                 "api_key": API_KEY_PLACEHOLDER,
                 "reach": f"{kubeconfig_command} && {port_forward}",
             },
+            "prometheusPortForwardCommand": self.observability.port_forward_commands()["prometheus"],
+            "grafanaPortForwardCommand": self.observability.port_forward_commands()["grafana"],
         }
 
 
@@ -133,7 +141,17 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         InferenceServiceArgs(provider=cluster.provider, serving=settings.serving, hf_token=hf_token),
         opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, gpu_nodes]),
     )
+    storage = BlockStorage("block-storage", BlockStorageArgs(cluster),
+                           opts=pulumi.ResourceOptions(depends_on=[system_nodes]))
+    observability = Observability(
+        "observability",
+        ObservabilityArgs(provider=cluster.provider, observability=settings.observability, serving=settings.serving,
+                          charts=charts, storage_class=storage.storage_class.metadata.name,
+                          gpu_nodes=(gpu_nodes, device_plugins)),
+        opts=pulumi.ResourceOptions(depends_on=[system_nodes, storage]),
+    )
     return InferenceStack(
         settings=settings, zones=zones, network=network, cluster=cluster, system_nodes=system_nodes,
         gpu_nodes=gpu_nodes, coredns=coredns, device_plugins=device_plugins, kuberay=kuberay, inference=inference,
+        storage=storage, observability=observability,
     )

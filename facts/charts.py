@@ -4,7 +4,13 @@ Pinned, never "latest": a chart release can change its values keys (the NVIDIA c
 node affinity did) and a floating version would change a running cluster on the next `pulumi up`.
 Each pin was read from the chart repository's published `index.yaml` and the chart source at that
 version; `checked` says when. Revisit by reading the same two places, then adjust the values
-builders in `components/manifests.py` if the chart's values keys moved.
+builders in `components/manifests/helm_values.py` if the chart's values keys moved.
+
+`values_keys` lists every values path (dotted; a subchart's keys under its name) the stack sets,
+each read in the chart's values.yaml at `default_version` (or its subchart's at the version the
+chart's Chart.yaml pins): a test holds the values builders to this list, so a key not checked
+against the chart cannot slip in. Below a listed path the value is free-form for the chart (a
+node selector, a volume claim template).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ class HelmChart:
     app_version: str
     source: str
     checked: str
+    values_keys: tuple[str, ...] = ()
 
 
 KUBERAY_OPERATOR = HelmChart(
@@ -30,6 +37,7 @@ KUBERAY_OPERATOR = HelmChart(
     source=("KubeRay chart values at 1.7.0 (image quay.io/kuberay/operator:v1.7.0) and the RayService "
             "CRD, kept as test data in tests/data/kuberay-v1.7.0/; docs/SOURCES.md#kuberay (latest release)."),
     checked="2026-11",
+    values_keys=("nodeSelector",),
 )
 
 NVIDIA_DEVICE_PLUGIN = HelmChart(
@@ -41,6 +49,7 @@ NVIDIA_DEVICE_PLUGIN = HelmChart(
             "(created 2026-08-20, newest; 0.19.3 before it); deployments/helm/nvidia-device-plugin/"
             "values.yaml at tag v0.20.0 (keys nodeSelector, affinity, tolerations)."),
     checked="2026-11",
+    values_keys=("nodeSelector", "affinity", "tolerations"),
 )
 
 EFA_DEVICE_PLUGIN = HelmChart(
@@ -53,4 +62,53 @@ EFA_DEVICE_PLUGIN = HelmChart(
             "(appVersion v0.5.20, newest, 2026-08-03); stable/aws-efa-k8s-device-plugin/values.yaml "
             "(keys nodeSelector, tolerations; g6.8xlarge is in supportedInstanceLabels)."),
     checked="2026-11",
+    values_keys=("nodeSelector", "tolerations"),
+)
+
+KUBE_PROMETHEUS_STACK = HelmChart(
+    name="kube-prometheus-stack",
+    repository="https://prometheus-community.github.io/helm-charts",
+    default_version="88.5.3",
+    app_version="v0.93.1",  # the Prometheus Operator's version
+    source=("github.com/prometheus-community/helm-charts tag kube-prometheus-stack-88.5.3 (newest tag of "
+            "the chart in the repository as read, 2026-08-22): charts/kube-prometheus-stack/Chart.yaml "
+            "(appVersion v0.93.1; subcharts kube-state-metrics 8.4.0, prometheus-node-exporter 4.56.1, "
+            "grafana 12.11.1 from grafana-community/helm-charts) and values.yaml; grafana's keys from "
+            "grafana-community/helm-charts tag grafana-12.11.1 charts/grafana/values.yaml, kube-state-metrics' "
+            "from tag kube-state-metrics-8.4.0."),
+    checked="2026-12",
+    values_keys=(
+        # EKS runs the control plane: these components cannot be scraped, and their default
+        # ServiceMonitors and rules would only raise TargetDown alerts.
+        "kubeControllerManager.enabled", "kubeScheduler.enabled", "kubeEtcd.enabled", "kubeProxy.enabled",
+        "defaultRules.rules.etcd", "defaultRules.rules.kubeControllerManager",
+        "defaultRules.rules.kubeSchedulerAlerting", "defaultRules.rules.kubeSchedulerRecording",
+        "defaultRules.rules.kubeProxy",
+        "prometheusOperator.nodeSelector", "prometheusOperator.admissionWebhooks.patch.nodeSelector",
+        "alertmanager.alertmanagerSpec.nodeSelector",
+        "kube-state-metrics.nodeSelector",  # kube-state-metrics 8.4.0 values.yaml
+        "prometheus-node-exporter.namespaceOverride",
+        "grafana.nodeSelector",  # grafana 12.11.1 values.yaml
+        "grafana.sidecar.dashboards.label", "grafana.sidecar.dashboards.labelValue",
+        "grafana.sidecar.dashboards.searchNamespace",
+        "prometheus.prometheusSpec.nodeSelector", "prometheus.prometheusSpec.podMetadata",
+        "prometheus.prometheusSpec.retention", "prometheus.prometheusSpec.retentionSize",
+        "prometheus.prometheusSpec.storageSpec",
+        "prometheus.prometheusSpec.podMonitorSelectorNilUsesHelmValues",
+        "prometheus.prometheusSpec.serviceMonitorSelectorNilUsesHelmValues",
+        "prometheus.prometheusSpec.ruleSelectorNilUsesHelmValues",
+    ),
+)
+
+DCGM_EXPORTER = HelmChart(
+    name="dcgm-exporter",
+    repository="https://nvidia.github.io/dcgm-exporter/helm-charts",
+    default_version="4.8.2",
+    app_version="4.8.2",  # image nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless (DCGM 4.5.3)
+    source=("github.com/NVIDIA/dcgm-exporter tag 4.5.3-4.8.2 (newest tag as read, 2026-05-12): "
+            "deployment/Chart.yaml (version 4.8.2) and deployment/values.yaml (serviceMonitor on by default, "
+            "SYS_ADMIN for the profiling metrics, default tolerations only the control-plane taint); metric "
+            "names from etc/default-counters.csv."),
+    checked="2026-12",
+    values_keys=("nodeSelector", "tolerations", "serviceMonitor.enabled", "serviceMonitor.interval"),
 )

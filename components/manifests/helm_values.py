@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.scheduling import GPU_NODE_SELECTOR, GPU_TOLERATION, SYSTEM_NODE_SELECTOR
+from components.scheduling import (
+    DEVICE_PLUGIN_NAMESPACE, GPU_NODE_SELECTOR, GPU_TOLERATION, MONITORING_NAMESPACE, SCRAPER_POD_LABELS,
+    SYSTEM_NODE_SELECTOR,
+)
+from components.settings import ObservabilitySettings
+
+# Grafana's dashboard sidecar loads ConfigMaps with this label (kube-prometheus-stack's defaults,
+# pinned here so the dashboard ConfigMap and the sidecar cannot drift apart).
+DASHBOARD_LABEL = "grafana_dashboard"
+DASHBOARD_LABEL_VALUE = "1"
 
 
 def _gpu_nodes_only_affinity() -> dict[str, Any]:
@@ -50,3 +59,65 @@ def efa_device_plugin_values() -> dict[str, Any]:
 def kuberay_operator_values() -> dict[str, Any]:
     """Values for the `kuberay-operator` chart (keys as in its values.yaml at 1.7.0)."""
     return {"nodeSelector": dict(SYSTEM_NODE_SELECTOR)}
+
+
+def kube_prometheus_stack_values(observability: ObservabilitySettings, storage_class: str) -> dict[str, Any]:
+    """Values for the `kube-prometheus-stack` chart (keys: facts/charts.py KUBE_PROMETHEUS_STACK).
+
+    Everything on the system nodes, except node-exporter, which the chart runs on every node (its
+    default toleration takes any NoSchedule taint, the GPU nodes' included) and which goes to
+    kube-system: it needs the host's network, PID namespace and root filesystem, which the
+    monitoring namespace's `baseline` Pod Security level refuses. Prometheus selects every
+    PodMonitor, ServiceMonitor and PrometheusRule (not only those labelled for this release), keeps
+    its TSDB on an encrypted gp3 volume and carries the label the serving namespace's
+    NetworkPolicy admits to the Ray metrics port. Grafana's sidecar loads dashboards from labelled
+    ConfigMaps in the monitoring namespace only. The Grafana admin password is left to the chart:
+    40 random characters in the `kube-prometheus-stack-grafana` Secret, kept across upgrades.
+    """
+    system = dict(SYSTEM_NODE_SELECTOR)
+    return {
+        "kubeControllerManager": {"enabled": False},
+        "kubeScheduler": {"enabled": False},
+        "kubeEtcd": {"enabled": False},
+        "kubeProxy": {"enabled": False},
+        "defaultRules": {"rules": {"etcd": False, "kubeControllerManager": False, "kubeSchedulerAlerting": False,
+                                   "kubeSchedulerRecording": False, "kubeProxy": False}},
+        "prometheusOperator": {"nodeSelector": system, "admissionWebhooks": {"patch": {"nodeSelector": system}}},
+        "alertmanager": {"alertmanagerSpec": {"nodeSelector": system}},
+        "kube-state-metrics": {"nodeSelector": system},
+        "prometheus-node-exporter": {"namespaceOverride": DEVICE_PLUGIN_NAMESPACE},
+        "grafana": {
+            "nodeSelector": system,
+            "sidecar": {"dashboards": {"label": DASHBOARD_LABEL, "labelValue": DASHBOARD_LABEL_VALUE,
+                                       "searchNamespace": MONITORING_NAMESPACE}},
+        },
+        "prometheus": {"prometheusSpec": {
+            "nodeSelector": system,
+            "podMetadata": {"labels": dict(SCRAPER_POD_LABELS)},
+            "retention": observability.retention,
+            "retentionSize": observability.retention_size,
+            "storageSpec": {"volumeClaimTemplate": {"spec": {
+                "storageClassName": storage_class,
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": f"{observability.storage_gib}Gi"}},
+            }}},
+            "podMonitorSelectorNilUsesHelmValues": False,
+            "serviceMonitorSelectorNilUsesHelmValues": False,
+            "ruleSelectorNilUsesHelmValues": False,
+        }},
+    }
+
+
+# Ray exports fresh values every few seconds; 15 s (the DCGM chart's default too) keeps [1m] rates
+# at four samples.
+GPU_SCRAPE_INTERVAL = "15s"
+
+
+def dcgm_exporter_values() -> dict[str, Any]:
+    """Values for NVIDIA's `dcgm-exporter` chart (keys: facts/charts.py DCGM_EXPORTER): on the GPU
+    nodes only, scraped through the ServiceMonitor the chart makes (kube-prometheus-stack's CRD)."""
+    return {
+        "nodeSelector": dict(GPU_NODE_SELECTOR),
+        "tolerations": [dict(GPU_TOLERATION)],
+        "serviceMonitor": {"enabled": True, "interval": GPU_SCRAPE_INTERVAL},
+    }

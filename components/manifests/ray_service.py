@@ -17,6 +17,7 @@ import yaml
 from components.scheduling import GPU_NODE_SELECTOR, GPU_TOLERATION, SYSTEM_NODE_SELECTOR
 from components.settings import INITIALIZING_TIMEOUT_ANNOTATION, ServingSettings
 from components.sizing import GIB
+from facts.metrics import RAY_METRICS_EXPORT_PORT, RAY_METRICS_PORT_NAME
 from serve_app.render import SERVE_HTTP_PORT
 
 RAY_SERVICE_API_VERSION = "ray.io/v1"
@@ -29,6 +30,16 @@ WORKER_GROUP_NAME = "gpu-workers"
 GCS_PORT = 6379
 DASHBOARD_PORT = 8265
 SERVE_PORT = SERVE_HTTP_PORT
+# Where every Ray node's metrics agent serves Prometheus text (ray_*, incl. ray_serve_* and the
+# engines' ray_vllm_*). Pinned in rayStartParams and declared as the `metrics` container port on
+# head and workers: KubeRay only fills in its default port when the template names none, so the
+# two cannot drift apart, and the scraper's NetworkPolicy opens exactly this port.
+METRICS_PORT = RAY_METRICS_EXPORT_PORT
+METRICS_EXPORT_PORT_PARAM = "metrics-export-port"
+
+
+def _metrics_port() -> dict[str, Any]:
+    return {"name": RAY_METRICS_PORT_NAME, "containerPort": METRICS_PORT}
 
 HF_HOME = "/home/ray/hf-cache"
 SHM_MOUNT = "/dev/shm"
@@ -125,6 +136,7 @@ def _head_group(serving: ServingSettings) -> dict[str, Any]:
             {"name": "gcs-server", "containerPort": GCS_PORT},
             {"name": "dashboard", "containerPort": DASHBOARD_PORT},
             {"name": "serve", "containerPort": SERVE_PORT},
+            _metrics_port(),
         ],
         "env": [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(hf_token_ref(serving))],
         "resources": {bound: dict(amounts) for bound, amounts in HEAD_RESOURCES.items()},
@@ -139,7 +151,8 @@ def _head_group(serving: ServingSettings) -> dict[str, Any]:
         container["volumeMounts"] = mounts
     return {
         # num-gpus "0": the head lands on a system node, and nothing GPU-bound may be scheduled there.
-        "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
+        "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0",
+                           METRICS_EXPORT_PORT_PARAM: str(METRICS_PORT)},
         "template": {
             "metadata": {"labels": ray_pod_labels(serving.name)},
             "spec": _pod_spec(SYSTEM_NODE_SELECTOR, container, _hf_token_volumes(hf_token_ref(serving))),
@@ -162,6 +175,7 @@ def _worker_group(serving: ServingSettings) -> dict[str, Any]:
     container = {
         "name": WORKER_CONTAINER,
         "image": serving.image,
+        "ports": [_metrics_port()],
         "env": env,
         "resources": sizing.container_resources(),
         # Privileged only here: NIXL registers GPU memory with the EFA NIC (memory registration
@@ -198,6 +212,7 @@ def _worker_group(serving: ServingSettings) -> dict[str, Any]:
         "rayStartParams": {
             "num-gpus": str(sizing.gpus),
             "object-store-memory": str(sizing.object_store_gib * GIB),
+            METRICS_EXPORT_PORT_PARAM: str(METRICS_PORT),
         },
         "template": {
             "metadata": {"labels": ray_pod_labels(serving.name)},

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.manifests.ray_service import DASHBOARD_PORT, SERVE_PORT, ray_pod_labels
-from components.scheduling import KUBERAY_NAMESPACE
+from components.manifests.ray_service import DASHBOARD_PORT, METRICS_PORT, SERVE_PORT, ray_pod_labels
+from components.scheduling import KUBERAY_NAMESPACE, MONITORING_NAMESPACE, SCRAPER_POD_LABELS
 from components.settings import ServingSettings
 
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
@@ -87,6 +87,8 @@ def serving_network_policies(serving: ServingSettings) -> dict[str, dict[str, An
     - `kuberay-operator`: the operator's namespace to 8265 (it reads Serve status and PUTs
       serveConfigV2 through the head Service) and 8000 (it checks the head's Serve proxy at
       `/-/healthz` to put the head in the serve Service), KubeRay 1.7.0 rayservice_controller.go.
+    - `metrics-scraper`: the stack's Prometheus pods (their label, in the monitoring namespace) to
+      the Ray metrics export port on head and workers, nothing else.
 
     Needs no rule: kubelet probes (the VPC CNI's policy agent always admits the node's own IP,
     aws-network-policy-agent#65) and `kubectl port-forward` (it connects on the pod's localhost).
@@ -105,6 +107,12 @@ def serving_network_policies(serving: ServingSettings) -> dict[str, dict[str, An
         "kuberay-operator": _network_policy(f"{serving.name}-kuberay-operator", namespace, ray_pods, [{
             "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: KUBERAY_NAMESPACE}}}],
             "ports": _tcp_ports(DASHBOARD_PORT, SERVE_PORT),
+        }]),
+        "metrics-scraper": _network_policy(f"{serving.name}-metrics-scraper", namespace, ray_pods, [{
+            # One peer with both selectors: pods with the scraper label *in* the monitoring namespace.
+            "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: MONITORING_NAMESPACE}},
+                      "podSelector": {"matchLabels": dict(SCRAPER_POD_LABELS)}}],
+            "ports": _tcp_ports(METRICS_PORT),
         }]),
     }
 

@@ -62,6 +62,8 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "kuberayChartVersion": _CHART_VERSIONS,
     "nvidiaDevicePluginChartVersion": _CHART_VERSIONS,
     "efaDevicePluginChartVersion": _CHART_VERSIONS,
+    "kubePrometheusStackChartVersion": _CHART_VERSIONS,
+    "dcgmExporterChartVersion": _CHART_VERSIONS,
     "adminPrincipalArns": _json_lists([], ["arn:aws:iam::111122223333:role/ops"], ["not-an-arn"], "x", {}, "[1]"),
     "apiPublicAccessCidrs": _json_lists([], ["203.0.113.0/24"], ["0.0.0.0/0"], ["bad"], "not json", ["10.0.0.0/8"]),
     "deletionProtection": _BOOLS,
@@ -92,6 +94,11 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "acceptUcxOnEfaKvTransferIs100xSlower": _BOOLS,
     "extraEngineKwargs": _one_of("{}", '{"max_num_seqs": 64}', "[]", "not json", '{"kv_transfer_config": {}}',
                                  '{"no_such_engine_arg": 1}'),
+    "metricsRetention": _one_of("15d", "2w", "1d", "366d", "367d", "0d", "12h", "15", "forever", ""),
+    "metricsStorageGiB": _INTS,
+    "ttftSloSeconds": _one_of("2.5", "1", "1.0", "0.25", "2", "3", "-1", "abc", ""),
+    "tpotSloSeconds": _one_of("0.2", "0.1", "0.15", "0.12", "0", "abc", ""),
+    "sloObjective": _one_of("0.99", "0.9", "0.9999", "0.8", "1", "0.99999", "abc", ""),
 }
 
 _setting = st.sampled_from(sorted(VALUES)).flatmap(lambda key: st.tuples(st.just(key), VALUES[key]))

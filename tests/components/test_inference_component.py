@@ -144,7 +144,7 @@ def test_network_policies_reach_the_engine_as_built_in_the_serving_namespace(
 def test_rayservice_starts_only_behind_its_network_policies(run: OfflineRun) -> None:
     ray_service = run.one(RAY_SERVICE)
     policies = run.all(NETWORK_POLICY)
-    assert len(policies) == 4
+    assert len(policies) == 5
     assert all(policy.urn in ray_service.dependencies for policy in policies)
     # The policies select the pods the RayService's templates make.
     selector = next(p for p in policies if p.name == "inference-netpol-ray-internal").inputs["spec"]["podSelector"]
@@ -286,7 +286,7 @@ def test_dev_closes_the_ray_ports_before_the_rayservice_and_enforces_it(dev: Any
     ray_service = dev.one(RAY_SERVICE)
     policies = {r.inputs["metadata"]["name"]: r for r in dev.all(NETWORK_POLICY)}
     assert set(policies) == {"default-deny-ingress", "ray-llm-ray-internal", "ray-llm-serve",
-                             "ray-llm-kuberay-operator"}
+                             "ray-llm-kuberay-operator", "ray-llm-metrics-scraper"}
     for policy in policies.values():
         assert policy.inputs["metadata"]["namespace"] == "inference"
         assert dev.depends_on(policy, namespace) and dev.depends_on(ray_service, policy)
@@ -323,7 +323,7 @@ def test_dev_rayservice_is_the_reference_deployment(dev: Any) -> None:
 def test_dev_only_the_serving_namespace_is_privileged(dev: Any) -> None:
     levels = {r.inputs["metadata"]["name"]: r.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
               for r in dev.all(NAMESPACE)}
-    assert levels == {"inference": "privileged", "kuberay-system": "restricted"}
+    assert levels == {"inference": "privileged", "kuberay-system": "restricted", "monitoring": "baseline"}
 
 
 def test_prod_waits_longer_for_the_first_start(prod: Any) -> None:

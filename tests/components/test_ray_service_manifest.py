@@ -175,12 +175,12 @@ def test_serve_config_travels_as_yaml_text_of_the_rendered_app(manifest: dict[st
 
 def test_head_is_cpu_only_on_system_nodes_with_reference_ports_and_sizes(manifest: dict[str, Any]) -> None:
     head = head_of(manifest)
-    assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0"}
+    assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0", "metrics-export-port": "8080"}
     pod = head["template"]["spec"]
     assert schedulable(pod, SYSTEM_NODE)
     assert not schedulable(pod, GPU_NODE)
     ray_head = container(head)
-    assert {p["containerPort"] for p in ray_head["ports"]} == {6379, 8265, 8000}
+    assert {p["containerPort"] for p in ray_head["ports"]} == {6379, 8265, 8000, 8080}
     assert {p["name"]: p["containerPort"] for p in ray_head["ports"]}["serve"] == 8000
     assert env_of(head)["HF_HOME"]["value"] == "/home/ray/hf-cache"
     assert ray_head["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"},
@@ -469,6 +469,14 @@ def test_network_policies_field_by_field(settings_for: Any) -> None:
             "spec": {"podSelector": ray_pods, "policyTypes": ["Ingress"], "ingress": [{
                 "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay-system"}}}],
                 "ports": [{"protocol": "TCP", "port": 8265}, {"protocol": "TCP", "port": 8000}]}]},
+        },
+        "metrics-scraper": {
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "ray-llm-metrics-scraper", "namespace": "inference"},
+            "spec": {"podSelector": ray_pods, "policyTypes": ["Ingress"], "ingress": [{
+                "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                          "podSelector": {"matchLabels": {"eks-pd-llm/scraper": "prometheus"}}}],
+                "ports": [{"protocol": "TCP", "port": 8080}]}]},
         },
     }
 

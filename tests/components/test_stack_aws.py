@@ -314,7 +314,8 @@ def test_node_groups_join_the_cluster_after_it_and_after_their_role_policies(eac
     role = each.one(ROLE, "cluster-node")
     for ng in each.all(NODE_GROUP):
         assert each.waits_for(ng, cluster)
-        assert all(each.waits_for(ng, a) for a in each.all(ATTACHMENT))
+        node_role_policies = [a for a in each.all(ATTACHMENT) if a.name.startswith("cluster-node-")]
+        assert node_role_policies and all(each.waits_for(ng, a) for a in node_role_policies)
         assert each.waits_for(ng, role)
         # The cluster's core data as the provider reads it (camelCase), not a resource reference.
         assert ng.inputs["cluster"]["vpcId"].startswith("vpc-")
@@ -322,8 +323,7 @@ def test_node_groups_join_the_cluster_after_it_and_after_their_role_policies(eac
 
 
 def test_coredns_becomes_a_managed_addon_once_the_system_nodes_can_run_it(each):
-    (addon,) = each.all(ADDON)
-    assert addon.inputs["addonName"] == "coredns"
+    (addon,) = [a for a in each.all(ADDON) if a.inputs["addonName"] == "coredns"]
     assert addon.inputs["clusterName"] == each.outputs["clusterName"]
     # Adopts the self-managed CoreDNS Deployment EKS bootstrapped at cluster creation.
     assert addon.inputs["resolveConflictsOnCreate"] == "OVERWRITE"
@@ -366,7 +366,8 @@ def test_helm_releases_wait_for_the_nodes_they_run_on(each):
 def test_outputs_a_client_can_use(each):
     out = each.outputs
     assert set(out) == {"region", "clusterName", "kubeconfig", "namespace", "rayServiceName", "serveServiceName",
-                        "servePort", "modelId", "portForwardCommand", "clientConfig", "gpuAvailabilityZone"}
+                        "servePort", "modelId", "portForwardCommand", "clientConfig", "gpuAvailabilityZone",
+                        "prometheusPortForwardCommand", "grafanaPortForwardCommand"}
     assert out["region"] == "us-west-2"
     assert out["serveServiceName"] == f"{out['rayServiceName']}-serve-svc"
     assert out["servePort"] == 8000
@@ -377,6 +378,11 @@ def test_outputs_a_client_can_use(each):
     assert client["base_url"] == "http://localhost:8000/v1" and client["model"] == out["modelId"]
     assert f"--name {out['clusterName']}" in client["reach"] and out["portForwardCommand"] in client["reach"]
     assert json.loads(out["kubeconfig"])["kind"] == "Config"
+    # What `pdctl top` reads by default (http://localhost:9090) and where Grafana serves its dashboards.
+    assert out["prometheusPortForwardCommand"] == (
+        "kubectl --namespace monitoring port-forward service/prometheus-operated 9090:9090")
+    assert out["grafanaPortForwardCommand"] == (
+        "kubectl --namespace monitoring port-forward service/kube-prometheus-stack-grafana 3000:80")
 
 
 def test_only_the_kubeconfig_is_secret(each):

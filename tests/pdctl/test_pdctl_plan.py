@@ -52,7 +52,7 @@ def test_dev_creates_the_reference_system(dev_plan):
     counts = dev_plan["resources"]["by_type"]
     assert counts[CLUSTER] == 1
     assert counts[NODE_GROUP] == 2  # system + GPU
-    assert counts[HELM] == 3  # KubeRay, NVIDIA and EFA device plugins
+    assert counts[HELM] == 5  # KubeRay, NVIDIA and EFA device plugins, kube-prometheus-stack, DCGM exporter
     assert counts[RAY_SERVICE] == 1
     assert counts["aws:ec2/natGateway:NatGateway"] == 1  # natMode single
     assert counts["aws:ec2/subnet:Subnet"] == 4  # 2 AZs × private + public
@@ -137,10 +137,13 @@ def test_critical_path_runs_cluster_then_gpu_nodes_then_charts_then_rayservice(d
 
 
 def test_rayservice_waits_for_kuberay_and_the_device_plugins(dev_run):
-    """The graph, not luck, orders the RayService after the operator and the plugins."""
+    """The graph, not luck, orders the RayService after the operator and the plugins; it does not wait
+    for the monitoring stack (serving does not need it)."""
     ray = dev_run.one(RAY_SERVICE)
     for release in dev_run.all(HELM):
-        assert dev_run.depends_on(ray, release), release.name
+        serving_needs_it = release.inputs["chart"] in ("kuberay-operator", "nvidia-device-plugin",
+                                                       "aws-efa-k8s-device-plugin")
+        assert dev_run.depends_on(ray, release) is serving_needs_it, release.name
 
 
 # ------------------------------------------------------------------------------- CLI
@@ -204,8 +207,9 @@ def test_render_prints_the_serving_namespace_in_apply_order(dev_run, cached_dev,
     # nothing of other namespaces (kuberay-system) and no Secret (its value is a secret).
     assert kinds[0] == ("Namespace", "inference") and kinds[-1] == ("RayService", "ray-llm")
     assert {name for kind, name in kinds[1:-1] if kind == "NetworkPolicy"} == {
-        "default-deny-ingress", "ray-llm-ray-internal", "ray-llm-serve", "ray-llm-kuberay-operator"}
-    assert len(kinds) == 6
+        "default-deny-ingress", "ray-llm-ray-internal", "ray-llm-serve", "ray-llm-kuberay-operator",
+        "ray-llm-metrics-scraper"}
+    assert len(kinds) == 7
     assert all(d["metadata"].get("namespace") == "inference" for d in documents[1:])
     manifest = documents[-1]
     assert manifest == ray_service_manifest(dev_run)
