@@ -38,3 +38,33 @@ def metric_totals(text: str, prefix: str) -> dict[str, float]:
 def nixl_metric_totals(text: str) -> dict[str, float]:
     """`metric_totals` of the ray_vllm_nixl_* series: how many KV transfers, bytes and seconds."""
     return metric_totals(text, NIXL_METRIC_PREFIX)
+
+
+def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample of an exposition as (sample name, labels, value); ValueError when not Prometheus text."""
+    return [(sample.name, dict(sample.labels), sample.value)
+            for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
+    """Prometheus's `histogram_quantile` over cumulative bucket counts by upper bound (`+Inf` as
+    float('inf')): linear interpolation inside the bucket the rank falls in; the highest finite bound
+    when it falls in +Inf; None without observations (Prometheus's NaN)."""
+    bounds = sorted(buckets)
+    if not bounds or bounds[-1] != float("inf"):
+        return None
+    total = buckets[float("inf")]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for upper in bounds:
+        count = buckets[upper]
+        if count >= rank:
+            if upper == float("inf"):
+                return bounds[-2] if len(bounds) > 1 else None
+            if lower == 0.0 and upper <= 0:
+                return upper
+            return lower + (upper - lower) * (rank - below) / (count - below) if count > below else upper
+        lower, below = upper, count
+    return None

@@ -307,6 +307,80 @@ def connect(
             raise typer.Exit(0) from None
 
 
+# --------------------------------------------------------------------------------- top
+
+PROMETHEUS_URL = "http://127.0.0.1:9090"  # the stack output prometheusPortForwardCommand's local end
+
+
+@app.command()
+def top(
+    prometheus: str = typer.Option(PROMETHEUS_URL, "--prometheus",
+                                   help="The stack's Prometheus (after its port-forward; see stack outputs)."),
+    metrics_url: list[str] = typer.Option(
+        [], "--metrics-url", help="A Ray node's metrics endpoint, e.g. a port-forwarded pod's "
+        "http://127.0.0.1:8080/metrics (repeatable: one per node); read instead of Prometheus."),
+    interval: float = typer.Option(5.0, min=1.0, help="Seconds between refreshes (and between the two scrapes "
+                                                      "of Ray endpoints that rates come from)."),
+    once: bool = typer.Option(False, "--once", help="One refresh, then exit."),
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o",
+                                        help="json: one document per refresh (with --once, exactly one)."),
+) -> None:
+    """Per-phase requests/s, queues, KV cache, TTFT/TPOT and the KV transfer, refreshing live."""
+    import time
+
+    import httpx
+    from rich.live import Live
+
+    from pdctl import top as figures
+    from pdctl.views import top_table
+
+    def get_json(url: str, params: dict[str, str]):
+        response = httpx.get(url, params=params, timeout=10)
+        try:
+            return response.json()
+        except ValueError:
+            raise figures.SourceError(f"{url} answered {response.status_code}, not Prometheus JSON") from None
+
+    def get_text(url: str) -> str:
+        response = httpx.get(url, timeout=10)
+        response.raise_for_status()
+        return response.text
+
+    def snapshot():
+        try:
+            if not metrics_url:
+                return figures.from_prometheus(prometheus, get_json)
+            before = figures.scrape(metrics_url, get_text)
+            time.sleep(interval)
+            return figures.from_ray_endpoints(before, figures.scrape(metrics_url, get_text), interval,
+                                              "ray metrics " + ", ".join(metrics_url))
+        except (httpx.HTTPError, figures.SourceError) as exc:
+            hint = "" if metrics_url else " (is the prometheusPortForwardCommand stack output running?)"
+            raise fail(f"cannot read {', '.join(metrics_url) or prometheus}: {exc}{hint}") from None
+
+    def pause() -> None:
+        if not metrics_url:  # endpoint snapshots already spent `interval` between their two scrapes
+            time.sleep(interval)
+
+    if output is OutputFormat.json:
+        while True:
+            sys.stdout.write(json.dumps(snapshot().to_dict(), sort_keys=True) + "\n")
+            sys.stdout.flush()
+            if once:
+                return
+            pause()
+    if once:
+        console.print(top_table(snapshot()))
+        return
+    try:
+        with Live(top_table(snapshot()), console=console, screen=False, auto_refresh=False) as live:
+            while True:
+                pause()
+                live.update(top_table(snapshot()), refresh=True)
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
 # ------------------------------------------------------------------------------ endpoint
 
 BASE_URL_OPTION = typer.Option(

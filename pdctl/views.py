@@ -136,3 +136,49 @@ def render_bench(console: Console, summary: dict) -> None:
         f"wall {summary['wall_s']:.2f} s · {rate(summary['requests_per_s'])} req/s · "
         f"output {rate(summary['output_tokens_per_s'])} tok/s · total {rate(summary['total_tokens_per_s'])} tok/s "
         f"({summary['input_tokens']:,} in / {summary['output_tokens']:,} out tokens)", highlight=False)
+
+
+TOP_ROWS = (
+    ("replicas", "replicas", "{:.0f}"),
+    ("requests_per_second", "requests/s", "{:.2f}"),
+    ("running", "running", "{:.0f}"),
+    ("waiting", "waiting", "{:.0f}"),
+    ("kv_cache_usage", "KV cache used", "{:.0%}"),
+    ("ttft_p50_seconds", "TTFT p50", "{:.3f} s"),
+    ("ttft_p90_seconds", "TTFT p90", "{:.3f} s"),
+    ("tpot_p50_seconds", "TPOT p50", "{:.4f} s"),
+    ("tpot_p90_seconds", "TPOT p90", "{:.4f} s"),
+)
+TOP_TRANSFER_ROWS = (
+    ("transfers_per_second", "transfers/s", "{:.2f}"),
+    ("bytes_per_second", "bytes/s", "{:,.0f}"),
+    ("seconds_per_transfer", "time per transfer", "{:.4f} s"),
+    ("link_bytes_per_second", "link bytes/s in flight", "{:,.0f}"),
+    ("failed_transfers", "failed", "{:.0f}"),
+)
+
+
+def _cell(value: Any, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def top_table(snapshot: Any) -> Any:
+    """`pdctl top`'s screen: one column per phase, then the KV transfer between them."""
+    from rich.console import Group
+
+    window = f", {snapshot.window_seconds:g} s window" if snapshot.window_seconds else ""
+    phases = Table(title=f"eks-pd-llm top: {snapshot.source}{window}", title_justify="left")
+    phases.add_column("figure")
+    for phase in snapshot.phases:
+        phases.add_column(phase, justify="right")
+    for key, label, fmt in TOP_ROWS:
+        phases.add_row(label, *(_cell(figures.get(key), fmt) for figures in snapshot.phases.values()))
+    transfer = Table(title="KV transfer prefill → decode (NIXL)", title_justify="left")
+    transfer.add_column("figure")
+    transfer.add_column("value", justify="right")
+    for key, label, fmt in TOP_TRANSFER_ROWS:
+        transfer.add_row(label, _cell(snapshot.kv_transfer.get(key), fmt))
+    parts: list[Any] = [phases, transfer]
+    if snapshot.unmapped_replicas:
+        parts.append(f"[yellow]engines of no known phase: {', '.join(snapshot.unmapped_replicas)}[/]")
+    return Group(*parts)

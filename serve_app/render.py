@@ -26,6 +26,8 @@ SERVE_HTTP_PORT = 8000
 SERVE_HTTP_HOST = "0.0.0.0"
 
 INGRESS_DEPLOYMENT_NAME = "OpenAiIngress"
+# Ray Serve LLM names each phase's deployment `<Prefill|Decode>:<model id>`.
+PHASE_DEPLOYMENT_PREFIX = {"prefill": "Prefill:", "decode": "Decode:"}
 
 
 def cuda_graph_capture_sizes(engine: EngineSettings) -> list[int]:
@@ -128,7 +130,7 @@ def deployment_names(app: PDAppConfig) -> dict[str, str]:
     """Serve deployment names of the app: {'prefill': 'Prefill:<id>', 'decode': 'Decode:<id>', 'ingress': ...}."""
     deployment_id = serve_deployment_id(app.model.model_id)
     return {
-        "prefill": f"Prefill:{deployment_id}",
-        "decode": f"Decode:{deployment_id}",
+        "prefill": f"{PHASE_DEPLOYMENT_PREFIX['prefill']}{deployment_id}",
+        "decode": f"{PHASE_DEPLOYMENT_PREFIX['decode']}{deployment_id}",
         "ingress": INGRESS_DEPLOYMENT_NAME,
     }

@@ -7,12 +7,17 @@
   deterministic and read-only for tests).
 - `ray_service_crd_validator`: KubeRay 1.7.0's RayService CRD as the API server applies it
   (test data in tests/data/kuberay-v1.7.0, see its README).
+- `real_metric_names`: every metric name in the real exposition of the PD app captured on a GPU
+  (`REAL_METRICS_EXPOSITION`, the one place that says which capture the tests hold names to).
+- `promtool`: Debian's promtool (package `prometheus`); a missing one fails, never skips.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,37 @@ from offline import OfflineRun, run_offline, stack_config
 
 REPO = Path(__file__).resolve().parents[1]
 KUBERAY_DIR = Path(__file__).resolve().parent / "data" / "kuberay-v1.7.0"
+
+# The real metrics of the PD app (Ray 2.58.0, vLLM 0.26.0, NIXL 1.3.1 on two H200s, 2026-11-29): the
+# lab kept the names of every ray_vllm_* series Ray's metrics endpoint served, and raw sample lines
+# of the NIXL ones (labels included), not the whole exposition. A full exposition (ray_serve_* too)
+# replaces it by changing this one path: `.prom` files are read as Prometheus text.
+REAL_METRICS_EXPOSITION = REPO / "lab" / "results" / "2026-11-29-h200x2-pd-result.json"
+
+
+def exposition_metric_names(path: Path) -> frozenset[str]:
+    """Sample names (`x_bucket`, `x_total`, …) in a Prometheus text file or a lab result's capture."""
+    if path.suffix == ".prom":
+        from prometheus_client.parser import text_string_to_metric_families
+
+        return frozenset(sample.name for family in text_string_to_metric_families(path.read_text())
+                         for sample in family.samples)
+    captured = json.loads(path.read_text())["checks"]["nixl_metrics"]
+    return frozenset(captured["ray_vllm_series"])
+
+
+@pytest.fixture(scope="session")
+def real_metric_names() -> frozenset[str]:
+    return exposition_metric_names(REAL_METRICS_EXPOSITION)
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail("promtool is not on PATH: install Debian's `prometheus` package (apt-get install prometheus; "
+                    "`make test` does it) — the rule tests run the real Prometheus rule checker")
+    return found
 
 
 @pytest.fixture(scope="session")
