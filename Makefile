@@ -7,7 +7,7 @@ STACK ?= dev
 # Pulumi program and tools/. Not policy/ or bootstrap/: Pulumi projects with environments of their own.
 TYPED := $(wildcard facts serve_app components offline measure pdctl lab) __main__.py tools
 
-.PHONY: plan test lint typecheck docs clean
+.PHONY: plan test lint typecheck docs clean promtool
 
 # The Pulumi program's requirements plus the CLI's, and the package itself (editable: the `pdctl`
 # command, and the version `pdctl --version` prints). Pulumi.yaml names this .venv as the program's.
@@ -39,8 +39,14 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(VENV)/bin/mypy $(TYPED)
 
-# Ruff, then mypy, then pytest: make builds the prerequisites left to right.
-test: lint typecheck
+# The rule tests run Prometheus's own checker: Debian's `prometheus` package ships /usr/bin/promtool.
+promtool:
+	@command -v promtool >/dev/null || { command -v apt-get >/dev/null && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || \
+		{ echo "promtool is needed: install Prometheus's promtool (Debian/Ubuntu: apt-get install prometheus)"; exit 1; }
+
+# Ruff, then mypy, then promtool, then pytest: make builds the prerequisites left to right.
+test: lint typecheck promtool
 	$(VENV)/bin/python -m pytest -q
 
 # README.md's Settings and Outputs tables, from Pulumi.yaml and the program's outputs.

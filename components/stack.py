@@ -49,6 +49,9 @@ OUTPUT_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "portForwardCommand": "`kubectl port-forward` line that exposes the endpoint on localhost:8000",
     "gpuAvailabilityZone": "the single AZ of the EFA GPU node group",
     "clientConfig": "`{base_url, model, api_key, reach}`: an OpenAI client's configuration after port-forward",
+    "prometheusPortForwardCommand": (
+        "`kubectl port-forward` line that exposes the stack's Prometheus on localhost:9090 (what `pdctl top` reads)"),
+    "grafanaPortForwardCommand": "`kubectl port-forward` line that exposes Grafana (the PD dashboard) on localhost:3000",
 })
 
 

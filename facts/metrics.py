@@ -6,7 +6,7 @@ Sources:
   `vllm:request_time_per_output_token_seconds`) in vLLM 0.29.0, the version the validation tier
   installs; tests/validation/test_real_metric_buckets.py reads them out of the installed vLLM. The
   image's vLLM 0.26.0 is not installed here: its bounds are checked when a lab exposition of the
-  image carries the buckets (tests/observability/metrics_fixture.py).
+  image carries the buckets (tests/conftest.py REAL_METRICS_EXPOSITION).
 - Prefixes: Ray exports every metric it records with `ray_` in front; vLLM's `vllm:` names become
   `ray_vllm_` (vllm/v1/metrics/ray_wrappers.py sanitises ':' to '_'), Serve's `serve_*` become
   `ray_serve_*`. Ray labels each sample with `WorkerId`, `NodeAddress`, `SessionName`, and vLLM adds

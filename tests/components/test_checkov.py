@@ -129,10 +129,11 @@ def stack_findings(scan) -> list[dict[str, Any]]:
 def test_every_object_the_stacks_apply_is_scanned(scan):
     for stack in STACKS:
         kinds = sorted(o["kind"] for o in scan["objects"][stack])
-        # serving + KubeRay namespaces, the serving namespace's four NetworkPolicies, the HF token
-        # Secret, the RayService and its two pod templates
-        assert kinds == ["Deployment", "Deployment", "Namespace", "Namespace", *["NetworkPolicy"] * 4,
-                         "RayService", "Secret"], kinds
+        # serving, KubeRay and monitoring namespaces, the serving namespace's five NetworkPolicies,
+        # the HF token Secret, the RayService and its two pod templates; the PD dashboard ConfigMap,
+        # the Ray PodMonitor, the PD PrometheusRule and the gp3 StorageClass
+        assert kinds == ["ConfigMap", "Deployment", "Deployment", *["Namespace"] * 3, *["NetworkPolicy"] * 5,
+                         "PodMonitor", "PrometheusRule", "RayService", "Secret", "StorageClass"], kinds
     assert scan["summary"]["parsing_errors"] == 0
     # checkov counts every built-in object it parsed (the RayService, a CRD, is covered through its
     # pod templates); Namespaces have no check of their own, Deployments and Secrets must have run.

@@ -442,3 +442,12 @@ def test_backend_panel_turns_red_where_the_alert_fires(dev: Any) -> None:
     steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
     prediction = rules.kv_transfer_prediction(dev.serving)
     assert steps[1]["value"] == rules.ucx_like_bytes_per_second(prediction)
+
+
+def test_every_runbook_url_lands_on_a_heading(groups) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "OBSERVABILITY.md").read_text()
+    anchors = {re.sub(r"[^a-z0-9 -]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+               for line in doc.splitlines() if line.startswith("#")}
+    for rule in groups[1]["rules"]:
+        path, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+        assert path == "docs/OBSERVABILITY.md" and anchor in anchors, rule["alert"]

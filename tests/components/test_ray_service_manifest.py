@@ -537,3 +537,102 @@ def test_crd_validation_catches_broken_bodies(
     broken = copy.deepcopy(manifest)
     mutate(broken)
     assert list(ray_service_crd_validator.iter_errors(broken))
+
+
+# ── The metrics scraper ───────────────────────────────────────────────────────────────────────
+
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus", "eks-pd-llm/scraper": "prometheus"}
+
+
+def test_ray_metrics_port_is_pinned_and_declared_on_head_and_workers(manifest: dict[str, Any]) -> None:
+    for group in (head_of(manifest), workers_of(manifest)):
+        assert group["rayStartParams"]["metrics-export-port"] == "8080"
+        # KubeRay adds its own `metrics` port only when the template has none: ours names the same port.
+        assert {"name": "metrics", "containerPort": 8080} in container(group)["ports"]
+
+
+def test_the_scraper_reaches_the_metrics_port_of_every_ray_pod(policies, ray_pods) -> None:
+    for pod in ray_pods.values():
+        assert admitted(policies, namespace="inference", pod=pod, port=8080,
+                        source_namespace="monitoring", source_pod=PROMETHEUS_POD)
+
+
+@pytest.mark.parametrize("port", [6379, 8265, 10001, 52365, 5600])
+def test_the_scraper_reaches_no_other_ray_port(policies, ray_pods, port: int) -> None:
+    for pod in ray_pods.values():
+        assert not admitted(policies, namespace="inference", pod=pod, port=port,
+                            source_namespace="monitoring", source_pod=PROMETHEUS_POD)
+
+
+@pytest.mark.parametrize(("source_namespace", "source_pod"), [
+    ("monitoring", {"app.kubernetes.io/name": "grafana"}),   # another pod of the monitoring namespace
+    ("default", PROMETHEUS_POD),                             # the scraper's label in another namespace
+    ("kuberay-system", {"app.kubernetes.io/name": "kuberay-operator"}),
+])
+def test_only_the_scraper_reaches_the_metrics_port(policies, ray_pods, source_namespace: str,
+                                                   source_pod: dict[str, str]) -> None:
+    for pod in ray_pods.values():
+        assert not admitted(policies, namespace="inference", pod=pod, port=8080,
+                            source_namespace=source_namespace, source_pod=source_pod)
+
+
+def test_the_scraper_label_is_the_one_prometheus_carries(settings_for: Any) -> None:
+    settings = settings_for()
+    values = helm_values.kube_prometheus_stack_values(settings.observability, "gp3-encrypted")
+    labels = values["prometheus"]["prometheusSpec"]["podMetadata"]["labels"]
+    (rule,) = serving_namespace.serving_network_policies(settings.serving)["metrics-scraper"]["spec"]["ingress"]
+    assert rule["from"][0]["podSelector"]["matchLabels"] == labels
+
+
+# ── Monitoring charts ─────────────────────────────────────────────────────────────────────────
+
+def test_monitoring_stack_runs_on_system_nodes_and_dcgm_on_gpu_nodes_only(settings_for: Any) -> None:
+    values = helm_values.kube_prometheus_stack_values(settings_for().observability, "gp3-encrypted")
+    for pod_values in (values["prometheus"]["prometheusSpec"], values["alertmanager"]["alertmanagerSpec"],
+                       values["prometheusOperator"], values["prometheusOperator"]["admissionWebhooks"]["patch"],
+                       values["grafana"], values["kube-state-metrics"]):
+        assert schedulable(pod_values, SYSTEM_NODE) and not schedulable(pod_values, GPU_NODE)
+    dcgm = helm_values.dcgm_exporter_values()
+    assert schedulable(dcgm, GPU_NODE) and not schedulable(dcgm, SYSTEM_NODE)
+    # node-exporter keeps the chart's tolerate-every-NoSchedule default: it reaches the GPU nodes too.
+    assert "tolerations" not in values["prometheus-node-exporter"]
+    assert values["prometheus-node-exporter"]["namespaceOverride"] == "kube-system"
+
+
+def test_prometheus_volume_and_retention_follow_the_settings(settings_for: Any) -> None:
+    settings = settings_for("prod")
+    spec = helm_values.kube_prometheus_stack_values(settings.observability, "gp3-encrypted")["prometheus"][
+        "prometheusSpec"]
+    assert spec["retention"] == "30d"
+    claim = spec["storageSpec"]["volumeClaimTemplate"]["spec"]
+    assert claim["resources"]["requests"]["storage"] == "200Gi" and claim["storageClassName"] == "gp3-encrypted"
+    # 80 % of 200 GiB; Prometheus's "GB" are GiB.
+    assert spec["retentionSize"] == "160GB"
+
+
+def _value_paths(values: Any, prefix: str = "") -> list[str]:
+    if not isinstance(values, dict) or not values:
+        return [prefix]
+    return [p for key, value in values.items() for p in _value_paths(value, f"{prefix}.{key}" if prefix else key)]
+
+
+@pytest.mark.parametrize(("chart", "values"), [
+    ("KUBERAY_OPERATOR", lambda s: helm_values.kuberay_operator_values()),
+    ("NVIDIA_DEVICE_PLUGIN", lambda s: helm_values.nvidia_device_plugin_values()),
+    ("EFA_DEVICE_PLUGIN", lambda s: helm_values.efa_device_plugin_values()),
+    ("KUBE_PROMETHEUS_STACK", lambda s: helm_values.kube_prometheus_stack_values(s.observability, "gp3-encrypted")),
+    ("DCGM_EXPORTER", lambda s: helm_values.dcgm_exporter_values()),
+])
+def test_every_values_key_set_was_read_in_the_charts_values(chart: str, values: Any, settings_for: Any) -> None:
+    from facts import charts
+
+    recorded = getattr(charts, chart).values_keys
+    for path in _value_paths(values(settings_for("prod"))):
+        assert any(path == key or path.startswith(key + ".") for key in recorded), f"{chart}: {path} not recorded"
+
+
+def test_the_kuberay_keys_recorded_are_in_its_values_file() -> None:
+    from facts.charts import KUBERAY_OPERATOR
+
+    chart_keys = set(yaml.safe_load((KUBERAY_DIR / "kuberay-operator-values.yaml").read_text()))
+    assert set(KUBERAY_OPERATOR.values_keys) <= chart_keys
