@@ -17,11 +17,21 @@ class NodeGroupCost:
 
 
 @dataclass(frozen=True)
+class VolumeCost:
+    """A persistent volume a workload claims (Prometheus's TSDB), billed like any EBS volume."""
+
+    name: str
+    gib: float
+    volume_type: str = "gp3"
+
+
+@dataclass(frozen=True)
 class CostInputs:
     region: str
     node_groups: list[NodeGroupCost]
     nat_gateways: int
     eks_clusters: int
+    volumes: list[VolumeCost] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,12 @@ def hourly_cost(inputs: CostInputs, prices: dict[str, price_data.RegionPrices] |
             f"EBS {group.volume_type} root volumes ({group.name})", group.count * group.disk_gib,
             "GiB", None if gb_month is None else gb_month / price_data.HOURS_PER_MONTH,
         ))
+    for volume in inputs.volumes:
+        gb_month = table.ebs_per_gb_month.get(volume.volume_type)
+        if gb_month is None:
+            missing.append(f"EBS {volume.volume_type} in {inputs.region}")
+        lines.append(CostLine(f"EBS {volume.volume_type} volume ({volume.name})", volume.gib, "GiB",
+                              None if gb_month is None else gb_month / price_data.HOURS_PER_MONTH))
     if inputs.nat_gateways:
         lines.append(CostLine("NAT gateway", inputs.nat_gateways, "gateway",
                               table.nat_gateway_per_hour))

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, hourly_cost
+from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
 from serve_app.capacity import CapacityReport
 from serve_app.checks import CheckedApp
@@ -23,6 +23,7 @@ NAT_GATEWAY_TYPE = "aws:ec2/natGateway:NatGateway"
 CLUSTER_TYPES = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
 SUBNET_TYPE = "aws:ec2/subnet:Subnet"
 RAY_SERVICE_TYPE = "kubernetes:ray.io/v1:RayService"
+HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 # EKS gives a managed node group without a launch-template disk a 20 GiB root volume.
 EKS_DEFAULT_DISK_GIB = 20.0
 
@@ -220,7 +221,25 @@ def cost_inputs(resources: list, region: str) -> CostInputs:
         region=region, node_groups=groups,
         nat_gateways=sum(1 for r in resources if r.type == NAT_GATEWAY_TYPE),
         eks_clusters=clusters,
+        volumes=prometheus_volumes(resources),
     )
+
+
+# Where kube-prometheus-stack's values claim Prometheus's volume (components/manifests/helm_values.py).
+PROMETHEUS_CLAIM = "values.prometheus.prometheusSpec.storageSpec.volumeClaimTemplate.spec"
+
+
+def prometheus_volumes(resources: list) -> list[VolumeCost]:
+    """The Prometheus volume each kube-prometheus-stack release claims (all gp3: the stack's class)."""
+    volumes = []
+    for r in resources:
+        if r.type != HELM_RELEASE_TYPE or r.inputs.get("chart") != "kube-prometheus-stack":
+            continue
+        claim = lookup(r.inputs, PROMETHEUS_CLAIM) or {}
+        size = str(lookup(claim, "resources.requests.storage") or "")
+        if size.endswith("Gi"):
+            volumes.append(VolumeCost(name=f"{r.name} Prometheus", gib=float(size[:-2])))
+    return volumes
 
 
 def checked_app(run) -> CheckedApp | None:

@@ -107,10 +107,10 @@ def test_capacity_is_what_the_programs_preview_check_computed(dev_plan, dev_run)
 def test_cost_is_recomputed_from_the_price_data(dev_plan):
     table = prices.PRICES["us-west-2"]
     # dev: 2 × g6.8xlarge with 200 GiB gp3, 1 × m7i.xlarge with the system group's 50 GiB,
-    # one NAT gateway (and its public IPv4), one EKS control plane.
+    # Prometheus's 50 GiB gp3 volume, one NAT gateway (and its public IPv4), one EKS control plane.
     expected = (2 * table.ec2_on_demand_per_hour["g6.8xlarge"]
                 + table.ec2_on_demand_per_hour["m7i.xlarge"]
-                + (2 * 200 + 50) * table.ebs_per_gb_month["gp3"] / prices.HOURS_PER_MONTH
+                + (2 * 200 + 50 + 50) * table.ebs_per_gb_month["gp3"] / prices.HOURS_PER_MONTH
                 + table.nat_gateway_per_hour + table.public_ipv4_per_hour
                 + table.eks_cluster_per_hour)
     cost = dev_plan["cost"]
@@ -233,3 +233,10 @@ def test_render_serve_config_only(dev_run, cached_dev):
 
 def test_multiline_strings_render_as_blocks():
     assert to_yaml({"serveConfigV2": "a: 1\nb: 2\n"}) == "serveConfigV2: |\n  a: 1\n  b: 2\n"
+
+
+def test_cost_counts_the_prometheus_volume_the_settings_size(dev_plan, prod_plan):
+    for plan, gib in ((dev_plan, 50), (prod_plan, 200)):
+        (line,) = [line for line in plan["cost"]["lines"] if "Prometheus" in line["item"]]
+        assert (line["quantity"], line["unit"]) == (gib, "GiB")
+        assert line["item"].startswith("EBS gp3 volume")
