@@ -373,7 +373,8 @@ def top(
         console.print(top_table(snapshot()))
         return
     try:
-        with Live(top_table(snapshot()), console=console, screen=False, auto_refresh=False) as live:
+        # "visible": a terminal shorter than the two tables scrolls instead of cutting them off.
+        with Live(top_table(snapshot()), console=console, auto_refresh=False, vertical_overflow="visible") as live:
             while True:
                 pause()
                 live.update(top_table(snapshot()), refresh=True)
