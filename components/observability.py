@@ -25,7 +25,9 @@ import pulumi_kubernetes as k8s
 from components.addons import explicit_dependencies, helm_release
 from components.manifests.helm_values import dcgm_exporter_values, kube_prometheus_stack_values
 from components.manifests.monitoring import (
-    dashboard_config_map_manifest, monitoring_namespace_manifest, ray_pod_monitor_manifest,
+    dashboard_config_map_manifest,
+    monitoring_namespace_manifest,
+    ray_pod_monitor_manifest,
 )
 from components.manifests.prometheus_rules import omitted_alerts, prometheus_rule_manifest
 from components.scheduling import DEVICE_PLUGIN_NAMESPACE
@@ -48,7 +50,8 @@ class ObservabilityArgs:
     observability: retention, volume size and SLOs, validated.
     serving: the serving settings (namespace, RayService name, the checked app and its capacity).
     charts: the pinned chart versions.
-    storage_class: the StorageClass Prometheus's volume is claimed from.
+    storage_class: the name of the StorageClass Prometheus's volume is claimed from (pass the storage
+      component in `opts.depends_on`: the class must exist before the claim).
     gpu_nodes: what the DCGM exporter waits for (the GPU node group and the device plugins).
     """
 
@@ -56,7 +59,7 @@ class ObservabilityArgs:
     observability: ObservabilitySettings
     serving: ServingSettings
     charts: ChartSettings
-    storage_class: pulumi.Input[str]
+    storage_class: str
     gpu_nodes: tuple[pulumi.Resource, ...] = ()
 
 
@@ -121,5 +124,6 @@ class Observability(pulumi.ComponentResource):
         return {
             "prometheus": (f"kubectl --namespace {self.namespace} port-forward service/{self.prometheus_service} "
                            f"{PROMETHEUS_PORT}:{PROMETHEUS_PORT}"),
-            "grafana": f"kubectl --namespace {self.namespace} port-forward service/{self.grafana_service} 3000:{GRAFANA_PORT}",
+            "grafana": f"kubectl --namespace {self.namespace} port-forward "
+                       f"service/{self.grafana_service} 3000:{GRAFANA_PORT}",
         }

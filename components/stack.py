@@ -51,7 +51,8 @@ OUTPUT_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "clientConfig": "`{base_url, model, api_key, reach}`: an OpenAI client's configuration after port-forward",
     "prometheusPortForwardCommand": (
         "`kubectl port-forward` line that exposes the stack's Prometheus on localhost:9090 (what `pdctl top` reads)"),
-    "grafanaPortForwardCommand": "`kubectl port-forward` line that exposes Grafana (the PD dashboard) on localhost:3000",
+    "grafanaPortForwardCommand": "`kubectl port-forward` line that exposes Grafana (the PD dashboard) on "
+                                 "localhost:3000",
 })
 
 
@@ -149,7 +150,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
     observability = Observability(
         "observability",
         ObservabilityArgs(provider=cluster.provider, observability=settings.observability, serving=settings.serving,
-                          charts=charts, storage_class=storage.storage_class.metadata.name,
+                          charts=charts, storage_class=storage.storage_class_name,
                           gpu_nodes=(gpu_nodes, device_plugins)),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes, storage]),
     )

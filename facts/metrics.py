@@ -5,15 +5,17 @@ Sources:
 - vLLM histogram bounds: vllm/v1/metrics/loggers.py (`vllm:time_to_first_token_seconds`,
   `vllm:request_time_per_output_token_seconds`) in vLLM 0.29.0, the version the validation tier
   installs; tests/validation/test_real_metric_buckets.py reads them out of the installed vLLM. The
-  image's vLLM 0.26.0 is not installed here: its bounds are checked when a lab exposition of the
-  image carries the buckets (tests/conftest.py REAL_METRICS_EXPOSITION).
+  image's vLLM 0.26.0 exported the same bounds in the GPU lab's 2026-12-01 exposition
+  (tests/conftest.py REAL_METRICS_EXPOSITION; tests/components/test_prometheus_rules.py checks both).
 - Prefixes: Ray exports every metric it records with `ray_` in front; vLLM's `vllm:` names become
   `ray_vllm_` (vllm/v1/metrics/ray_wrappers.py sanitises ':' to '_'), Serve's `serve_*` become
   `ray_serve_*`. Ray labels each sample with `WorkerId`, `NodeAddress`, `SessionName`, and vLLM adds
-  `ReplicaId` (the Serve replica's unique id, ray_wrappers.py), seen in the 2026-11-29 H200 lab
-  exposition (lab/results/2026-11-29-h200x2-pd-result.json).
+  `ReplicaId` (the Serve replica's unique id, ray_wrappers.py).
 - Serve replica metrics carry `deployment`, `replica` (the same unique id) and `application`
-  (ray/serve/metrics.py `_add_serve_metric_default_tags`, Ray 2.60).
+  (ray/serve/metrics.py `_add_serve_metric_default_tags`). Both seen in the GPU lab's exposition of
+  the PD app on Ray 2.58.0 / vLLM 0.26.0 (lab/results/2026-12-01-h200-metrics-exposition.prom.gz),
+  where vLLM's gauges (requests running/waiting, KV-cache usage) were present for the one engine
+  that had just served and absent for the five idle ones: an idle engine's gauges are not exported.
 - Ray's metrics export port: KubeRay 1.7.0 sets `metrics-export-port` 8080 and a container port
   named `metrics` when the pod template has none (ray-operator/controllers/ray/common/pod.go,
   utils/constant.go DefaultMetricsPort); this project sets both itself so the port is known.

@@ -5,7 +5,8 @@ Prometheus: one instant query per figure (`/api/v1/query`), windows as recorded 
 KV transfers). Ray endpoints (e.g. port-forwarded pods' :8080/metrics): two scrapes `window`
 seconds apart; rates and percentiles come from the counters' and buckets' growth between them. A
 replica's phase comes from Serve's `ray_serve_deployment_replica_starts_total`, exported on the
-same node as its engine, so each endpoint carries its own replica → phase map.
+same node as its engine, so each endpoint carries its own replica → phase map. Ray does not export an
+idle engine's vLLM gauges (running, waiting, KV cache): those figures then read None ("-").
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from components.manifests import prometheus_rules as rules
 from measure.prometheus import histogram_quantile, samples
@@ -161,25 +163,25 @@ def from_ray_endpoints(pages_before: list[Samples], pages_after: list[Samples], 
                                     ("kv_cache_usage", rules.VLLM_KV_CACHE_USAGE, max)):
         values: dict[str, list[float]] = defaultdict(list)
         for labels, value in _series(after, metric).values():
-            if (p := phase(labels)) is not None:
-                values[p].append(value)
-        for p, found in values.items():
-            snapshot.phases[p][figure] = combine(found)
+            if (found_phase := phase(labels)) is not None:
+                values[found_phase].append(value)
+        for name, found in values.items():
+            snapshot.phases[name][figure] = combine(found)
     requests: dict[str, float] = defaultdict(float)
     for labels, grown in _deltas(before, after, rules.VLLM_REQUEST_SUCCESS):
-        if (p := phase(labels)) is not None:
-            requests[p] += grown
+        if (found_phase := phase(labels)) is not None:
+            requests[found_phase] += grown
     for p in PHASES:
         if any(phase_of.get(r) == p for r in phase_of):
             snapshot.phases[p]["requests_per_second"] = requests[p] / window
     for prefix, histogram in (("ttft", rules.VLLM_TTFT), ("tpot", rules.VLLM_TPOT)):
         buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
         for labels, grown in _deltas(before, after, f"{histogram}_bucket"):
-            if (p := phase(labels)) is not None:
-                buckets[p][float(labels["le"])] += grown
-        for p, counts in buckets.items():
-            snapshot.phases[p][f"{prefix}_p50_seconds"] = histogram_quantile(0.5, counts)
-            snapshot.phases[p][f"{prefix}_p90_seconds"] = histogram_quantile(0.9, counts)
+            if (found_phase := phase(labels)) is not None:
+                buckets[found_phase][float(labels["le"])] += grown
+        for name, counts in buckets.items():
+            snapshot.phases[name][f"{prefix}_p50_seconds"] = histogram_quantile(0.5, counts)
+            snapshot.phases[name][f"{prefix}_p90_seconds"] = histogram_quantile(0.9, counts)
     totals = {name: sum(g for _, g in _deltas(before, after, name))
               for name in (f"{rules.NIXL_XFER_TIME}_count", f"{rules.NIXL_XFER_TIME}_sum", f"{rules.NIXL_BYTES}_sum",
                            rules.NIXL_FAILED)}

@@ -7,17 +7,17 @@
   deterministic and read-only for tests).
 - `ray_service_crd_validator`: KubeRay 1.7.0's RayService CRD as the API server applies it
   (test data in tests/data/kuberay-v1.7.0, see its README).
-- `real_metric_names`: every metric name in the real exposition of the PD app captured on a GPU
-  (`REAL_METRICS_EXPOSITION`, the one place that says which capture the tests hold names to).
+- `real_exposition` / `real_metric_names`: the samples (and their names) of the real exposition of
+  the PD app captured on a GPU (`REAL_METRICS_EXPOSITION`, the one place that says which capture).
 - `promtool`: Debian's promtool (package `prometheus`); a missing one fails, never skips.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-import json
+import gzip
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,27 +30,31 @@ from offline import OfflineRun, run_offline, stack_config
 REPO = Path(__file__).resolve().parents[1]
 KUBERAY_DIR = Path(__file__).resolve().parent / "data" / "kuberay-v1.7.0"
 
-# The real metrics of the PD app (Ray 2.58.0, vLLM 0.26.0, NIXL 1.3.1 on two H200s, 2026-11-29): the
-# lab kept the names of every ray_vllm_* series Ray's metrics endpoint served, and raw sample lines
-# of the NIXL ones (labels included), not the whole exposition. A full exposition (ray_serve_* too)
-# replaces it by changing this one path: `.prom` files are read as Prometheus text.
-REAL_METRICS_EXPOSITION = REPO / "lab" / "results" / "2026-11-29-h200x2-pd-result.json"
+# The real metrics exposition of the PD app: Ray's metrics endpoint scraped by the GPU lab on one H200
+# (Ray 2.58.0, vLLM 0.26.0, NIXL 1.3.1, 2026-12-01; its header says what ran), with Serve's
+# ray_serve_* and the engines' ray_vllm_* under the stack's model id. The one place that says which
+# capture the dashboard, alerts and `pdctl top` are held to.
+REAL_METRICS_EXPOSITION = REPO / "lab" / "results" / "2026-12-01-h200-metrics-exposition.prom.gz"
 
 
-def exposition_metric_names(path: Path) -> frozenset[str]:
-    """Sample names (`x_bucket`, `x_total`, …) in a Prometheus text file or a lab result's capture."""
-    if path.suffix == ".prom":
-        from prometheus_client.parser import text_string_to_metric_families
+def exposition_text(path: Path) -> str:
+    return (gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()).decode()
 
-        return frozenset(sample.name for family in text_string_to_metric_families(path.read_text())
-                         for sample in family.samples)
-    captured = json.loads(path.read_text())["checks"]["nixl_metrics"]
-    return frozenset(captured["ray_vllm_series"])
+
+def exposition_samples(path: Path) -> list[tuple[str, dict[str, str], float]]:
+    from measure.prometheus import samples
+
+    return samples(exposition_text(path))
 
 
 @pytest.fixture(scope="session")
-def real_metric_names() -> frozenset[str]:
-    return exposition_metric_names(REAL_METRICS_EXPOSITION)
+def real_exposition() -> list[tuple[str, dict[str, str], float]]:
+    return exposition_samples(REAL_METRICS_EXPOSITION)
+
+
+@pytest.fixture(scope="session")
+def real_metric_names(real_exposition) -> frozenset[str]:
+    return frozenset(name for name, _, _ in real_exposition)
 
 
 @pytest.fixture(scope="session")

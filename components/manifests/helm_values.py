@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from components.scheduling import (
-    DEVICE_PLUGIN_NAMESPACE, GPU_NODE_SELECTOR, GPU_TOLERATION, MONITORING_NAMESPACE, SCRAPER_POD_LABELS,
+    DEVICE_PLUGIN_NAMESPACE,
+    GPU_NODE_SELECTOR,
+    GPU_TOLERATION,
+    MONITORING_NAMESPACE,
+    SCRAPER_POD_LABELS,
     SYSTEM_NODE_SELECTOR,
 )
 from components.settings import ObservabilitySettings

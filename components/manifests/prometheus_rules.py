@@ -27,10 +27,11 @@ from typing import Any
 from components.scheduling import MONITORING_NAMESPACE
 from components.settings import ObservabilitySettings, ServingSettings
 from serve_app.capacity import UCX_ON_EFA_BYTES_PER_SECOND
+from serve_app.config import PHASES as APP_PHASES
 from serve_app.render import deployment_names
 
 PROMETHEUS_RULE_API_VERSION = "monitoring.coreos.com/v1"
-PHASES = ("prefill", "decode")
+PHASES = APP_PHASES
 RUNBOOK_DOC = "docs/OBSERVABILITY.md#runbooks"
 
 # ── Source metrics (Ray's prefix; facts/metrics.py says where each comes from) ─────────────────
@@ -39,6 +40,8 @@ VLLM_RUNNING = "ray_vllm_num_requests_running"
 VLLM_WAITING = "ray_vllm_num_requests_waiting"
 VLLM_KV_CACHE_USAGE = "ray_vllm_kv_cache_usage_perc"
 VLLM_REQUEST_SUCCESS = "ray_vllm_request_success_total"
+VLLM_PROMPT_TOKENS = "ray_vllm_prompt_tokens_total"
+SERVE_REQUESTS = "ray_serve_deployment_request_counter_total"
 VLLM_TTFT = "ray_vllm_time_to_first_token_seconds"
 VLLM_TPOT = "ray_vllm_request_time_per_output_token_seconds"
 VLLM_ITL = "ray_vllm_inter_token_latency_seconds"
@@ -190,6 +193,13 @@ def _alert(name: str, expr: str, *, for_: str, severity: str, summary: str, runb
     }
 
 
+def _idle(gauge: str, phase: str, condition: str) -> str:
+    """`gauge` of `phase` met `condition` for the whole window, or was not reported at all: vLLM's
+    gauges of an idle engine are not exported (Ray 2.58; seen in the 2026-12-01 capture)."""
+    selector = f'{gauge}{{phase="{phase}"}}[{SATURATION_WINDOW}]'
+    return f"(max_over_time({selector}) {condition} or absent_over_time({selector}))"
+
+
 def ray_scrape_job(serving: ServingSettings) -> str:
     """The `job` label Prometheus gives the Ray PodMonitor's targets (<namespace>/<name>)."""
     return f"{MONITORING_NAMESPACE}/{ray_pod_monitor_name(serving)}"
@@ -218,38 +228,47 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
             "PDRayMetricsTargetDown", f'{UP}{{job="{ray_scrape_job(serving)}"}} == 0', for_="5m", severity="warning",
             summary="Prometheus cannot scrape a Ray node's metrics ({{ $labels.pod }})",
             description="Every other PD alert is blind for this node while its metrics cannot be read.",
-            runbook=("kubectl -n {ns} get pod {{{{ $labels.pod }}}}; check the pod's `metrics` port (8080) and the "
-                     "{name}-metrics-scraper NetworkPolicy; Prometheus's Targets page shows the scrape error.")
-            .format(ns=serving.namespace, name=serving.name)),
+            runbook=(f"kubectl -n {serving.namespace} get pod {{{{ $labels.pod }}}}; check the pod's "
+                     f"`metrics` port (8080) and the "
+                     f"{serving.name}-metrics-scraper NetworkPolicy; Prometheus's Targets page shows the scrape error.")
+            ),
         _alert(
             "PDEngineMetricsMissing",
-            f"count by (phase) ({REPLICA_PHASE}) unless on (phase) "
-            f"count by (phase) ({VLLM_KV_CACHE_USAGE} * on (ReplicaId) group_left (phase) {REPLICA_PHASE})",
+            # A replica that served requests has engine counters; vLLM's gauges are no evidence either
+            # way: Ray 2.58 drops an idle engine's (the 2026-12-01 capture holds them for 1 of 6).
+            f'count by (phase) (label_replace({SERVE_REQUESTS}, "ReplicaId", "$1", "replica", "(.*)")'
+            f" * on (ReplicaId) group_left (phase) {REPLICA_PHASE})"
+            f" unless on (phase) count by (phase) ({VLLM_PROMPT_TOKENS} * on (ReplicaId) group_left (phase)"
+            f" {REPLICA_PHASE})",
             for_="15m", severity="warning",
-            summary="{{ $labels.phase }} replicas run but export no vLLM engine metrics",
-            description=("Serve replicas of this phase are up, yet no ray_vllm_* series carries their ReplicaId: "
-                         "every engine, KV-transfer and SLO alert is blind for the phase."),
+            summary="{{ $labels.phase }} replicas served requests but export no vLLM engine metrics",
+            description=("Serve replicas of this phase handled requests, yet no ray_vllm_* series carries their "
+                         "ReplicaId: every engine, KV-transfer and SLO alert is blind for the phase."),
             runbook=("Check `log_engine_metrics` is not off in the serve config and that the image's vLLM still names "
                      "its metrics as dashboards/pd.json expects (curl a worker's :8080/metrics | grep ray_vllm_).")),
         _alert(
             "PDKvTransferFailures", f"{NIXL_FAILURES} > 0", for_="0m", severity="critical",
             summary="NIXL KV transfers failed ({{ $value }} in 5 minutes)",
-            description="Decode could not pull a prompt's KV cache from prefill: those requests failed or were recomputed.",
-            runbook=("pdctl verify-transport; kubectl -n {ns} logs the decode worker for NIXL errors; a restarted "
+            description="Decode could not pull a prompt's KV cache from prefill: those requests failed "
+                        "or were recomputed.",
+            runbook=(f"pdctl verify-transport; kubectl -n {serving.namespace} logs the decode worker for "
+                     f"NIXL errors; a restarted "
                      "prefill can leave decode with a stale NIXL agent (llm-d#2187): restart the decode replica.")
-            .format(ns=serving.namespace)),
+            ),
         _alert(
             "PDPhaseSaturatedOtherIdle",
             " or ".join(
                 f'(min_over_time({REQUESTS_WAITING}{{phase="{busy}"}}[{SATURATION_WINDOW}]) > 0'
-                f' and on () max_over_time({REQUESTS_WAITING}{{phase="{idle}"}}[{SATURATION_WINDOW}]) == 0'
-                f' and on () max_over_time({KV_CACHE_USAGE}{{phase="{idle}"}}[{SATURATION_WINDOW}]) < {IDLE_KV_CACHE_USAGE})'
+                f" and on () {_idle(REQUESTS_WAITING, idle, '== 0')}"
+                f" and on () {_idle(KV_CACHE_USAGE, idle, f'< {IDLE_KV_CACHE_USAGE}')})"
                 for busy, idle in (("prefill", "decode"), ("decode", "prefill"))),
             for_="5m", severity="warning",
-            summary="{{ $labels.phase }} is saturated (its queue never emptied in 10 minutes) while the other phase idles",
+            summary="{{ $labels.phase }} is saturated (its queue never emptied in 10 minutes) while the "
+                    "other phase idles",
             description="The replica split between prefill and decode does not match the traffic.",
             runbook=("Move GPUs to the saturated phase: raise prefillReplicas or decodeReplicas (or its *MaxReplicas) "
-                     "and lower the other's, then `pulumi up`; compare prompt and output lengths with what was planned.")),
+                     "and lower the other's, then `pulumi up`; compare prompt and output lengths with "
+                     "what was planned.")),
         _alert(
             "PDServeReplicaRestarted",
             f"count by (deployment) ({REPLICA_STARTS} unless {REPLICA_STARTS} offset 15m)"
@@ -258,17 +277,18 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
             summary="A replica of {{ $labels.deployment }} started in the last 15 minutes",
             description=("A new Serve replica joined a deployment that was already running: a replica died and Serve "
                          "replaced it (with autoscaling on, a scale-up looks the same)."),
-            runbook=("kubectl -n {ns} logs the worker pod (--previous if it restarted); ray logs on the head: "
+            runbook=(f"kubectl -n {serving.namespace} logs the worker pod (--previous if it restarted); "
+                     f"ray logs on the head: "
                      "`serve status`; an OOM or a NIXL error just before the restart is the usual cause.")
-            .format(ns=serving.namespace)),
+            ),
         _alert(
             "PDRayPodRestarted",
             f'increase({KUBE_RESTARTS}{{namespace="{serving.namespace}", container=~"ray-head|ray-worker"}}[15m]) > 0',
             for_="0m", severity="warning",
             summary="Ray container {{ $labels.container }} in {{ $labels.pod }} restarted",
             description="A Ray head or worker container restarted: every replica on it restarted too.",
-            runbook=("kubectl -n {ns} describe pod {{{{ $labels.pod }}}} (OOMKilled? Evicted?); "
-                     "kubectl -n {ns} logs {{{{ $labels.pod }}}} --previous.").format(ns=serving.namespace)),
+            runbook=(f"kubectl -n {serving.namespace} describe pod {{{{ $labels.pod }}}} (OOMKilled? Evicted?); "
+                     f"kubectl -n {serving.namespace} logs {{{{ $labels.pod }}}} --previous.")),
         _alert(
             "PDGpuMemoryNearFull",
             f"DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {gpu_memory_near_full(serving)}",
@@ -276,13 +296,15 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
             summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is {{ $value | humanizePercentage }} full",
             description=("vLLM takes gpuMemoryUtilization of the GPU up front; use beyond half of the rest means "
                          "something else is allocating on the card and the next allocation may fail (CUDA OOM)."),
-            runbook=("kubectl -n {ns} exec the worker on that node -- nvidia-smi: look for a second process; lower "
-                     "gpuMemoryUtilization if vLLM itself grew (CUDA graphs, NIXL buffers).").format(ns=serving.namespace)),
+            runbook=(f"kubectl -n {serving.namespace} exec the worker on that node -- nvidia-smi: look "
+                     f"for a second process; lower "
+                     "gpuMemoryUtilization if vLLM itself grew (CUDA graphs, NIXL buffers).")),
         _alert(
             "PDKvCacheNearFull", f"{KV_CACHE_USAGE} > {KV_CACHE_NEAR_FULL}", for_="10m", severity="warning",
             summary="{{ $labels.phase }} KV cache {{ $value | humanizePercentage }} full for 10 minutes",
             description="vLLM preempts running requests when its KV cache is full: TPOT and TTFT climb.",
-            runbook="Add replicas to the phase, or lower max_num_seqs / maxModelLen; `pdctl plan` shows the KV capacity."),
+            runbook="Add replicas to the phase, or lower max_num_seqs / maxModelLen; `pdctl plan` shows "
+                    "the KV capacity."),
     ]
     for slo, threshold, phases in (("ttft", observability.ttft_slo_seconds, PHASES),
                                    ("tpot", observability.tpot_slo_seconds, ("decode",))):
@@ -296,9 +318,11 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
                 f"PD{label.capitalize()}Slo{name}",
                 f"{slo_bad_ratio(slo, long)}{selector} > {limit} and {slo_bad_ratio(slo, short)}{selector} > {limit}",
                 for_=for_, severity=severity,
-                summary=(f"{{{{ $labels.phase }}}} {label} over {threshold:g} s for {{{{ $value | humanizePercentage }}}} "
+                summary=(f"{{{{ $labels.phase }}}} {label} over {threshold:g} s for "
+                         f"{{{{ $value | humanizePercentage }}}} "
                          f"of requests ({burn:g}x the error budget)"),
-                description=(f"SLO: {observability.slo_objective:g} of requests within {threshold:g} s, as vLLM measures "
+                description=(f"SLO: {observability.slo_objective:g} of requests within {threshold:g} s, "
+                             f"as vLLM measures "
                              f"{label} on each phase's engines. A user's TTFT is prefill's plus decode's (plus the "
                              "proxy), so each phase's share is a floor of the users'."),
                 runbook=("pdctl top: which phase queues? Queueing → add replicas to it; prefill slow with no queue → "
@@ -316,8 +340,10 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
                 summary="KV transfers take {{ $value | humanizeDuration }} each, over "
                         f"{KV_TRANSFER_SLOWDOWN_TOLERANCE:g}x the capacity report's prediction",
                 description=(f"The capacity report predicts the KV of one prompt at "
-                             f"{prediction.network_bytes_per_second * 8 / 1e9:g} Gbps ({prediction.max_prompt_seconds * 1000:.0f} ms "
-                             f"for a max_model_len prompt's {prediction.max_prompt_bytes / 2**20:.1f} MiB); transfers are "
+                             f"{prediction.network_bytes_per_second * 8 / 1e9:g} Gbps "
+                             f"({prediction.max_prompt_seconds * 1000:.0f} ms "
+                             f"for a max_model_len prompt's {prediction.max_prompt_bytes / 2**20:.1f} "
+                             f"MiB); transfers are "
                              f"averaging over {KV_TRANSFER_SLOWDOWN_TOLERANCE:g}x that for the bytes they move."),
                 runbook=("pdctl verify-transport (LIBFABRIC on every worker?); transfers queueing behind each other "
                          "under load also slow each one: compare with the NIXL rate panel.")),
@@ -327,11 +353,13 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
                 f" and {mean_bytes} >= {MIN_BYTES_PER_TRANSFER_FOR_LINK_CHECK}",
                 for_="10m", severity="critical",
                 summary="KV moves at {{ $value | humanize1024 }}B/s: UCX-like speed, not LIBFABRIC on EFA",
-                description=("NIXL exports no backend label; a link this slow for transfers this large is what UCX over "
+                description=("NIXL exports no backend label; a link this slow for transfers this large "
+                             "is what UCX over "
                              "EFA (~0.3 GB/s) looks like, against the node's "
                              f"{prediction.network_bytes_per_second * 8 / 1e9:g} Gbps."),
                 runbook=("pdctl verify-transport names the backend each worker instantiated; kvBackends must be "
-                         "[LIBFABRIC] and FI_PROVIDER=efa; check the EFA device plugin allocated vpc.amazonaws.com/efa.")),
+                         "[LIBFABRIC] and FI_PROVIDER=efa; check the EFA device plugin allocated "
+                         "vpc.amazonaws.com/efa.")),
         ]
     return alerts
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import promql_parser
 import pytest
@@ -20,22 +21,21 @@ import yaml
 
 from components.manifests import prometheus_rules as rules
 from components.manifests.monitoring import pd_dashboard
+from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
 from serve_app.errors import ConfigError
+from serve_app.render import PHASE_DEPLOYMENT_PREFIX
 
 # Names the rules, dashboard or pdctl top use that the captured exposition does not hold, and why.
 # A name used and neither in the capture nor here fails; an entry here that the capture now holds,
 # or that nothing uses, fails too.
 NOT_IN_FIXTURE = {
-    "ray_serve_deployment_replica_starts_total": "Serve replica metric: the 2026-11-29 capture kept ray_vllm_* names only",
-    "ray_serve_replica_processing_queries": "Serve replica metric: the 2026-11-29 capture kept ray_vllm_* names only",
-    "ray_serve_deployment_queued_queries": "Serve router metric: the 2026-11-29 capture kept ray_vllm_* names only",
     "ray_vllm_nixl_num_failed_transfers_total": (
         "Ray exports a counter once it is first incremented and no transfer failed in the run "
         "(vllm nixl/stats.py increments it per failure)"),
     "DCGM_FI_DEV_GPU_UTIL": "DCGM exporter does not run in the lab (name: dcgm-exporter default-counters.csv)",
     "DCGM_FI_DEV_FB_USED": "DCGM exporter does not run in the lab (name: dcgm-exporter default-counters.csv)",
     "DCGM_FI_DEV_FB_FREE": "DCGM exporter does not run in the lab (name: dcgm-exporter default-counters.csv)",
-    "kube_pod_container_status_restarts_total": "kube-state-metrics, not part of the lab",
+    "kube_pod_container_status_restarts_total": "kube-state-metrics does not run in the lab",
     "up": "Prometheus's own series, one per scrape target",
     "node_infiniband_port_data_transmitted_bytes_total": (
         "node-exporter's InfiniBand collector, not in the lab; whether EFA exposes these counters is unverified"),
@@ -123,17 +123,75 @@ def test_every_metric_name_used_is_in_the_real_exposition_or_listed_with_a_reaso
             "ray_vllm_nixl_bytes_transferred_sum"} <= used & real_metric_names
 
 
-REAL_NAME = "the captured exposition"
+REAL_NAME = "the 2026-12-01 H200 exposition"
 
 
-def test_the_engine_metrics_carry_the_replica_id_the_phase_join_needs() -> None:
-    from tests.conftest import REAL_METRICS_EXPOSITION
+def real_pd_replicas(real_exposition) -> dict[str, str]:
+    """Replica id → phase of the Prefill/Decode replicas in the real exposition (Serve's own series)."""
+    return {labels["replica"]: phase for name, labels, _ in real_exposition if name == rules.REPLICA_STARTS
+            for phase, prefix in PHASE_DEPLOYMENT_PREFIX.items() if labels["deployment"].startswith(prefix)}
 
-    if REAL_METRICS_EXPOSITION.suffix == ".prom":
-        lines = [l for l in REAL_METRICS_EXPOSITION.read_text().splitlines() if l.startswith("ray_vllm_")]
-    else:
-        lines = json.loads(REAL_METRICS_EXPOSITION.read_text())["checks"]["nixl_metrics"]["nixl_lines"]
-    assert lines and all(re.search(r'[{,]ReplicaId="[^"]+"', line) for line in lines)
+
+def test_every_pd_engine_in_the_real_exposition_has_a_phase_through_its_replica_id(real_exposition) -> None:
+    """The join the per-phase figures rest on, on Ray 2.58's real labels: vLLM's ReplicaId is the
+    `replica` of a Serve replica whose deployment names the phase."""
+    phases = real_pd_replicas(real_exposition)
+    assert sorted(phases.values()).count("prefill") >= 1 and sorted(phases.values()).count("decode") >= 1
+    engine_replicas = {labels["ReplicaId"] for name, labels, _ in real_exposition
+                       if name == rules.VLLM_PROMPT_TOKENS}
+    # Every PD replica has engine metrics; the others are colocated apps' LLMServer replicas.
+    assert set(phases) <= engine_replicas
+    serve_replicas = {labels["replica"] for name, labels, _ in real_exposition if name == rules.REPLICA_STARTS}
+    assert engine_replicas <= serve_replicas
+
+
+def test_slo_bounds_are_the_buckets_of_the_real_histograms(real_exposition) -> None:
+    for histogram, bounds in ((rules.VLLM_TTFT, VLLM_TTFT_BUCKETS_SECONDS),
+                              (rules.VLLM_TPOT, VLLM_TPOT_BUCKETS_SECONDS)):
+        les = {labels["le"] for name, labels, _ in real_exposition if name == f"{histogram}_bucket"}
+        assert les == {rules.le_label(b) for b in bounds} | {"+Inf"}, histogram
+
+
+def _series_text(name: str, labels: dict[str, str]) -> str:
+    return name + "{" + ",".join(f"{key}={json.dumps(value)}" for key, value in sorted(labels.items())) + "}"
+
+
+def test_recording_rules_give_the_real_engines_their_phase(real_exposition, groups, promtool: str,
+                                                          tmp_path: Path) -> None:
+    """The phase map and the join, evaluated by promtool on the real exposition's series (labels as
+    Ray 2.58 exported them): every PD replica's engine counters land in its phase, and the engine
+    gauges present (Ray drops an idle engine's) are summed into theirs."""
+    phases = real_pd_replicas(real_exposition)
+    used = (rules.REPLICA_STARTS, rules.VLLM_PROMPT_TOKENS, rules.VLLM_RUNNING, rules.VLLM_WAITING)
+    series = [{"series": _series_text(name, labels), "values": f"{value!r}+0x5"}
+              for name, labels, value in real_exposition if name in used]
+    joined = f"{rules.VLLM_PROMPT_TOKENS} * on (ReplicaId) group_left (phase) {rules.REPLICA_PHASE}"
+    engines = [labels["ReplicaId"] for name, labels, _ in real_exposition
+               if name == rules.VLLM_PROMPT_TOKENS and labels["ReplicaId"] in phases]
+    assert sorted(engines) == sorted(phases)  # the capture: two PD apps, each one prefill and one decode engine
+    checks = [
+        {"expr": f"count by (phase) ({rules.REPLICA_PHASE})", "eval_time": "2m",
+         "exp_samples": [{"labels": f'{{phase="{p}"}}', "value": list(phases.values()).count(p)}
+                         for p in rules.PHASES]},
+        {"expr": f"count by (phase) ({joined})", "eval_time": "2m",
+         "exp_samples": [{"labels": f'{{phase="{p}"}}', "value": [phases[r] for r in engines].count(p)}
+                         for p in rules.PHASES]},
+    ]
+    for record, gauge in ((rules.REQUESTS_RUNNING, rules.VLLM_RUNNING), (rules.REQUESTS_WAITING, rules.VLLM_WAITING)):
+        totals: dict[str, float] = {}
+        for name, labels, value in real_exposition:
+            if name == gauge and labels.get("ReplicaId") in phases:
+                phase = phases[labels["ReplicaId"]]
+                totals[phase] = totals.get(phase, 0.0) + value
+        checks.append({"expr": record, "eval_time": "2m", "exp_samples": [
+            {"labels": f'{record}{{phase="{p}"}}', "value": v} for p, v in sorted(totals.items())]})
+    rule_file = write_rule_file(tmp_path / "rules.yaml", groups)
+    test_file = tmp_path / "test.yaml"
+    test_file.write_text(yaml.safe_dump({
+        "rule_files": [rule_file.name], "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": checks}]}, width=10_000))
+    result = run_promtool(promtool, "test", "rules", str(test_file))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_le_values_are_written_as_ray_exports_and_prometheus_stores_them() -> None:
@@ -256,6 +314,11 @@ def vllm(name: str, replica: str, values: str, **labels: str) -> dict[str, str]:
 BOTH_PHASES = [starts(PREFILL, "p1"), starts(DECODE, "d1")]
 
 
+def served(deployment: str, replica: str) -> dict[str, str]:
+    return {"series": f'{rules.SERVE_REQUESTS}{{deployment="{deployment}",replica="{replica}",application="llm",'
+                      f'route="/v1/chat/completions"}}', "values": "0+5x60"}
+
+
 def nixl(bytes_per_minute: int, seconds_per_minute: float) -> list[dict[str, str]]:
     return [vllm(f"{rules.NIXL_XFER_TIME}_count", "d1", "0+1x40"),
             vllm(f"{rules.NIXL_XFER_TIME}_sum", "d1", f"0+{seconds_per_minute}x40"),
@@ -286,7 +349,8 @@ CASES: dict[str, tuple[list[dict[str, str]], list[dict[str, Any]]]] = {
          {"series": 'DCGM_FI_DEV_FB_FREE{gpu="0",Hostname="n1"}', "values": "2288+0x20"}],
         [quiet("PDGpuMemoryNearFull", "10m")]),
     "kv-cache-full": (
-        [*BOTH_PHASES, vllm(rules.VLLM_KV_CACHE_USAGE, "p1", "0.97+0x30"), vllm(rules.VLLM_KV_CACHE_USAGE, "d1", "0.2+0x30")],
+        [*BOTH_PHASES, vllm(rules.VLLM_KV_CACHE_USAGE, "p1", "0.97+0x30"),
+         vllm(rules.VLLM_KV_CACHE_USAGE, "d1", "0.2+0x30")],
         [firing("PDKvCacheNearFull", "15m", {"phase": "prefill"}, "prefill KV cache 97% full for 10 minutes")]),
     "kv-transfer-fails": (
         [*BOTH_PHASES, vllm(rules.NIXL_FAILED, "d1", "_x10 2+0x20")],
@@ -334,6 +398,10 @@ CASES: dict[str, tuple[list[dict[str, str]], list[dict[str, Any]]]] = {
          vllm(rules.VLLM_KV_CACHE_USAGE, "p1", "0.6+0x30"), vllm(rules.VLLM_KV_CACHE_USAGE, "d1", "0.1+0x30")],
         [firing("PDPhaseSaturatedOtherIdle", "20m", {"phase": "prefill"},
                 "prefill is saturated (its queue never emptied in 10 minutes) while the other phase idles")]),
+    "prefill-saturated-decode-gauges-gone": (
+        [*BOTH_PHASES, vllm(rules.VLLM_WAITING, "p1", "5+0x30"), vllm(rules.VLLM_KV_CACHE_USAGE, "p1", "0.6+0x30")],
+        [firing("PDPhaseSaturatedOtherIdle", "20m", {"phase": "prefill"},
+                "prefill is saturated (its queue never emptied in 10 minutes) while the other phase idles")]),
     "both-phases-busy": (
         [*BOTH_PHASES, vllm(rules.VLLM_WAITING, "p1", "5+0x30"), vllm(rules.VLLM_WAITING, "d1", "0+0x30"),
          vllm(rules.VLLM_KV_CACHE_USAGE, "p1", "0.6+0x30"), vllm(rules.VLLM_KV_CACHE_USAGE, "d1", "0.8+0x30")],
@@ -346,9 +414,11 @@ CASES: dict[str, tuple[list[dict[str, str]], list[dict[str, Any]]]] = {
         BOTH_PHASES,
         [quiet("PDServeReplicaRestarted", "10m")]),
     "ray-worker-container-restarted": (
-        [{"series": f'{rules.KUBE_RESTARTS}{{namespace="inference",pod="ray-llm-gpu-workers-x",container="ray-worker"}}',
+        [{"series": f'{rules.KUBE_RESTARTS}'
+                    '{namespace="inference",pod="ray-llm-gpu-workers-x",container="ray-worker"}',
           "values": "0 0 0 0 0 1+0x20"},
-         {"series": f'{rules.KUBE_RESTARTS}{{namespace="other",pod="x",container="ray-worker"}}', "values": "0 0 0 0 0 1+0x20"}],
+         {"series": f'{rules.KUBE_RESTARTS}{{namespace="other",pod="x",container="ray-worker"}}',
+          "values": "0 0 0 0 0 1+0x20"}],
         [firing("PDRayPodRestarted", "10m",
                 {"namespace": "inference", "pod": "ray-llm-gpu-workers-x", "container": "ray-worker"},
                 "Ray container ray-worker in ray-llm-gpu-workers-x restarted")]),
@@ -358,12 +428,16 @@ CASES: dict[str, tuple[list[dict[str, str]], list[dict[str, Any]]]] = {
         [firing("PDRayMetricsTargetDown", "10m", {"job": "monitoring/ray-llm-ray-nodes", "pod": "ray-llm-head-x"},
                 "Prometheus cannot scrape a Ray node's metrics (ray-llm-head-x)")]),
     "replicas-without-engine-metrics": (
-        [*BOTH_PHASES, vllm(rules.VLLM_KV_CACHE_USAGE, "p1", "0.1+0x30")],
+        [*BOTH_PHASES, served(PREFILL, "p1"), served(DECODE, "d1"), vllm(rules.VLLM_PROMPT_TOKENS, "p1", "0+10x30")],
         [firing("PDEngineMetricsMissing", "20m", {"phase": "decode"},
-                "decode replicas run but export no vLLM engine metrics")]),
+                "decode replicas served requests but export no vLLM engine metrics")]),
     "engine-metrics-present": (
-        [*BOTH_PHASES, vllm(rules.VLLM_KV_CACHE_USAGE, "p1", "0.1+0x30"), vllm(rules.VLLM_KV_CACHE_USAGE, "d1", "0.1+0x30")],
+        [*BOTH_PHASES, served(PREFILL, "p1"), served(DECODE, "d1"), vllm(rules.VLLM_PROMPT_TOKENS, "p1", "0+10x30"),
+         vllm(rules.VLLM_PROMPT_TOKENS, "d1", "0+10x30")],
         [quiet("PDEngineMetricsMissing", "20m")]),
+    "no-traffic-yet": (
+        BOTH_PHASES,
+        [quiet("PDEngineMetricsMissing", "30m")]),
 }
 
 

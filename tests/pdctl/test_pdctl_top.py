@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any, Iterator
+from typing import Any, ClassVar
 
 import pytest
 from typer.testing import CliRunner
@@ -42,7 +43,7 @@ def node(replica: str, deployment: str, n: int, *, success: float, waiting: floa
         engine("ray_vllm_request_success_total", replica, success, n, finished_reason="stop"),
         "# TYPE ray_vllm_time_to_first_token_seconds histogram",
         *(engine("ray_vllm_time_to_first_token_seconds_bucket", replica, count, n, le=le)
-          for le, count in zip(("0.1", "0.25", "+Inf"), ttft)),
+          for le, count in zip(("0.1", "0.25", "+Inf"), ttft, strict=True)),
         engine("ray_vllm_time_to_first_token_seconds_count", replica, ttft[-1], n),
         engine("ray_vllm_time_to_first_token_seconds_sum", replica, 0.2 * ttft[-1], n),
     ]
@@ -70,10 +71,10 @@ DECODE_AFTER = node("d1", "Decode:qwen3_5-9b", 2, success=55, waiting=0, kv=0.2,
 class Endpoint(BaseHTTPRequestHandler):
     """Serves `pages` in turn: the first scrape gets the first, every later one the last."""
 
-    pages: list[str] = []
+    pages: ClassVar[list[str]] = []
     served = 0
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         page = type(self).pages[min(type(self).served, len(type(self).pages) - 1)]
         type(self).served += 1
         body = page.encode()
@@ -155,7 +156,8 @@ def test_from_prometheus_reads_the_recorded_series() -> None:
         asked.append(params["query"])
         figure = answers[params["query"]].figure
         if not answers[params["query"]].per_phase:
-            return {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [0, "2"]}]}}
+            result = [{"metric": {}, "value": [0, "2"]}]
+            return {"status": "success", "data": {"resultType": "vector", "result": result}}
         return {"status": "success", "data": {"resultType": "vector", "result": [
             {"metric": {"phase": "prefill"}, "value": [0, "1.5" if figure != "ttft_p90_seconds" else "NaN"]},
             {"metric": {"phase": "decode"}, "value": [0, "0.5"]}]}}
