@@ -184,3 +184,15 @@ def test_histogram_quantile_matches_prometheus() -> None:
     assert histogram_quantile(0.99, {1.0: 10, 2.0: 10, inf: 20}) == 2.0
     assert histogram_quantile(0.5, {1.0: 0, inf: 0}) is None
     assert histogram_quantile(0.5, {1.0: 3}) is None  # no +Inf bucket: not a histogram
+
+
+def test_real_exposition_maps_every_pd_engine_and_shows_the_others(real_exposition) -> None:
+    """The GPU lab's scrape (Ray 2.58, two PD apps and two colocated apps on one node), taken as both
+    scrapes: the PD engines get their phases; the colocated apps' engines are listed, not dropped."""
+    snapshot = top.from_ray_endpoints([real_exposition], [real_exposition], 1.0, "lab")
+    assert (snapshot.phases["prefill"]["replicas"], snapshot.phases["decode"]["replicas"]) == (2, 2)
+    assert snapshot.phases["prefill"]["requests_per_second"] == 0  # nothing grew between the two "scrapes"
+    llm_servers = {labels["replica"] for name, labels, _ in real_exposition
+                   if name == "ray_serve_deployment_replica_starts_total"
+                   and labels["deployment"].startswith("LLMServer:")}
+    assert set(snapshot.unmapped_replicas) == llm_servers
