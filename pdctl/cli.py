@@ -76,22 +76,65 @@ STACK_OPTION = typer.Option("dev", "--stack", "-s", help="Stack name: reads Pulu
 SET_OPTION = typer.Option([], "--set", help="Override a config key for this run: key=value (repeatable).")
 
 
+# Wide enough that no line of a plan wraps: piped output is read by diff, less and CI logs.
+UNWRAPPED_WIDTH = 10_000
+
+
+def text_console(width: Optional[int]) -> Console:
+    """--width columns when given; the terminal's width on a terminal; otherwise no wrapping."""
+    if width:
+        return Console(width=width)
+    if sys.stdout.isatty():
+        return console
+    return Console(width=UNWRAPPED_WIDTH)
+
+
+def read_plan_document(path: Path) -> dict:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise fail(f"--diff {path}: not a readable `pdctl plan --output json` document ({exc})", 2) from None
+    if not isinstance(document, dict) or "tree" not in document:
+        raise fail(f"--diff {path}: not a `pdctl plan --output json` document (no resource tree)", 2)
+    return document
+
+
 @app.command()
 def plan(
     stack: str = STACK_OPTION,
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o"),
     set_: list[str] = SET_OPTION,
+    diff: Optional[Path] = typer.Option(
+        None, "--diff", metavar="BASE.json",
+        help="Print what changes from this saved `pdctl plan -o json` (e.g. the base branch's) instead of "
+             "the plan. Exit status: 0 no change, 3 changed, 2 bad input, 1 failure."),
+    width: Optional[int] = typer.Option(
+        None, "--width", min=40, help="Wrap text at this many columns (default: the terminal's; none when piped)."),
 ) -> None:
-    """What the stack creates, its capacity, hourly cost estimate and deploy critical path."""
+    """What the stack creates, protects, can serve, costs per hour and how long it takes to deploy.
+
+    Values the offline mock cloud made up (ids, ARNs, AZ names) are marked "(offline)"."""
     from pdctl.plan import build_plan
     from pdctl.views import render_plan
 
+    base = read_plan_document(diff) if diff is not None else None
     run = offline_run(stack, parse_overrides(set_))
-    result = build_plan(run, stack=stack, config_region=run.config.get("aws:region"))
+    document = build_plan(run, stack=stack, config_region=run.config.get("aws:region"))
+    if base is not None:
+        from pdctl.plan_diff import EXIT_CHANGED, diff_plans, render_diff
+
+        # Compared as the JSON a reviewer saved: the same types (lists, not tuples) on both sides.
+        head = json.loads(json.dumps(document.to_dict(), sort_keys=True, default=str))
+        changes = diff_plans(base, head)
+        if output is OutputFormat.json:
+            sys.stdout.write(json.dumps(changes.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+        else:
+            sys.stdout.write(render_diff(changes))
+        raise typer.Exit(EXIT_CHANGED if changes.changed else 0)
     if output is OutputFormat.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+        sys.stdout.write(json.dumps(document.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
     else:
-        render_plan(console, result)
+        render_plan(text_console(width), document)
 
 
 @app.command()

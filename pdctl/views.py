@@ -7,45 +7,104 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.rule import Rule
 from rich.table import Table
 from rich.tree import Tree
 
 from facts import prices as price_data
 
+# Where a value came from the offline mock cloud, not from the stack (a stand-in for AWS's answer).
+OFFLINE_MARK = "(offline)"
+# Section rules stop here: an unwrapped plan (piped, or a huge --width) would draw them across it.
+RULE_WIDTH = 100
+
 
 def _value(value: Any) -> str:
     if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"))
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
     return str(value)
+
+
+def _rule(console: Console, title: str) -> None:
+    console.print(Rule(title), width=min(console.width, RULE_WIDTH))
+
+
+def _setting(key: str, value: Any, offline: dict[str, str]) -> str:
+    mark = f" [yellow]{OFFLINE_MARK}[/]" if key in offline else ""
+    return f"[cyan]{escape(key)}[/]={escape(_value(value))}{mark}"
+
+
+def _access_entries(value: dict) -> str:
+    return "  ".join(
+        f"{escape(entry.get('principalArn', name))} → " + ", ".join(
+            f"{escape(str(policy.get('policyArn', '')).rsplit('/', 1)[-1])} "
+            f"({escape(str((policy.get('accessScope') or {}).get('type')))} scope)"
+            for _, policy in sorted((entry.get("accessPolicies") or {}).items()))
+        for name, entry in sorted(value.items()))
 
 
 def _tree_label(node) -> str:
     label = f"[bold]{escape(node.name)}[/] [dim]{escape(node.type)}[/]"
-    simple = {k: v for k, v in node.settings.items() if not isinstance(v, dict) or k.startswith("app")}
+    if node.options.protect:
+        label += " [bold red]\\[protected][/]"
+    offline = node.offline or {}
+    simple = {k: v for k, v in node.settings.items()
+              if (not isinstance(v, dict) or k.startswith("app")) and k != "access entries"}
     if simple:
-        label += "  " + "  ".join(f"[cyan]{k}[/]={escape(_value(v))}" for k, v in simple.items())
+        label += "  " + "  ".join(_setting(k, v, offline) for k, v in simple.items())
     return label
 
 
 def _add(branch: Tree, node) -> None:
     child = branch.add(_tree_label(node), highlight=False)
     for key, value in node.settings.items():
-        if isinstance(value, dict) and not key.startswith("app"):
+        if key == "access entries":
+            child.add(f"[magenta]{key}[/]: {_access_entries(value)}", highlight=False)
+        elif isinstance(value, dict) and not key.startswith("app"):
             child.add(f"[magenta]{key}[/]: " + "  ".join(
-                f"{k}={escape(_value(v))}" for k, v in value.items() if v is not None), highlight=False)
+                f"{escape(str(k))}={escape(_value(v))}" for k, v in value.items() if v is not None), highlight=False)
     for grandchild in node.children:
         _add(child, grandchild)
 
 
+def _render_protections(console: Console, protections: dict) -> None:
+    _rule(console, "[bold]protections[/]")
+    protected = protections["protected"]
+    console.print("Pulumi protect (`pulumi destroy` and replacements refuse until it is turned off): "
+                  + (", ".join(f"{p['name']} ({p['type']})" for p in protected) if protected else "none"),
+                  highlight=False, markup=False)
+    for cluster in protections["eks_clusters"]:
+        public = ("off" if not cluster["endpoint_public_access"] else
+                  "from " + ", ".join(cluster["public_access_cidrs"]) if cluster["public_access_cidrs"]
+                  else "from anywhere (no CIDR list)")
+        console.print(
+            f"EKS {cluster['name']}: deletion protection {'ON' if cluster['deletion_protection'] else 'OFF'}; "
+            f"API endpoint private {'on' if cluster['endpoint_private_access'] else 'off'}, public {public}; "
+            f"authentication {cluster['authentication_mode'] or 'default'}", highlight=False, markup=False)
+        entries = cluster["access_entries"]
+        if not entries:
+            console.print("  access entries: none in the stack", highlight=False, markup=False)
+        for entry in entries:
+            policies = ", ".join(
+                f"{p['policy_arn'].rsplit('/', 1)[-1]} ({p['scope']} scope"
+                + (f": {', '.join(p['namespaces'])}" if p["namespaces"] else "") + ")" for p in entry["policies"])
+            console.print(f"  access entry {entry['principal_arn']} → {policies or 'no access policy'}",
+                          highlight=False, markup=False)
+
+
 def render_plan(console: Console, plan) -> None:
     total = sum(plan.counts.values())
-    console.rule(f"[bold]plan: stack {plan.stack}[/] ({plan.region or 'region unknown'}, {total} resources)")
+    _rule(console, f"[bold]plan: stack {plan.stack}[/] ({plan.region or 'region unknown'}, {total} resources)")
+    console.print(f"{OFFLINE_MARK}: a value the offline mock cloud made up (offline/mock_cloud.py); AWS gives "
+                  "the real one at `pulumi up`", highlight=False, markup=False)
     root = Tree("[bold]resources by component[/]")
     for node in plan.tree:
         _add(root, node)
     console.print(root)
 
-    console.rule("[bold]capacity per replica[/] (estimate)")
+    _render_protections(console, plan.protections)
+
+    _rule(console, "[bold]capacity per replica[/] (estimate)")
     if plan.capacity:
         texts = {phase: report.render_text() for phase, report in plan.capacity.items()}
         if len(set(texts.values())) == 1:  # the usual case: both phases run the same engine
@@ -57,7 +116,7 @@ def render_plan(console: Console, plan) -> None:
         console.print(f"[yellow]no capacity report: {plan.capacity_note}[/]")
 
     cost = plan.cost
-    console.rule(f"[bold]hourly cost ESTIMATE[/] ({cost.region}, USD, on-demand list prices)")
+    _rule(console, f"[bold]hourly cost ESTIMATE[/] ({cost.region}, USD, on-demand list prices)")
     table = Table("item", "quantity", "unit price / h", "per hour")
     for line in cost.lines:
         table.add_row(line.item, f"{line.quantity:g} {line.unit}",
@@ -73,7 +132,7 @@ def render_plan(console: Console, plan) -> None:
                   f"taxes, data transfer, NAT data processing, EKS extended support, discounts[/]")
 
     path = plan.critical_path
-    console.rule("[bold]deploy critical path[/] (expected minutes)")
+    _rule(console, "[bold]deploy critical path[/] (expected minutes)")
     table = Table("starts at", "minutes", "resource", "type", "duration source")
     for step in path.steps:
         table.add_row(f"{step.starts_at:.1f}", f"{step.minutes:.1f}", step.name, step.type, step.source)
@@ -83,9 +142,10 @@ def render_plan(console: Console, plan) -> None:
         f"[bold]{path.sequential_minutes:.1f} min[/] for the same resources one after another "
         f"(how the reference scripts run)", highlight=False)
     if plan.outputs:
-        console.rule("[bold]stack outputs[/]")
+        _rule(console, "[bold]stack outputs[/]")
         for key, value in plan.outputs.items():
-            console.print(f"[cyan]{key}[/] = {escape(_value(value))}", highlight=False)
+            mark = f" [yellow]{OFFLINE_MARK}[/]" if key in plan.offline_outputs else ""
+            console.print(f"[cyan]{key}[/] = {escape(_value(value))}{mark}", highlight=False)
 
 
 def render_status(console: Console, service, pods, nodes, warnings: list[str]) -> None:
