@@ -177,8 +177,8 @@ def test_keys_with_dots_and_slashes_are_quoted_in_paths():
 # ------------------------------------------------------------------------ the real plan
 
 @pytest.fixture(scope="module")
-def prod_run():
-    return run_offline("prod")
+def prod_run(offline_run):
+    return offline_run("prod")
 
 
 @pytest.fixture(scope="module")
