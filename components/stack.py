@@ -83,7 +83,8 @@ class InferenceStack:
         """Stack outputs, by the names `pulumi stack output` shows. The kubeconfig stays secret."""
         settings, inference = self.settings, self.inference
         port = inference.serve_port
-        model_id = settings.serving.app.config.model.model_id
+        model = settings.serving.app.config.model
+        model_id = model.model_id
         port_forward = (f"kubectl --namespace {inference.namespace} port-forward "
                         f"service/{inference.serve_service_name} {port}:{port}")
         kubeconfig_command = f"aws eks update-kubeconfig --region {settings.region} --name {settings.cluster.name}"
@@ -96,6 +97,8 @@ class InferenceStack:
             "serveServiceName": inference.serve_service_name,
             "servePort": port,
             "modelId": model_id,
+            # Where a client finds the served model's tokenizer: `pdctl bench` counts prompt tokens with it.
+            "tokenizerSource": model.tokenizer_source or model.model_source,
             "portForwardCommand": port_forward,
             "gpuAvailabilityZone": self.zones.gpu_zone,
             "clientConfig": {

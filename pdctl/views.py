@@ -180,19 +180,47 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value * 1000:,.1f}"
 
 
-def render_bench(console: Console, summary: dict) -> None:
-    requests = summary["requests"]
-    table = Table(f"latency (ms), {requests['succeeded']}/{requests['total']} requests ok",
-                  "mean", "p50", "p90", "p99")
-    for key, label in (("ttft_s", "TTFT"), ("itl_s", "ITL"), ("tpot_s", "TPOT"), ("e2e_s", "E2E")):
-        dist = summary[key] or {}
-        table.add_row(label, *(_ms(dist.get(k)) for k in ("mean", "p50", "p90", "p99")))
-    console.print(table)
+def _run_title(parameters: dict) -> str:
+    if parameters["rate"] is None:
+        load = f"closed loop, {parameters['concurrency']} in flight"
+    else:
+        cap = f", at most {parameters['concurrency']} in flight" if parameters["concurrency"] else ""
+        load = f"open loop, {parameters['rate']:g} req/s {parameters['arrival']}{cap}"
+    return (f"{load}; {parameters['requests']} requests of {parameters['input_tokens']} → "
+            f"{parameters['output_tokens']} tokens after {parameters['warmup']} warm-up")
+
+
+def render_bench(console: Console, result: dict) -> None:
+    server = result["server"]
+    versions = result["versions"]
+    console.print(f"[bold]{escape(server['model'])}[/] at {escape(server['base_url'])} ({result['where']}); "
+                  f"pdctl {versions['pdctl']}, openai {versions['openai']}", highlight=False)
 
     def rate(value: float | None) -> str:
         return "—" if value is None else f"{value:,.1f}"
 
-    console.print(
-        f"wall {summary['wall_s']:.2f} s · {rate(summary['requests_per_s'])} req/s · "
-        f"output {rate(summary['output_tokens_per_s'])} tok/s · total {rate(summary['total_tokens_per_s'])} tok/s "
-        f"({summary['input_tokens']:,} in / {summary['output_tokens']:,} out tokens)", highlight=False)
+    for run in result["runs"]:
+        parameters, requests = run["parameters"], run["requests"]
+        console.print(f"[bold]{escape(_run_title(parameters))}[/]  seed {parameters['seed']}", highlight=False)
+        prompts = run["prompts"]
+        exact = "exact" if prompts["exact_token_length"] else "not exact"
+        console.print(f"prompts: {escape(prompts['source'])} ({exact})"
+                      + (f": {escape(prompts['note'])}" if prompts["note"] else ""), highlight=False)
+        table = Table(f"latency (ms), {requests['succeeded']}/{requests['total']} requests ok",
+                      "mean", "p50", "p90", "p99")
+        for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL*"), ("e2e_s", "E2E")):
+            dist = run[key] or {}
+            table.add_row(label, *(_ms(dist.get(k)) for k in ("mean", "p50", "p90", "p99")))
+        console.print(table)
+        console.print(
+            f"wall {run['wall_s']:.2f} s · {rate(run['requests_per_s'])} req/s · "
+            f"output {rate(run['output_tokens_per_s'])} tok/s · total {rate(run['total_tokens_per_s'])} tok/s "
+            f"({run['input_tokens']:,} in / {run['output_tokens']:,} out tokens)", highlight=False)
+        goodput = run.get("goodput")
+        if goodput:
+            slo = ", ".join(f"{k.removesuffix('_s').upper()} ≤ {v * 1000:g} ms" for k, v in goodput["slo"].items()
+                            if v is not None)
+            console.print(f"goodput ({slo}): {goodput['good_requests']}/{requests['total']} requests, "
+                          f"{rate(goodput['requests_per_s'])} req/s", highlight=False)
+    for note in result["notes"]:
+        console.print(f"[dim]* {escape(note)}[/]", highlight=False)
