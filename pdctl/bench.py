@@ -29,7 +29,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from measure.latency import ITL_CAVEAT, RequestSample, Slo, summarize
 

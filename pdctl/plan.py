@@ -253,10 +253,9 @@ def resource_tree(resources: list, offline: OfflineValues | None = None) -> list
 
     def node(r) -> TreeNode:
         settings = key_settings(r)
-        options = ResourceOptions(protect=bool(getattr(r, "protect", False)),
-                                  replace_on_changes=tuple(getattr(r, "replace_on_changes", ())),
-                                  delete_before_replace=bool(getattr(r, "delete_before_replace", False)))
-        inputs = canonical(masked(r.inputs, getattr(r, "secret_paths", ())))
+        options = ResourceOptions(protect=r.protect, replace_on_changes=tuple(r.replace_on_changes),
+                                  delete_before_replace=r.delete_before_replace)
+        inputs = canonical(masked(r.inputs, r.secret_paths))
         return TreeNode(r.type, r.name, settings, [node(c) for c in children.get(r.urn, [])],
                         options=options, inputs=inputs, offline=offline.marks(settings))
 
@@ -357,7 +356,7 @@ def protections(resources: Iterable) -> dict:
             "authentication_mode": inputs.get("authenticationMode"),
             "access_entries": access_entries(inputs),
         })
-    protected = sorted(((r.type, r.name) for r in resources if getattr(r, "protect", False)),
+    protected = sorted(((r.type, r.name) for r in resources if r.protect),
                        key=lambda t: (t[1], t[0]))
     return {"protected": [{"type": t, "name": n} for t, n in protected], "eks_clusters": clusters}
 
@@ -398,7 +397,7 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
     reports, capacity_note = capacity_reports(checked_app(run))
     secret = set(getattr(run, "secret_outputs", ()) or ())
     outputs = {k: (SECRET_MASK if k in secret else canonical(v)) for k, v in sorted(run.outputs.items())}
-    offline = OfflineValues(getattr(run, "invented", {}) or {})
+    offline = OfflineValues(run.invented)
     return Plan(
         stack=stack,
         region=region,

@@ -47,10 +47,13 @@ def _pdctl(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           check=False)
 
 
-def collect(base: Path, head: Path, out: Path, pr_number: int, head_sha: str) -> dict:
-    """Base plan and diff per stack of `head` into `out` (the artifact), with `meta.json`."""
+def collect(base: Path, head: Path, out: Path, pr_number: int, head_sha: str,
+            stacks: list[str] | None = None) -> dict:
+    """Base plan and diff per stack (default: every Pulumi.<stack>.yaml of `head`) into `out` (the
+    artifact), with `meta.json`."""
     out.mkdir(parents=True, exist_ok=True)
-    stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in head.glob("Pulumi.*.yaml"))
+    if stacks is None:
+        stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in head.glob("Pulumi.*.yaml"))
     results = {}
     for stack in stacks:
         base_plan = out / f"base-{stack}.json"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -103,13 +102,8 @@ class _GitHubHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def github():
-    fake = FakeGitHub()
-    thread = threading.Thread(target=fake.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield fake
-    fake.shutdown()
-    fake.server_close()
+def github(serve_http):
+    return serve_http(FakeGitHub())
 
 
 @pytest.fixture
@@ -186,12 +180,27 @@ def test_a_long_diff_is_cut_to_fit_a_comment(github, post, comment_script):
     assert "cut to fit a GitHub comment" in body
 
 
-def test_collect_plans_the_base_and_diffs_every_stack(tmp_path, comment_script):
-    """The plan job's half on this repository as both base and head: every stack, no change."""
-    meta = comment_script.collect(REPO, REPO, tmp_path, 5, HEAD_SHA)
-    stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in REPO.glob("Pulumi.*.yaml"))
-    assert meta == {"pr_number": 5, "head_sha": HEAD_SHA, "stacks": {s: {"exit": 0} for s in stacks}}
-    for stack in stacks:
-        assert "no change" in (tmp_path / f"{stack}.txt").read_text()
-        assert json.loads((tmp_path / f"base-{stack}.json").read_text())["stack"] == stack
+def test_collect_plans_the_base_and_diffs_a_stack(tmp_path, comment_script):
+    """The plan job's half, for real, on this repository as both base and head: no change."""
+    meta = comment_script.collect(REPO, REPO, tmp_path, 5, HEAD_SHA, stacks=["dev"])
+    assert meta == {"pr_number": 5, "head_sha": HEAD_SHA, "stacks": {"dev": {"exit": 0}}}
+    assert "no change" in (tmp_path / "dev.txt").read_text()
+    assert json.loads((tmp_path / "base-dev.json").read_text())["stack"] == "dev"
     assert json.loads((tmp_path / "meta.json").read_text()) == meta
+
+
+def test_collect_finds_every_stack_and_reports_a_base_that_cannot_plan(tmp_path, comment_script, monkeypatch):
+    calls = []
+
+    def fake_pdctl(args, cwd):
+        calls.append((args[:3], cwd))
+        failing = cwd.name == "base" and "prod" in args
+        return comment_script.subprocess.CompletedProcess(args, 2 if failing else 0, "{}" if not failing else "",
+                                                          "stack 'prod': no file Pulumi.prod.yaml" if failing else "")
+
+    monkeypatch.setattr(comment_script, "_pdctl", fake_pdctl)
+    (tmp_path / "base").mkdir()
+    meta = comment_script.collect(tmp_path / "base", REPO, tmp_path / "out", 5, HEAD_SHA)
+    stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in REPO.glob("Pulumi.*.yaml"))
+    assert sorted(meta["stacks"]) == stacks and meta["stacks"]["prod"] == {"exit": None}
+    assert "no base plan for stack prod" in (tmp_path / "out" / "prod.txt").read_text()

@@ -190,27 +190,6 @@ def test_warm_up_finishes_before_the_first_timed_request():
 
 # ------------------------------------------------------------------------------- prompts
 
-@pytest.fixture(scope="module")
-def tiny_tokenizer(tmp_path_factory):
-    """A byte-level BPE tokenizer trained here on a small corpus, saved as a transformers tokenizer
-    directory: what `--tokenizer DIR` and the Hugging Face cache hold."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    words = "prefill decode cache token layer engine transfer memory model serve request stream batch".split()
-    rng = random.Random(0)
-    corpus = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(500)]
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<|end|>"], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    directory = tmp_path_factory.mktemp("tokenizer")
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|end|>").save_pretrained(directory)
-    return directory
-
-
 def test_prompts_have_the_exact_token_length_in_the_models_tokenizer(tiny_tokenizer):
     tokenizer, why_not = bench.load_tokenizer(str(tiny_tokenizer))
     assert why_not is None

@@ -8,7 +8,6 @@ it, so kubeconfig loading, label selectors and JSON decoding all run for real.
 from __future__ import annotations
 
 import json
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -123,10 +122,8 @@ class _KubeHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def api(tmp_path):
-    server = FakeKubeApi()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
+def api(tmp_path, serve_http):
+    server = serve_http(FakeKubeApi())
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "fake",
@@ -140,9 +137,7 @@ def api(tmp_path):
     server.outputs = outputs
     # What a user passes: their kubeconfig, and the stack outputs that name the RayService.
     server.target = ["--kubeconfig", kubeconfig, "--from-file", outputs]
-    yield server
-    server.shutdown()
-    server.server_close()
+    return server
 
 
 def invoke(*args):

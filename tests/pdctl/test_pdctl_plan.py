@@ -241,16 +241,22 @@ def test_multiline_strings_render_as_blocks():
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _plan_text(stack: str, hash_seed: str, *extra: str) -> str:
+def _plan_text(stack: str, hash_seed: str) -> str:
     """`pdctl plan` as a pipe sees it (stdout not a terminal), in a fresh interpreter."""
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "COLUMNS": "80"}
-    done = subprocess.run([sys.executable, "-m", "pdctl", "plan", "--stack", stack, *extra], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-m", "pdctl", "plan", "--stack", stack], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120, check=True)
     return done.stdout
 
 
-def test_text_plan_is_byte_identical_across_runs_and_unwrapped_when_piped(prod_plan):
-    first, second = _plan_text("prod", "1"), _plan_text("prod", "2")
+@pytest.fixture(scope="module")
+def prod_texts() -> tuple[str, str]:
+    """The prod text plan from two interpreters with different hash seeds."""
+    return _plan_text("prod", "1"), _plan_text("prod", "2")
+
+
+def test_text_plan_is_byte_identical_across_runs_and_unwrapped_when_piped(prod_plan, prod_texts):
+    first, second = prod_texts
     assert first == second
     lines = first.splitlines()
     # Nothing wraps: every long value sits whole on its line, however wide (COLUMNS=80 is ignored).
@@ -269,7 +275,7 @@ def test_width_option_wraps_the_text_plan(cached_dev):
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
 
 
-def test_prod_protections_in_json_and_text(prod_plan):
+def test_prod_protections_in_json_and_text(prod_plan, prod_texts):
     protections = prod_plan["protections"]
     assert {(p["type"], p["name"]) for p in protections["protected"]} == {
         (CLUSTER, "cluster-eks"), ("aws:kms/key:Key", "cluster-secrets"), ("aws:ec2/vpc:Vpc", "network-vpc")}
@@ -282,7 +288,7 @@ def test_prod_protections_in_json_and_text(prod_plan):
         ("AmazonEKSClusterAdminPolicy", "cluster")]
     protected = {n["name"] for n in _walk(prod_plan["tree"]) if n["options"]["protect"]}
     assert protected == {"cluster-eks", "cluster-secrets", "network-vpc"}
-    text = _plan_text("prod", "0")
+    text = prod_texts[0]
     assert "EKS cluster-eks: deletion protection ON; API endpoint private on, public from 203.0.113.0/24" in text
     assert "access entry arn:aws:iam::111122223333:role/platform-admin → AmazonEKSClusterAdminPolicy (cluster scope)" in text
     assert "cluster-eks eks:index:Cluster [protected]" in text
@@ -297,7 +303,7 @@ def test_dev_protects_nothing_and_says_so(dev_plan, cached_dev):
     assert "deletion protection OFF" in text and "access entries: none in the stack" in text
 
 
-def test_values_the_offline_mock_made_up_are_marked_and_the_stacks_own_are_not(prod_plan):
+def test_values_the_offline_mock_made_up_are_marked_and_the_stacks_own_are_not(prod_plan, prod_texts):
     nodes = list(_walk(prod_plan["tree"]))
     cluster = next(n for n in nodes if n["type"] == CLUSTER)
     assert set(cluster["offline"]) == {"secrets KMS key"}  # not the CIDRs, version or name it was given
@@ -306,7 +312,7 @@ def test_values_the_offline_mock_made_up_are_marked_and_the_stacks_own_are_not(p
     subnets = [n for n in nodes if n["type"] == "aws:ec2/subnet:Subnet"]
     assert all(set(n["offline"]) == {"az"} for n in subnets)
     assert set(prod_plan["offline_outputs"]) == {"gpuAvailabilityZone"}
-    text = _plan_text("prod", "0")
+    text = prod_texts[0]
     assert f"gpuAvailabilityZone = {prod_plan['outputs']['gpuAvailabilityZone']} (offline)" in text
     assert "clusterName = ray-llm-prod\n" in text
 
