@@ -42,6 +42,8 @@ OUTPUT_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "serveServiceName": "the OpenAI endpoint's Service, `<rayServiceName>-serve-svc`",
     "servePort": "the Service's port (8000)",
     "modelId": "the `model` clients send",
+    "tokenizerSource": "where the served model's tokenizer is (`tokenizerSource`, else `modelSource`): "
+                       "`pdctl bench` counts prompt tokens with it",
     "portForwardCommand": "`kubectl port-forward` line that exposes the endpoint on localhost:8000",
     "gpuAvailabilityZone": "the single AZ of the EFA GPU node group",
     "clientConfig": "`{base_url, model, api_key, reach}`: an OpenAI client's configuration after port-forward",
@@ -97,7 +99,6 @@ class InferenceStack:
             "serveServiceName": inference.serve_service_name,
             "servePort": port,
             "modelId": model_id,
-            # Where a client finds the served model's tokenizer: `pdctl bench` counts prompt tokens with it.
             "tokenizerSource": model.tokenizer_source or model.model_source,
             "portForwardCommand": port_forward,
             "gpuAvailabilityZone": self.zones.gpu_zone,

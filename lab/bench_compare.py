@@ -7,6 +7,11 @@ at the same concurrency (closed loop), or the same request rate (Poisson) capped
 a GPU serves the model: `python -m lab bench-compare --base-url http://127.0.0.1:8000/<prefix> ...`,
 or `python -m lab run --side-by-side` against each timed app while it is up. Neither was run here:
 no result exists until a GPU host runs it.
+
+One definition differs: vLLM's client starts TTFT at the first streamed chunk with any choice, the
+role-only chunk included (vllm `benchmarks/lib/endpoint_request_func.py`,
+`async_request_openai_chat_completions`, vLLM 0.29), pdctl at the first chunk with content. A server
+that sends the role chunk with the first token, as vLLM's does, makes them the same.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 TOLERANCE = 0.05
 # metric: (its value in pdctl's run, the key of `vllm bench serve --save-result`'s JSON)
@@ -53,7 +59,8 @@ class SideBySide:
 
     def vllm_command(self, out: Path) -> list[str]:
         # The `vllm` console script's module, run by this interpreter: no PATH lookup on a bundle host.
-        return [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai-chat", "--base-url", self.base_url,
+        return [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve",
+                "--backend", "openai-chat", "--base-url", self.base_url,
                 "--endpoint", "/v1/chat/completions", "--model", self.tokenizer, "--served-model-name", self.model,
                 "--tokenizer", self.tokenizer, "--dataset-name", "random",
                 "--random-input-len", str(self.input_tokens), "--random-output-len", str(self.output_tokens),

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 PERCENTILES = (50, 90, 99)
 
+# Ray Serve LLM's stream batching: docs/SOURCES.md#stream-batching.
 ITL_CAVEAT = (
     "ITL is the gap between streamed chunks as they arrive. Ray Serve LLM flushes its stream every "
     "stream_batching_interval_ms (default 50 ms), so under it ITL shows the flush (gaps of ~0 or ~50 ms), "

@@ -80,7 +80,7 @@ class CloudMocks(pulumi.runtime.Mocks):
         # value -> what it stands for; first mention wins (an AZ is listed before it is offered).
         self.invented: dict[str, str] = {}
 
-    def _invent(self, values: list[str], what: str, *, known: set[str] = frozenset()) -> None:
+    def _invent(self, values: list[str], what: str, *, known: frozenset[str] | set[str] = frozenset()) -> None:
         for value in values:
             if value not in known and value != self.region:
                 self.invented.setdefault(value, what)
@@ -99,7 +99,8 @@ class CloudMocks(pulumi.runtime.Mocks):
         token, inputs = args.token, args.args
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             zones = self.zones()
-            self._invent(list(zones), f"an AZ name of the offline mock's {self.region} (names map to zones per account)")
+            self._invent(list(zones), f"an AZ name of the offline mock's {self.region} "
+                                      "(names map to zones per account)")
             return {
                 "id": self.region,
                 "names": list(zones),

@@ -27,9 +27,9 @@ import platform
 import random
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from measure.latency import ITL_CAVEAT, RequestSample, Slo, summarize
 
@@ -42,11 +42,12 @@ EXACT_LENGTH_ROUNDS = 10
 
 # Short common English words: about one token each in the tokenizers of current LLMs. Only used
 # when no tokenizer is at hand; the server's usage.prompt_tokens then reports the real count.
-_WORDS = (
-    "time year people way day man thing woman life child world school state family student group "
-    "country problem hand part place case week company system program question work number night "
-    "point home water room mother area money story fact month lot right study book eye job word"
-).split()
+_WORDS = [
+    "time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world", "school", "state",
+    "family", "student", "group", "country", "problem", "hand", "part", "place", "case", "week", "company",
+    "system", "program", "question", "work", "number", "night", "point", "home", "water", "room", "mother", "area",
+    "money", "story", "fact", "month", "lot", "right", "study", "book", "eye", "job", "word",
+]
 
 
 def fresh_seed() -> int:
@@ -92,7 +93,7 @@ class BenchSpec:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "BenchSpec":
+    def from_dict(cls, data: dict) -> BenchSpec:
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "slo"}
         return cls(**fields, slo=Slo(**(data.get("slo") or {})))
 
@@ -274,14 +275,14 @@ async def run_bench(client, model: str, spec: BenchSpec, prompts: Sequence[str],
             await one(prompt)
 
         offsets = arrival_offsets(len(prompts), spec.rate, spec.arrival, rng)
-        await asyncio.gather(*(at(o, p) for o, p in zip(offsets, prompts)))
+        await asyncio.gather(*(at(o, p) for o, p in zip(offsets, prompts, strict=True)))
     return samples, clock() - started
 
 
 # --------------------------------------------------------------------------------- a whole run
 
-def versions(pdctl_version: str | None = None) -> dict:
-    """What made the numbers: pdctl (its git commit), the OpenAI SDK, transformers, Python."""
+def versions(pdctl_version: str) -> dict:
+    """What made the numbers: pdctl, the OpenAI SDK, transformers (prompt tokens), Python."""
     import importlib.metadata
 
     def version_of(package: str) -> str | None:
@@ -290,18 +291,18 @@ def versions(pdctl_version: str | None = None) -> dict:
         except importlib.metadata.PackageNotFoundError:
             return None
 
-    return {"pdctl": pdctl_version or source_version(), "openai": version_of("openai"),
+    return {"pdctl": pdctl_version, "openai": version_of("openai"),
             "transformers": version_of("transformers"), "python": platform.python_version()}
 
 
-def source_version() -> str:
-    """The git commit pdctl runs from (`+dirty` with local changes); "unknown" outside a checkout."""
+def git_commit() -> str | None:
+    """The commit of the checkout pdctl runs from (`+dirty` with local changes); None outside one."""
     try:
         done = subprocess.run(["git", "describe", "--always", "--dirty=+dirty", "--abbrev=12"],
                               cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return f"git:{done.stdout.strip()}" if done.returncode == 0 and done.stdout.strip() else "unknown"
+        return None
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
 
 
 @dataclass(frozen=True)
@@ -313,7 +314,7 @@ class BenchTarget:
 
 
 async def benchmark(client, target: BenchTarget, specs: Sequence[BenchSpec], *, where: str = "client",
-                    pdctl_version: str | None = None, server_models: list[dict] | None = None,
+                    pdctl_version: str = "unknown", server_models: list[dict] | None = None,
                     on_done: Callable[[RequestSample], None] | None = None) -> dict:
     """Warm up, then run every spec in turn (a sweep has several): the result document.
     `server_models` is the /v1/models answer the caller checked (it must list `target.model`)."""
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                                       timeout=document.get("timeout", 600.0), max_retries=0) as client:
             models = await check_models(client, target.model)
             return await benchmark(client, target, specs, where="in-cluster",
-                                   pdctl_version=document.get("pdctl_version"), server_models=models)
+                                   pdctl_version=document.get("pdctl_version", "unknown"), server_models=models)
 
     try:
         result = asyncio.run(go())

@@ -2,11 +2,13 @@
 `kubectl port-forward` tunnel is in the numbers.
 
 The Job runs `python3 -m pdctl.bench SPEC.json` (the code of `pdctl.bench` and `measure.latency`,
-shipped in a ConfigMap beside the spec) in the stack's own Ray image, read from the live RayService:
-that image already holds Python, the OpenAI SDK and transformers (vLLM depends on both), is already
-pulled on the node of the Ray head (where the Job prefers to run: on a system node, next to the Serve
-proxy), and is the one image the stack trusts. No second image to pin or scan, nothing installed at
-start. The pod runs as a non-root user with a read-only root filesystem and no service-account token
+shipped in a ConfigMap beside the spec) in the stack's own Ray image, read from the live RayService.
+That image holds Python and vLLM (docs/SOURCES.md#ray-llm-dlc-image), and with vLLM the OpenAI SDK
+and transformers, which vLLM depends on; it is already pulled on the node of the Ray head (where the
+Job prefers to run: a system node, beside the Serve proxy); and it is the one image the stack trusts.
+No second image to pin or scan, nothing installed at start. (Its Python user is not verified here:
+the pod runs as uid 1000, and an image whose Python only root can read would fail at start.)
+The pod runs as that non-root user with a read-only root filesystem and no service-account token
 (Pod Security `restricted`), sends to `<name>-serve-svc` on the cluster network, and prints its
 result as one log line that pdctl reads back; the Job and ConfigMap are deleted afterwards.
 
@@ -19,8 +21,9 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from components.manifests.ray_service import HEAD_CONTAINER, HF_TOKEN_FILE, HF_TOKEN_MOUNT
 from components.scheduling import SYSTEM_NODE_SELECTOR
@@ -150,7 +153,10 @@ def run_in_cluster(api_client, *, namespace: str, ray_service: dict, ray_cluster
     """Create the ConfigMap and Job, wait for the Job, read its result from the pod log, clean up."""
     from kubernetes import client
 
-    core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
+    # Bodies as plain dicts and answers not preloaded (raw urllib3 responses), whatever the client's
+    # annotations say: the manifests stay data, and the answers JSON (as pdctl.kube reads them).
+    core: Any = client.CoreV1Api(api_client)
+    batch: Any = client.BatchV1Api(api_client)
     name = f"pdctl-bench-{secrets.token_hex(3)}"
     image = ray_head_image(ray_service)
     core.create_namespaced_config_map(namespace, configmap_manifest(name, namespace, spec_document, code_files()),

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -270,18 +270,21 @@ def kube_call(what: str, call, target: ClusterTarget):
     try:
         return call()
     except ApiException as exc:
+        update = target.update_kubeconfig_command()
         hint = {
             401: "the cluster did not accept your credentials: does `aws sts get-caller-identity` show an "
-                 f"identity with an access entry (adminPrincipalArns)? Refresh with `{target.update_kubeconfig_command()}`",
+                 f"identity with an access entry (adminPrincipalArns)? Refresh with `{update}`",
             403: "your identity's access entry does not allow this (the stack's admins get "
                  "AmazonEKSClusterAdminPolicy)",
             404: "not found: is the stack deployed (`pulumi up`)? Is this the stack's cluster "
-                 f"(`{target.update_kubeconfig_command()}`)? Or name it with --namespace/--name",
+                 f"(`{update}`)? Or name it with --namespace/--name",
         }.get(exc.status, "")
-        raise fail(f"{what}: Kubernetes API answered {exc.status} {exc.reason}" + (f"; {hint}" if hint else "")) from None
+        message = f"{what}: Kubernetes API answered {exc.status} {exc.reason}" + (f"; {hint}" if hint else "")
+        raise fail(message) from None
     except HTTPError as exc:
         raise fail(f"{what}: cannot reach the Kubernetes API: {exc}. prod's endpoint admits only "
-                   f"apiPublicAccessCidrs; is this the stack's cluster (`{target.update_kubeconfig_command()}`)?") from None
+                   "apiPublicAccessCidrs; is this the stack's cluster "
+                   f"(`{target.update_kubeconfig_command()}`)?") from None
 
 
 @app.command()
@@ -501,7 +504,7 @@ class Arrival(StrEnum):
     constant = "constant"
 
 
-def parse_rates(text: str | None) -> list[float | None]:
+def parse_rates(text: str | None) -> Sequence[float | None]:
     """--rate 1,2,4 → [1.0, 2.0, 4.0]; none given → [None] (one closed-loop run)."""
     if text is None:
         return [None]
@@ -510,7 +513,8 @@ def parse_rates(text: str | None) -> list[float | None]:
     except ValueError:
         rates = []
     if not rates or min(rates) <= 0:
-        raise fail(f"--rate takes requests per second, or a comma-separated list for a sweep (e.g. 1,2,4); got {text!r}", 2)
+        raise fail("--rate takes requests per second, or a comma-separated list for a sweep (e.g. 1,2,4); "
+                   f"got {text!r}", 2)
     return rates
 
 
@@ -577,9 +581,11 @@ def bench(
     if in_cluster:
         result = bench_in_cluster(specs, model, tokenizer, timeout, namespace, name, kubeconfig, context, stack,
                                   from_file, job_timeout, keep_job)
-    else:
+    elif model:
         result = bench_here(specs, BenchTarget(base_url or f"http://127.0.0.1:{SERVE_HTTP_PORT}/v1", model, tokenizer),
                             timeout, quiet=output is OutputFormat.json)
+    else:  # the check above has exited already
+        raise fail("which model?", 2)
     document = json.dumps(result, indent=2, default=str) + "\n"
     if json_out is not None:
         json_out.write_text(document)
@@ -596,9 +602,16 @@ def bench(
         raise fail(f"{failed} of {total} requests failed: {'; '.join(errors[:3])}")
 
 
+def pdctl_version() -> str:
+    """The package version, and the checkout's commit when there is one: what a result names."""
+    from pdctl.bench import git_commit
+
+    commit = git_commit()
+    return f"{version.package_version()} (git {commit})" if commit else version.package_version()
+
+
 def bench_here(specs, target, timeout: float, *, quiet: bool) -> dict:
     """The benchmark from this machine (through `pdctl connect`'s tunnel when the URL is local)."""
-    import httpx
     import openai
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -607,9 +620,12 @@ def bench_here(specs, target, timeout: float, *, quiet: bool) -> dict:
     total = sum(s.requests for s in specs)
     progress = Progress(TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, disable=quiet)
-    # Keep as many connections open as requests may be in flight: the warm-up opens them.
+    # Keep open as many connections as the warm-up opens (it sends the most requests at once). The
+    # SDK's own Limits type: its HTTP library differs between SDK versions.
     pool = max(s.warmup_requests for s in specs)
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=max(pool, 20))
+    default = openai.DEFAULT_CONNECTION_LIMITS
+    limits = type(default)(max_connections=max(pool, default.max_connections or 0),
+                           max_keepalive_connections=max(pool, default.max_keepalive_connections or 0))
 
     async def go() -> dict:
         async with openai.AsyncOpenAI(base_url=target.base_url, api_key=api_key(), timeout=timeout, max_retries=0,
@@ -624,7 +640,7 @@ def bench_here(specs, target, timeout: float, *, quiet: bool) -> dict:
                 raise fail(f"GET /v1/models failed: {exc}") from None
             task = progress.add_task("requests", total=total)
             with progress:
-                return await benchmark(client, target, specs, server_models=models,
+                return await benchmark(client, target, specs, server_models=models, pdctl_version=pdctl_version(),
                                        on_done=lambda _: progress.advance(task))
 
     return asyncio.run(go())
@@ -634,7 +650,6 @@ def bench_in_cluster(specs, model: str | None, tokenizer: str | None, timeout: f
                      kubeconfig, context, stack, from_file, job_timeout: int, keep_job: bool) -> dict:
     """The same benchmark as a Job beside the endpoint (pdctl.bench_job); its result from the pod log."""
     from pdctl import bench_job, kube
-    from pdctl.bench import source_version
 
     with cluster_target(namespace, name, kubeconfig, context, stack, from_file) as target:
         model = model or target.outputs.get(endpoint.OUTPUT_MODEL_ID)
@@ -650,7 +665,7 @@ def bench_in_cluster(specs, model: str | None, tokenizer: str | None, timeout: f
             "specs": [s.to_dict() for s in specs],
             # No API key: the Job talks to the serve Service itself, which checks none, and a ConfigMap is
             # no place for one.
-            "timeout": timeout, "pdctl_version": source_version(),
+            "timeout": timeout, "pdctl_version": pdctl_version(),
         }
         err.print(f"running the benchmark as a Job in {target.namespace} (up to {job_timeout} s)…", highlight=False)
         try:

@@ -21,8 +21,8 @@ import random
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -245,7 +245,8 @@ def tiny_tokenizer(tmp_path_factory) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    words = "prefill decode cache token layer engine transfer memory model serve request stream batch".split()
+    words = ["prefill", "decode", "cache", "token", "layer", "engine", "transfer", "memory", "model", "serve",
+             "request", "stream", "batch"]
     rng = random.Random(0)
     corpus = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(500)]
     tokenizer = Tokenizer(models.BPE())

@@ -316,7 +316,8 @@ def deployed(api, offline_run):
     """The RayService as the stack applies it (dev, rendered offline) with a running status."""
     from pdctl.render import ray_service_manifest
 
-    api.ray_service = {**ray_service_manifest(offline_run("dev")), "status": fixture("rayservice_running.json")["status"]}
+    running = fixture("rayservice_running.json")
+    api.ray_service = {**ray_service_manifest(offline_run("dev")), "status": running["status"]}
     return api
 
 
@@ -338,8 +339,9 @@ def test_bench_in_cluster_runs_a_job_beside_the_endpoint_and_reads_its_result(de
     assert container["image"] == head["image"]  # the stack's own Ray image
     assert container["command"] == ["python3", "-m", "pdctl.bench", "/opt/pdctl/spec.json"]
     assert pod["nodeSelector"] == {"role": "system"}
-    assert pod["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0][
-        "podAffinityTerm"]["labelSelector"]["matchLabels"] == {"ray.io/cluster": "ray-llm-7xk2p", "ray.io/node-type": "head"}
+    [near_head] = pod["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert near_head["podAffinityTerm"]["labelSelector"]["matchLabels"] == {
+        "ray.io/cluster": "ray-llm-7xk2p", "ray.io/node-type": "head"}
     # It runs the very code of this checkout, with the spec the user asked for.
     from pdctl import bench_job
 

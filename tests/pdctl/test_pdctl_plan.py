@@ -290,7 +290,8 @@ def test_prod_protections_in_json_and_text(prod_plan, prod_texts):
     assert protected == {"cluster-eks", "cluster-secrets", "network-vpc"}
     text = prod_texts[0]
     assert "EKS cluster-eks: deletion protection ON; API endpoint private on, public from 203.0.113.0/24" in text
-    assert "access entry arn:aws:iam::111122223333:role/platform-admin → AmazonEKSClusterAdminPolicy (cluster scope)" in text
+    assert ("access entry arn:aws:iam::111122223333:role/platform-admin → AmazonEKSClusterAdminPolicy "
+            "(cluster scope)") in text
     assert "cluster-eks eks:index:Cluster [protected]" in text
 
 
