@@ -5,8 +5,9 @@ Definitions (the same as `vllm bench serve`, so numbers compare):
   transfer to the decode GPU and the first decode step, so it is measured on the client.
 - ITL (inter-token latency): gap between consecutive content chunks as the client receives them,
   pooled over all requests. It measures the stream, not decoding, wherever the server batches its
-  stream: Ray Serve LLM flushes every `stream_batching_interval_ms` (default 50 ms), so its gaps are
-  ~0 (tokens of one flush) or ~50 ms (the next flush) whatever the decode speed (ITL_CAVEAT).
+  stream: Ray Serve LLM flushes every `stream_batching_interval_ms` (the stack's
+  streamBatchingIntervalMs, default 50 ms), so its gaps are ~0 (tokens of one flush) or ~one interval
+  (the next flush) whatever the decode speed (ITL_CAVEAT).
 - TPOT (time per output token): (E2E − TTFT) / (output tokens − 1), per request with ≥ 2 tokens.
   It divides by the server's own token count (usage), so flush batching averages out: the
   per-token decode figure to compare across servers.
@@ -29,8 +30,9 @@ PERCENTILES = (50, 90, 99)
 # Ray Serve LLM's stream batching: docs/SOURCES.md#stream-batching.
 ITL_CAVEAT = (
     "ITL is the gap between streamed chunks as they arrive. Ray Serve LLM flushes its stream every "
-    "stream_batching_interval_ms (default 50 ms), so under it ITL shows the flush (gaps of ~0 or ~50 ms), "
-    "not decoding: read TPOT, which divides by the server's token count, for per-token speed."
+    "stream_batching_interval_ms (the stack's streamBatchingIntervalMs, default 50 ms), so under it ITL shows "
+    "the flush (gaps of ~0 or ~one interval), not decoding: read TPOT, which divides by the server's token "
+    "count, for per-token speed."
 )
 
 

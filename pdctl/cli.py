@@ -559,7 +559,7 @@ def bench(
     tokens/s and goodput, after checking /v1/models and warming up.
 
     Closed loop (--concurrency) or open loop (--rate, Poisson or constant; several rates sweep).
-    Prints the ITL caveat: Ray Serve LLM streams in 50 ms flushes."""
+    Prints the ITL caveat: Ray Serve LLM streams in flushes (streamBatchingIntervalMs, default 50 ms)."""
     from measure.latency import Slo
     from pdctl.bench import BenchSpec, BenchTarget, fresh_seed
 

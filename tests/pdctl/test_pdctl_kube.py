@@ -410,7 +410,7 @@ def test_the_shipped_code_runs_alone_as_the_job_runs_it(server, tmp_path):
     spec = {"target": {"base_url": server.base_url, "model": server.served_model, "tokenizer": None,
                        "tokenizer_download": False},
             "specs": [BenchSpec(requests=3, input_tokens=16, output_tokens=4, concurrency=3, seed=5).to_dict()],
-            "timeout": 60, "pdctl_version": "git:test"}
+            "timeout": 60, "pdctl_version": "0.1.0 (git test)"}
     configmap = bench_job.configmap_manifest("x", "inference", spec, bench_job.code_files())
     job = bench_job.job_manifest("x", "inference", image="img", configmap="x", deadline_s=60, ray_cluster=None)
     [code] = [v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "code"]
@@ -424,5 +424,5 @@ def test_the_shipped_code_runs_alone_as_the_job_runs_it(server, tmp_path):
     assert done.returncode == 0, done.stderr
     result = bench_job.result_from_log(done.stdout)
     assert done.stdout.startswith(RESULT_MARKER)
-    assert result["where"] == "in-cluster" and result["versions"]["pdctl"] == "git:test"
+    assert result["where"] == "in-cluster" and result["versions"]["pdctl"] == "0.1.0 (git test)"
     assert result["runs"][0]["requests"] == {"total": 3, "succeeded": 3, "failed": 0}
