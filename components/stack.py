@@ -46,6 +46,8 @@ OUTPUT_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "serveServiceName": "the OpenAI endpoint's Service, `<rayServiceName>-serve-svc`",
     "servePort": "the Service's port (8000)",
     "modelId": "the `model` clients send",
+    "tokenizerSource": "where the served model's tokenizer is (`tokenizerSource`, else `modelSource`): "
+                       "`pdctl bench` counts prompt tokens with it",
     "portForwardCommand": "`kubectl port-forward` line that exposes the endpoint on localhost:8000",
     "gpuAvailabilityZone": "the single AZ of the EFA GPU node group",
     "clientConfig": "`{base_url, model, api_key, reach}`: an OpenAI client's configuration after port-forward",
@@ -93,7 +95,8 @@ class InferenceStack:
         """Stack outputs, by the names `pulumi stack output` shows. The kubeconfig stays secret."""
         settings, inference = self.settings, self.inference
         port = inference.serve_port
-        model_id = settings.serving.app.config.model.model_id
+        model = settings.serving.app.config.model
+        model_id = model.model_id
         port_forward = (f"kubectl --namespace {inference.namespace} port-forward "
                         f"service/{inference.serve_service_name} {port}:{port}")
         kubeconfig_command = f"aws eks update-kubeconfig --region {settings.region} --name {settings.cluster.name}"
@@ -106,6 +109,7 @@ class InferenceStack:
             "serveServiceName": inference.serve_service_name,
             "servePort": port,
             "modelId": model_id,
+            "tokenizerSource": model.tokenizer_source or model.model_source,
             "portForwardCommand": port_forward,
             "gpuAvailabilityZone": self.zones.gpu_zone,
             "clientConfig": {

@@ -5,6 +5,7 @@
   run         deploy PD + colocated for each model on this host's GPU(s), check, time, write JSON
               (--gpus 2: prefill and decode on separate whole GPUs, apps in stages; see lab/gpu_run_x2.sh)
   compare-greedy  greedy PD == colocated across a split run's two results files
+  bench-compare  `pdctl bench` beside `vllm bench serve` against one running endpoint (within 5%?)
   report      the results JSON as a markdown table
 """
 
@@ -110,7 +111,8 @@ def _workload(args):
                     concurrencies=_int_list("--concurrencies", args.concurrencies),
                     requests_per_concurrency_slot=args.requests_per_slot, min_requests=args.min_requests,
                     max_requests=args.max_requests, interference=Interference() if args.interference else None,
-                    repeats=args.repeats, metrics_window_concurrency=args.metrics_window_concurrency)
+                    repeats=args.repeats, metrics_window_concurrency=args.metrics_window_concurrency,
+                    side_by_side=args.side_by_side)
 
 
 def cmd_run(args) -> int:
@@ -167,6 +169,19 @@ def cmd_compare_greedy(args) -> int:
     return 0 if result["passed"] else 1
 
 
+def cmd_bench_compare(args) -> int:
+    from lab import bench_compare
+
+    side = bench_compare.SideBySide(
+        base_url=args.base_url.rstrip("/"), model=args.model, tokenizer=args.tokenizer, input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens, requests=args.requests, concurrency=args.concurrency, rate=args.rate,
+        warmup=args.warmup, seed=args.seed)
+    result = bench_compare.run(side, Path(args.out))
+    Path(args.out, "side-by-side.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: result.get(k) for k in ("comparison", "pdctl_error", "vllm_error") if k in result}, indent=2))
+    return 0 if (result.get("comparison") or {}).get("agree") else 1
+
+
 def cmd_report(args) -> int:
     from lab.report import markdown_report
 
@@ -210,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--interference", action="store_true",
                      help="also time short requests decoding while long prompts (2048–4000 tokens) arrive")
     run.add_argument("--untimed", default="", help="comma-separated models that only prove the path (no timing)")
+    run.add_argument("--side-by-side", action="store_true",
+                     help="also run `pdctl bench` and `vllm bench serve` on each timed PD app (lab.bench_compare)")
     run.add_argument("--kv-cache-gib", type=float, default=None,
                      help="fixed KV cache per engine (default: 4 GiB with --gpus 1, vLLM's profiling with --gpus 2)")
     run.add_argument("--modes", default="pd,colocated",
@@ -228,6 +245,20 @@ def main(argv: list[str] | None = None) -> int:
     greedy.add_argument("pd_result")
     greedy.add_argument("--model", default="tiny")
     greedy.set_defaults(func=cmd_compare_greedy)
+
+    side = sub.add_parser("bench-compare", help="pdctl bench beside vllm bench serve against one endpoint")
+    side.add_argument("--base-url", required=True, help="the app's root, without /v1 (http://127.0.0.1:8000/<prefix>)")
+    side.add_argument("--model", required=True, help="the served model id")
+    side.add_argument("--tokenizer", required=True, help="Hugging Face id or directory of the model's tokenizer")
+    side.add_argument("--input-tokens", type=int, default=512)
+    side.add_argument("--output-tokens", type=int, default=128)
+    side.add_argument("--requests", type=int, default=64)
+    side.add_argument("--concurrency", type=int, default=8, help="in flight (a cap with --rate)")
+    side.add_argument("--rate", type=float, default=None, help="requests per second, Poisson (default: closed loop)")
+    side.add_argument("--warmup", type=int, default=8)
+    side.add_argument("--seed", type=int, default=0)
+    side.add_argument("--out", default=".lab/out/side-by-side", help="results folder (.lab/ is git-ignored)")
+    side.set_defaults(func=cmd_bench_compare)
 
     report = sub.add_parser("report", help="markdown table of a results JSON")
     report.add_argument("result")

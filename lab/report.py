@@ -118,6 +118,21 @@ def checks_table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def side_by_side_table(app: str, result: dict[str, Any]) -> str:
+    """pdctl bench against vllm bench serve on one app (lab.bench_compare)."""
+    comparison = result.get("comparison")
+    if not comparison:
+        return f"Side by side ({app}): not compared ({result.get('pdctl_error') or result.get('vllm_error')})"
+    rows = [f"Side by side ({app}): pdctl bench vs vllm bench serve, agree within "
+            f"{comparison['tolerance']:.0%}: {comparison['agree']}", "",
+            "| metric | pdctl | vllm | difference |", "|---|---|---|---|"]
+    for name, metric in comparison["metrics"].items():
+        difference = metric["relative_difference"]
+        pdctl, vllm = (("—" if v is None else f"{v:.2f}") for v in (metric["pdctl"], metric["vllm"]))
+        rows.append(f"| {name} | {pdctl} | {vllm} | {'—' if difference is None else f'{difference:+.1%}'} |")
+    return "\n".join(rows)
+
+
 def markdown_report(data: dict[str, Any]) -> str:
     gpu = data.get("host", {}).get("gpu", {})
     versions = data.get("versions", {})
@@ -146,6 +161,8 @@ def markdown_report(data: dict[str, Any]) -> str:
                       "over the "
                       "wall time (100 = one core)", "",
                   variant_table(data)]
+    for app, result in data.get("side_by_side", {}).items():
+        parts += ["", side_by_side_table(app, result)]
     for model, result in data.get("checks", {}).get("greedy_equivalence", {}).items():
         parts += ["", f"Greedy PD vs colocated ({model}): {result.get('sequences')} sequences, "
                       f"{result.get('clear_positions_compared')} clear-margin positions identical, "

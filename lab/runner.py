@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from lab import compare, evidence, workload
+from lab import bench_compare, compare, evidence, workload
 from lab.models import SPECIAL_TOKENS
 from lab.overlay import (
     GiB,
@@ -140,6 +140,7 @@ class Workload:
     # PD apps, first pass: Ray's metrics exposition just before and after this concurrency's timing (the
     # engines' own TTFT/prefill/KV-transfer histograms over those requests only); None: not captured.
     metrics_window_concurrency: int | None = None
+    side_by_side: bool = False  # also `pdctl bench` beside `vllm bench serve` on each timed PD app
 
     def requests_at(self, concurrency: int) -> int:
         count = max(self.min_requests, self.requests_per_concurrency_slot * concurrency)
@@ -688,6 +689,9 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
             for app in ready:
                 _interference_pass(app, spec, data, time_left, started)
                 results.save()
+                if spec.side_by_side and app.mode == "pd" and app.model.timed:
+                    _side_by_side(app, spec, data, out_dir, time_left, started)
+                    results.save()
             if any(a.mode == "pd" for a in ready):
                 # Before tear-down: the engines' counters go with them.
                 checks.setdefault("nixl_metrics_by_stage", {})["+".join(a.name for a in ready)] = snapshot = (
@@ -805,6 +809,26 @@ def write_metrics_exposition(path: Path, metrics_text: str, data: dict[str, Any]
         f"# Serve apps running: {', '.join(apps)}",
     ]
     path.write_text("\n".join(header) + "\n" + metrics_text + ("" if metrics_text.endswith("\n") else "\n"))
+
+
+SIDE_BY_SIDE_MIN_S = 120  # two benchmark runs and vLLM's start-up
+
+
+def _side_by_side(app: LabApp, spec: Workload, data: dict[str, Any], out_dir: Path, time_left, started: float) -> None:
+    """`pdctl bench` and `vllm bench serve` against this app, one after the other (lab.bench_compare)."""
+    if time_left() < SIDE_BY_SIDE_MIN_S:
+        data["not_done"].append(f"{app.name} side-by-side: out of time")
+        return
+    concurrency = max(spec.concurrencies)
+    side = bench_compare.SideBySide(
+        base_url=app.base_url, model=app.model_id, tokenizer=app.model.path, input_tokens=spec.prompt_tokens,
+        output_tokens=spec.output_tokens, requests=spec.requests_at(concurrency), concurrency=concurrency,
+        warmup=spec.warmup_requests, seed=spec.seed)
+    result = bench_compare.run(side, out_dir / "side-by-side" / app.name)
+    data.setdefault("side_by_side", {})[app.name] = result
+    comparison = result.get("comparison") or {}
+    _log(f"{app.name} side-by-side: agree={comparison.get('agree')} "
+         f"{ {k: m['relative_difference'] for k, m in comparison.get('metrics', {}).items()} }", started)
 
 
 def _collect_evidence(data: dict[str, Any], apps: list[LabApp], rendered_args: dict[str, Any], started: float) -> None:

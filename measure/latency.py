@@ -3,12 +3,18 @@
 Definitions (the same as `vllm bench serve`, so numbers compare):
 - TTFT: request sent → first streamed chunk with content. Under PD this includes prefill, the KV
   transfer to the decode GPU and the first decode step, so it is measured on the client.
-- ITL (inter-token latency): gap between consecutive content chunks, pooled over all requests. A
-  server that packs several tokens into one chunk (Ray Serve batches stream chunks) shows larger,
-  fewer gaps: TPOT, which divides by the server's own token count, is the per-token figure.
+- ITL (inter-token latency): gap between consecutive content chunks as the client receives them,
+  pooled over all requests. It measures the stream, not decoding, wherever the server batches its
+  stream: Ray Serve LLM flushes every `stream_batching_interval_ms` (the stack's
+  streamBatchingIntervalMs, default 50 ms), so its gaps are ~0 (tokens of one flush) or ~one interval
+  (the next flush) whatever the decode speed (ITL_CAVEAT).
 - TPOT (time per output token): (E2E − TTFT) / (output tokens − 1), per request with ≥ 2 tokens.
+  It divides by the server's own token count (usage), so flush batching averages out: the
+  per-token decode figure to compare across servers.
 - E2E: request sent → stream closed.
 - Throughput: output tokens (and input + output tokens) over the wall time of the whole run.
+- Goodput: requests that met every service-level objective given (TTFT, TPOT, E2E), per second of
+  the run, as `vllm bench serve --goodput` counts them.
 Percentiles interpolate linearly between closest ranks (numpy's default method).
 
 Times are seconds from one monotonic clock (the bench reads its event loop's `loop.time()`).
@@ -20,6 +26,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 PERCENTILES = (50, 90, 99)
+
+# Ray Serve LLM's stream batching: docs/SOURCES.md#stream-batching.
+ITL_CAVEAT = (
+    "ITL is the gap between streamed chunks as they arrive. Ray Serve LLM flushes its stream every "
+    "stream_batching_interval_ms (the stack's streamBatchingIntervalMs, default 50 ms), so under it ITL shows "
+    "the flush (gaps of ~0 or ~one interval), not decoding: read TPOT, which divides by the server's token "
+    "count, for per-token speed."
+)
 
 
 @dataclass(frozen=True)
@@ -81,13 +95,48 @@ def distribution(values: Sequence[float]) -> dict[str, float] | None:
     return out
 
 
-def summarize(samples: Iterable[RequestSample], wall_seconds: float | None = None) -> dict:
+@dataclass(frozen=True)
+class Slo:
+    """Service-level objectives a request must all meet to count as goodput; None: not required.
+    A request with one output token has no TPOT and cannot miss that objective."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.ttft_s, self.tpot_s, self.e2e_s))
+
+    def met_by(self, sample: RequestSample) -> bool:
+        if not sample.ok:
+            return False
+        tpot = sample.tpot
+        return ((self.ttft_s is None or sample.ttft <= self.ttft_s)
+                and (self.tpot_s is None or tpot is None or tpot <= self.tpot_s)
+                and (self.e2e_s is None or sample.e2e <= self.e2e_s))
+
+    def to_dict(self) -> dict:
+        return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s}
+
+
+def goodput(samples: Sequence[RequestSample], slo: Slo, wall_seconds: float) -> dict:
+    """How many requests met every objective of `slo`: count, share of all requests, and per second."""
+    good = sum(1 for s in samples if slo.met_by(s))
+    return {
+        "slo": slo.to_dict(),
+        "good_requests": good,
+        "fraction": good / len(samples) if samples else None,
+        "requests_per_s": good / wall_seconds if wall_seconds > 0 else None,
+    }
+
+
+def summarize(samples: Iterable[RequestSample], wall_seconds: float | None = None, slo: Slo | None = None) -> dict:
     """Summary of a benchmark run.
 
     `wall_seconds`: duration of the whole run; defaults to first start → last end of the samples.
     Keys: requests{total,succeeded,failed}, errors (distinct messages), ttft_s/itl_s/tpot_s/e2e_s
     (each {mean,p50,p90,p99} or None), input_tokens, output_tokens, wall_s, requests_per_s,
-    output_tokens_per_s, total_tokens_per_s.
+    output_tokens_per_s, total_tokens_per_s; with an `slo`, goodput (see `goodput`).
     """
     samples = list(samples)
     ok = [s for s in samples if s.ok]
@@ -99,7 +148,7 @@ def summarize(samples: Iterable[RequestSample], wall_seconds: float | None = Non
     def rate(amount: float) -> float | None:
         return amount / wall_seconds if wall_seconds > 0 else None
 
-    return {
+    summary = {
         "requests": {"total": len(samples), "succeeded": len(ok), "failed": len(samples) - len(ok)},
         "errors": sorted({s.error or "empty stream" for s in samples if not s.ok}),
         "ttft_s": distribution([s.ttft for s in ok]),
@@ -113,3 +162,6 @@ def summarize(samples: Iterable[RequestSample], wall_seconds: float | None = Non
         "output_tokens_per_s": rate(output_tokens),
         "total_tokens_per_s": rate(input_tokens + output_tokens),
     }
+    if slo:
+        summary["goodput"] = goodput(samples, slo, wall_seconds)
+    return summary

@@ -69,6 +69,9 @@ class OfflineRun:
     # The program's module globals after it ran: what it computed besides resources (__main__.py
     # binds `settings` and `stack`), so the plan reports the program's own checks, not a re-derivation.
     program: dict[str, Any] = field(default_factory=dict)
+    # Values the mocks made up (ids, ARNs, AZ names, ...) -> what each stands for: stand-ins for what
+    # AWS will answer, which a plan marks as such. Empty for mocks that keep no such record.
+    invented: dict[str, str] = field(default_factory=dict)
 
     def all(self, type_: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_]
@@ -296,6 +299,7 @@ def try_run_offline(
         run.program.update(runpy.run_path(program, run_name="__main__"))
 
     _isolated(run, project, stack, secret_keys, mocks, project_dir, body)
+    run.invented.update(getattr(mocks, "invented", {}))
     return run
 
 

@@ -14,6 +14,10 @@ offering of a GPU type per AZ) runs as it would against AWS:
 
 Unlisted invokes answer `{}` (what the mock engine does anyway); unlisted resource types echo their
 inputs with an id.
+
+Everything these mocks make up (ids, ARNs, generated names, AZ names, the account) is kept in
+`CloudMocks.invented` (value -> what it stands for), so a plan can mark it as a stand-in for the
+value AWS will give, not a value the stack decided.
 """
 
 from __future__ import annotations
@@ -52,11 +56,34 @@ def _digest(*parts: str, length: int = 17) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
 
 
+# Output keys whose values are not made up here but derived from the inputs (the pulumi-eks core
+# data, a Helm release's status) or secret as a whole (the kubeconfig).
+_NOT_INVENTED_OUTPUTS = frozenset({"kubeconfig", "kubeconfigJson", "core", "status"})
+
+
+def _strings(value: Any) -> list[str]:
+    """Every non-empty string leaf of a nested value."""
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
 class CloudMocks(pulumi.runtime.Mocks):
     """Deterministic AWS answers for one region."""
 
     def __init__(self, region: str) -> None:
         self.region = region
+        # value -> what it stands for; first mention wins (an AZ is listed before it is offered).
+        self.invented: dict[str, str] = {}
+
+    def _invent(self, values: list[str], what: str, *, known: frozenset[str] | set[str] = frozenset()) -> None:
+        for value in values:
+            if value not in known and value != self.region:
+                self.invented.setdefault(value, what)
 
     # ── invokes ───────────────────────────────────────────────────────────────────────────────
     def zones(self) -> tuple[str, ...]:
@@ -72,6 +99,8 @@ class CloudMocks(pulumi.runtime.Mocks):
         token, inputs = args.token, args.args
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             zones = self.zones()
+            self._invent(list(zones), f"an AZ name of the offline mock's {self.region} "
+                                      "(names map to zones per account)")
             return {
                 "id": self.region,
                 "names": list(zones),
@@ -82,6 +111,7 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             return self._instance_type_offerings(inputs)
         if token == "aws:index/getCallerIdentity:getCallerIdentity":
+            self._invent([ACCOUNT_ID], "the offline mock's account id")
             return {
                 "id": ACCOUNT_ID,
                 "accountId": ACCOUNT_ID,
@@ -109,6 +139,7 @@ class CloudMocks(pulumi.runtime.Mocks):
                 if not locations_filter or place in locations_filter:
                     found_types.append(name)
                     found_locations.append(place)
+        self._invent(found_locations, f"an AZ the offline mock's offering data lists for {', '.join(types)}")
         return {
             "id": self.region,
             "instanceTypes": found_types,
@@ -130,6 +161,13 @@ class CloudMocks(pulumi.runtime.Mocks):
         if handler is not None:
             resource_id, extra = handler(args)
             outputs.update(extra)
+            if args.typ.startswith(("aws:", "eks:")):
+                known = set(_strings(args.inputs))
+                self._invent([resource_id], f"the offline mock's id of {args.typ} {args.name}", known=known)
+                for key, value in sorted(extra.items()):
+                    if key not in _NOT_INVENTED_OUTPUTS:
+                        self._invent(_strings(value), f"the offline mock's {key} of {args.typ} {args.name}",
+                                     known=known)
         return resource_id, outputs
 
     def _arn(self, service: str, resource: str, *, region: bool = True) -> str:

@@ -13,6 +13,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
@@ -30,9 +33,6 @@ app = typer.Typer(
 app.callback()(version.app_callback)
 console = Console()
 err = Console(stderr=True)
-
-DEFAULT_NAMESPACE = "inference"
-DEFAULT_RAY_SERVICE = "ray-llm"
 
 
 class OutputFormat(StrEnum):
@@ -76,22 +76,65 @@ STACK_OPTION = typer.Option("dev", "--stack", "-s", help="Stack name: reads Pulu
 SET_OPTION = typer.Option([], "--set", help="Override a config key for this run: key=value (repeatable).")
 
 
+# Wide enough that no line of a plan wraps: piped output is read by diff, less and CI logs.
+UNWRAPPED_WIDTH = 10_000
+
+
+def text_console(width: int | None) -> Console:
+    """--width columns when given; the terminal's width on a terminal; otherwise no wrapping."""
+    if width:
+        return Console(width=width)
+    if sys.stdout.isatty():
+        return console
+    return Console(width=UNWRAPPED_WIDTH)
+
+
+def read_plan_document(path: Path) -> dict:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise fail(f"--diff {path}: not a readable `pdctl plan --output json` document ({exc})", 2) from None
+    if not isinstance(document, dict) or "tree" not in document:
+        raise fail(f"--diff {path}: not a `pdctl plan --output json` document (no resource tree)", 2)
+    return document
+
+
 @app.command()
 def plan(
     stack: str = STACK_OPTION,
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o"),
     set_: list[str] = SET_OPTION,
+    diff: Path | None = typer.Option(
+        None, "--diff", metavar="BASE.json",
+        help="Print what changes from this saved `pdctl plan -o json` (e.g. the base branch's) instead of "
+             "the plan. Exit status: 0 no change, 3 changed, 2 bad input, 1 failure."),
+    width: int | None = typer.Option(
+        None, "--width", min=40, help="Wrap text at this many columns (default: the terminal's; none when piped)."),
 ) -> None:
-    """What the stack creates, its capacity, hourly cost estimate and deploy critical path."""
+    """What the stack creates, protects, can serve, costs per hour and how long it takes to deploy.
+
+    Values the offline mock cloud made up (ids, ARNs, AZ names) are marked "(offline)"."""
     from pdctl.plan import build_plan
     from pdctl.views import render_plan
 
+    base = read_plan_document(diff) if diff is not None else None
     run = offline_run(stack, parse_overrides(set_))
-    result = build_plan(run, stack=stack, config_region=run.config.get("aws:region"))
+    document = build_plan(run, stack=stack, config_region=run.config.get("aws:region"))
+    if base is not None:
+        from pdctl.plan_diff import EXIT_CHANGED, diff_plans, render_diff
+
+        # Compared as the JSON a reviewer saved: the same types (lists, not tuples) on both sides.
+        head = json.loads(json.dumps(document.to_dict(), sort_keys=True, default=str))
+        changes = diff_plans(base, head)
+        if output is OutputFormat.json:
+            sys.stdout.write(json.dumps(changes.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+        else:
+            sys.stdout.write(render_diff(changes))
+        raise typer.Exit(EXIT_CHANGED if changes.changed else 0)
     if output is OutputFormat.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+        sys.stdout.write(json.dumps(document.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
     else:
-        render_plan(console, result)
+        render_plan(text_console(width), document)
 
 
 @app.command()
@@ -114,13 +157,14 @@ def render(
 # ------------------------------------------------------------------------- stack outputs
 
 OUTPUTS_FILE_OPTION = typer.Option(
-    None, "--from-file", help="Saved `pulumi stack output --json --show-secrets` (else the pulumi CLI is asked).")
+    None, "--from-file", help="Saved `pulumi stack output --json` (with --show-secrets where the stack's "
+                              "kubeconfig is needed); else the pulumi CLI is asked.")
 PULUMI_STACK_OPTION = typer.Option(None, "--stack", "-s", help="Pulumi stack for `pulumi stack output`.")
 
 
-def stack_outputs(stack: str | None, from_file: Path | None) -> dict:
+def stack_outputs(stack: str | None, from_file: Path | None, *, secrets: bool = False) -> dict:
     try:
-        return endpoint.read_stack_outputs(stack, from_file)
+        return endpoint.read_stack_outputs(stack, from_file, secrets=secrets)
     except endpoint.EndpointError as exc:
         raise fail(str(exc)) from None
 
@@ -134,7 +178,9 @@ def client_config(
     write: Path | None = typer.Option(None, "--write", "-w", help="Also write the JSON config here."),
     env: bool = typer.Option(False, "--env", help="Print `export` lines instead of JSON."),
 ) -> None:
-    """OpenAI client configuration (base URL, model id, API key placeholder) as JSON or env vars."""
+    """OpenAI client configuration (base URL, model id, API key placeholder) as JSON or env vars.
+
+    Reads no secret output: the stack's model id is all it needs."""
     try:
         config = endpoint.client_config(stack_outputs(stack, from_file), base_url=base_url,
                                         local_port=local_port)
@@ -148,39 +194,104 @@ def client_config(
 
 # ------------------------------------------------------------------------------- cluster
 
-KUBECONFIG_OPTION = typer.Option(None, "--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+KUBECONFIG_OPTION = typer.Option(
+    None, "--kubeconfig", help="Kubeconfig file (default: the stack's kubeconfig output when --stack or "
+                               "--from-file is given, else $KUBECONFIG or ~/.kube/config).")
 CONTEXT_OPTION = typer.Option(None, "--context", help="Kubeconfig context.")
-NAMESPACE_OPTION = typer.Option(DEFAULT_NAMESPACE, "--namespace", "-n")
-NAME_OPTION = typer.Option(DEFAULT_RAY_SERVICE, "--name", help="RayService name.")
+NAMESPACE_OPTION = typer.Option(None, "--namespace", "-n", help="Serving namespace (default: the stack output).")
+NAME_OPTION = typer.Option(None, "--name", help="RayService name (default: the stack output).")
 
 
-def kube_reader(kubeconfig: Path | None, context: str | None):
+@dataclass(frozen=True)
+class ClusterTarget:
+    """Where a cluster command looks: the RayService and the kubeconfig that reaches it."""
+
+    namespace: str
+    name: str
+    kubeconfig: Path | None
+    context: str | None
+    outputs: dict
+
+    def update_kubeconfig_command(self) -> str:
+        region = self.outputs.get(endpoint.OUTPUT_REGION) or "<region>"
+        cluster = self.outputs.get(endpoint.OUTPUT_CLUSTER) or "<clusterName>"
+        return f"aws eks update-kubeconfig --region {region} --name {cluster}"
+
+
+@contextmanager
+def cluster_target(namespace: str | None, name: str | None, kubeconfig: Path | None,
+                   context: str | None, stack: str | None, from_file: Path | None) -> Iterator[ClusterTarget]:
+    """The RayService and kubeconfig a cluster command uses, read like `connect` and `client-config`
+    read them: flags first, then the stack outputs (`pulumi stack output`, or --from-file).
+
+    The stack's kubeconfig output is a secret: it is read only when --stack or --from-file names the
+    stack and no --kubeconfig is given, and lives in a private (0600) file while the command runs."""
+    use_stack_kubeconfig = kubeconfig is None and (stack is not None or from_file is not None)
+    outputs: dict = {}
+    if namespace is None or name is None or use_stack_kubeconfig:
+        try:
+            outputs = endpoint.read_stack_outputs(stack, from_file, secrets=use_stack_kubeconfig)
+        except endpoint.EndpointError as exc:
+            raise fail(f"{exc}; or name the RayService with --namespace and --name") from None
+    namespace = namespace or outputs.get(endpoint.OUTPUT_NAMESPACE)
+    name = name or outputs.get(endpoint.OUTPUT_RAY_SERVICE)
+    if not namespace or not name:
+        raise fail("which RayService? the stack outputs have no namespace/rayServiceName "
+                   f"(have: {', '.join(sorted(outputs)) or 'none'}); pass --namespace and --name", 2)
+    with tempfile.TemporaryDirectory() as scratch:
+        if use_stack_kubeconfig:
+            value = outputs.get(endpoint.OUTPUT_KUBECONFIG)
+            if value in (None, "", endpoint.HIDDEN_SECRET):
+                raise fail("the stack's kubeconfig output is missing or hidden: save the outputs with "
+                           "`pulumi stack output --json --show-secrets`, or pass --kubeconfig")
+            kubeconfig = Path(scratch) / "kubeconfig"
+            kubeconfig.touch(mode=0o600)
+            kubeconfig.write_text(value if isinstance(value, str) else json.dumps(value))
+        yield ClusterTarget(namespace, name, kubeconfig, context, outputs)
+
+
+def kube_reader(target: ClusterTarget):
     from kubernetes.config import ConfigException
 
     from pdctl.kube import KubeReader
 
     try:
-        return KubeReader(str(kubeconfig) if kubeconfig else None, context)
+        return KubeReader(str(target.kubeconfig) if target.kubeconfig else None, target.context)
     except ConfigException as exc:
-        raise fail(f"kubeconfig: {exc}") from None
+        raise fail(f"kubeconfig: {exc}. Write one with `{target.update_kubeconfig_command()}`, or pass "
+                   "--stack/--from-file to use the stack's kubeconfig output") from None
 
 
-def kube_call(what: str, call):
+def kube_call(what: str, call, target: ClusterTarget):
+    """`call()`, with the Kubernetes API's refusals as one line that says what to do next."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     try:
         return call()
     except ApiException as exc:
-        raise fail(f"{what}: Kubernetes API answered {exc.status} {exc.reason}") from None
+        update = target.update_kubeconfig_command()
+        hint = {
+            401: "the cluster did not accept your credentials: does `aws sts get-caller-identity` show an "
+                 f"identity with an access entry (adminPrincipalArns)? Refresh with `{update}`",
+            403: "your identity's access entry does not allow this (the stack's admins get "
+                 "AmazonEKSClusterAdminPolicy)",
+            404: "not found: is the stack deployed (`pulumi up`)? Is this the stack's cluster "
+                 f"(`{update}`)? Or name it with --namespace/--name",
+        }.get(exc.status, "")
+        message = f"{what}: Kubernetes API answered {exc.status} {exc.reason}" + (f"; {hint}" if hint else "")
+        raise fail(message) from None
     except HTTPError as exc:
-        raise fail(f"{what}: cannot reach the Kubernetes API: {exc}") from None
+        raise fail(f"{what}: cannot reach the Kubernetes API: {exc}. prod's endpoint admits only "
+                   "apiPublicAccessCidrs; is this the stack's cluster "
+                   f"(`{target.update_kubeconfig_command()}`)?") from None
 
 
 @app.command()
 def status(
-    namespace: str = NAMESPACE_OPTION, name: str = NAME_OPTION,
+    namespace: str | None = NAMESPACE_OPTION, name: str | None = NAME_OPTION,
     kubeconfig: Path | None = KUBECONFIG_OPTION, context: str | None = CONTEXT_OPTION,
+    stack: str | None = PULUMI_STACK_OPTION, from_file: Path | None = OUTPUTS_FILE_OPTION,
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o"),
 ) -> None:
     """RayService state and applications, pods and their nodes, GPU/EFA allocatable per node.
@@ -191,12 +302,14 @@ def status(
     from pdctl import kube
     from pdctl.views import render_status
 
-    reader = kube_reader(kubeconfig, context)
-    service = kube.ray_service_status(kube_call(f"RayService {namespace}/{name}",
-                                                lambda: reader.ray_service(namespace, name)))
-    selector = f"{kube.RAY_CLUSTER_LABEL}={service.ray_cluster}" if service.ray_cluster else None
-    pods = kube.pod_rows(kube_call("pods", lambda: reader.pods(namespace, selector)))
-    nodes = kube.node_rows(kube_call("nodes", reader.nodes))
+    with cluster_target(namespace, name, kubeconfig, context, stack, from_file) as target:
+        reader = kube_reader(target)
+        service = kube.ray_service_status(kube_call(
+            f"RayService {target.namespace}/{target.name}",
+            lambda: reader.ray_service(target.namespace, target.name), target))
+        selector = f"{kube.RAY_CLUSTER_LABEL}={service.ray_cluster}" if service.ray_cluster else None
+        pods = kube.pod_rows(kube_call("pods", lambda: reader.pods(target.namespace, selector), target))
+        nodes = kube.node_rows(kube_call("nodes", reader.nodes, target))
     warnings = kube.node_warnings(nodes)
     if output is OutputFormat.json:
         document = {"ray_service": asdict(service), "pods": [asdict(p) for p in pods],
@@ -210,8 +323,9 @@ def status(
 
 @app.command("verify-transport")
 def verify_transport(
-    namespace: str = NAMESPACE_OPTION, name: str = NAME_OPTION,
+    namespace: str | None = NAMESPACE_OPTION, name: str | None = NAME_OPTION,
     kubeconfig: Path | None = KUBECONFIG_OPTION, context: str | None = CONTEXT_OPTION,
+    stack: str | None = PULUMI_STACK_OPTION, from_file: Path | None = OUTPUTS_FILE_OPTION,
     expected: str = typer.Option("LIBFABRIC", help="NIXL backend every worker must use."),
     exec_fallback: bool = typer.Option(
         True, help="When `kubectl logs` has no NIXL line, grep Ray's log files in the pod (exec)."),
@@ -221,15 +335,20 @@ def verify_transport(
     """Fail unless NIXL instantiated the LIBFABRIC backend on every worker (UCX fails silently on EFA)."""
     from pdctl import kube
 
-    reader = kube_reader(kubeconfig, context)
-    service = kube.ray_service_status(kube_call(f"RayService {namespace}/{name}",
-                                                lambda: reader.ray_service(namespace, name)))
-    pods = kube_call("worker pods", lambda: kube.worker_pods(reader, namespace, service.ray_cluster))
-    if not pods:
-        raise fail(f"no Ray worker pods for RayService {namespace}/{name}")
-    results = [kube_call(f"logs of {p['metadata']['name']}",
-                         lambda p=p: kube.pod_transport(reader, namespace, p, exec_fallback=exec_fallback))
-               for p in pods]
+    with cluster_target(namespace, name, kubeconfig, context, stack, from_file) as target:
+        reader = kube_reader(target)
+        service = kube.ray_service_status(kube_call(
+            f"RayService {target.namespace}/{target.name}",
+            lambda: reader.ray_service(target.namespace, target.name), target))
+        pods = kube_call("worker pods", lambda: kube.worker_pods(reader, target.namespace, service.ray_cluster),
+                         target)
+        if not pods:
+            raise fail(f"no Ray worker pods for RayService {target.namespace}/{target.name}: "
+                       "`pdctl status` shows where they are")
+        results = [kube_call(f"logs of {p['metadata']['name']}",
+                             lambda p=p: kube.pod_transport(reader, target.namespace, p, exec_fallback=exec_fallback),
+                             target)
+                   for p in pods]
     for result in results:
         console.print(f"[bold]{result.pod}[/]: {', '.join(result.backends) or 'no NIXL backend line'}",
                       highlight=False)
@@ -266,45 +385,37 @@ def report_nixl_metrics(url: str) -> None:
         console.print(f"  {metric} = {value:g}")
 
 
+# kubectl rather than the Python client: the client's portforward only reaches a pod (it would
+# re-implement Service -> ready pod selection, and re-selection after a RayService upgrade), and
+# kubectl already runs the EKS exec credential plugin (`aws eks get-token`) the kubeconfig names.
 @app.command()
 def connect(
-    namespace: str = NAMESPACE_OPTION, name: str = NAME_OPTION,
+    namespace: str | None = NAMESPACE_OPTION, name: str | None = NAME_OPTION,
     kubeconfig: Path | None = KUBECONFIG_OPTION, context: str | None = CONTEXT_OPTION,
     stack: str | None = PULUMI_STACK_OPTION, from_file: Path | None = OUTPUTS_FILE_OPTION,
     local_port: int = typer.Option(SERVE_HTTP_PORT, help="Port on 127.0.0.1."),
 ) -> None:
-    """Port-forward 127.0.0.1:<local-port> to <name>-serve-svc:8000 (runs `kubectl port-forward`).
-
-    kubectl rather than the Python client: the client's portforward only reaches a pod (we would
-    re-implement Service → ready pod selection and re-selection after a RayService upgrade), and
-    kubectl already runs the EKS exec credential plugin (`aws eks get-token`) the kubeconfig names.
-    """
+    """Forward 127.0.0.1:<local-port> to the stack's serve Service on port 8000 (`kubectl port-forward`),
+    until Ctrl-C. Then `pdctl client-config --env`, `pdctl smoke`, `pdctl chat`, `pdctl bench`."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         raise fail("kubectl is not on PATH (https://kubernetes.io/docs/tasks/tools/)")
-    with tempfile.TemporaryDirectory() as scratch:
-        if kubeconfig is None and (stack or from_file):
-            outputs = stack_outputs(stack, from_file)
-            kubeconfig = Path(scratch) / "kubeconfig"
-            kubeconfig.touch(mode=0o600)
-            value = outputs.get(endpoint.OUTPUT_KUBECONFIG)
-            if value is None:
-                raise fail("stack output 'kubeconfig' is missing")
-            kubeconfig.write_text(value if isinstance(value, str) else json.dumps(value))
-            namespace = outputs.get(endpoint.OUTPUT_NAMESPACE, namespace)
-            name = outputs.get(endpoint.OUTPUT_RAY_SERVICE, name)
-        command = [kubectl, "port-forward", "--address", "127.0.0.1", "-n", namespace,
-                   f"svc/{name}-serve-svc", f"{local_port}:{SERVE_HTTP_PORT}"]
-        if kubeconfig is not None:
-            command += ["--kubeconfig", str(kubeconfig)]
-        if context:
-            command += ["--context", context]
-        console.print(f"forwarding http://127.0.0.1:{local_port}/v1 → {namespace}/{name}-serve-svc:"
-                      f"{SERVE_HTTP_PORT}; Ctrl-C stops")
+    with cluster_target(namespace, name, kubeconfig, context, stack, from_file) as target:
+        command = [kubectl, "port-forward", "--address", "127.0.0.1", "-n", target.namespace,
+                   f"svc/{target.name}-serve-svc", f"{local_port}:{SERVE_HTTP_PORT}"]
+        if target.kubeconfig is not None:
+            command += ["--kubeconfig", str(target.kubeconfig)]
+        if target.context:
+            command += ["--context", target.context]
+        console.print(f"forwarding http://127.0.0.1:{local_port}/v1 → {target.namespace}/{target.name}-serve-svc:"
+                      f"{SERVE_HTTP_PORT}; Ctrl-C stops", highlight=False)
         try:
-            raise typer.Exit(subprocess.call(command))
+            code = subprocess.call(command)
         except KeyboardInterrupt:
-            raise typer.Exit(0) from None
+            code = 0
+    if code:
+        raise fail(f"kubectl port-forward exited {code}: `pdctl status` shows whether the RayService and its "
+                   f"serve Service are up; `{target.update_kubeconfig_command()}` refreshes the kubeconfig", code)
 
 
 # --------------------------------------------------------------------------------- top
@@ -387,7 +498,7 @@ def top(
 BASE_URL_OPTION = typer.Option(
     None, "--base-url", envvar="OPENAI_BASE_URL", help="Default: $OPENAI_BASE_URL, else the `connect` port-forward.")
 MODEL_OPTION = typer.Option(None, "--model", envvar="OPENAI_MODEL",
-                            help="The stack's model id (default $OPENAI_MODEL, else --from-file's modelId).")
+                            help="The stack's model id (default $OPENAI_MODEL, else the stack's modelId output).")
 
 
 def openai_target(base_url: str | None, model: str | None, from_file: Path | None) -> tuple[str, str]:
@@ -463,49 +574,179 @@ def chat(
         raise fail("the model streamed an empty answer")
 
 
+class Arrival(StrEnum):
+    poisson = "poisson"
+    constant = "constant"
+
+
+def parse_rates(text: str | None) -> Sequence[float | None]:
+    """--rate 1,2,4 → [1.0, 2.0, 4.0]; none given → [None] (one closed-loop run)."""
+    if text is None:
+        return [None]
+    try:
+        rates = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        rates = []
+    if not rates or min(rates) <= 0:
+        raise fail("--rate takes requests per second, or a comma-separated list for a sweep (e.g. 1,2,4); "
+                   f"got {text!r}", 2)
+    return rates
+
+
+def seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
 @app.command()
 def bench(
     base_url: str | None = BASE_URL_OPTION, model: str | None = MODEL_OPTION,
-    from_file: Path | None = OUTPUTS_FILE_OPTION,
-    requests: int = typer.Option(32, "--requests", "-n", min=1),
-    concurrency: int = typer.Option(4, "--concurrency", "-c", min=1),
-    input_tokens: int = typer.Option(512, min=1, help="Synthetic prompt length (words ≈ tokens)."),
+    stack: str | None = PULUMI_STACK_OPTION, from_file: Path | None = OUTPUTS_FILE_OPTION,
+    requests: int = typer.Option(32, "--requests", min=1, help="Timed requests per run."),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", "-c", min=1,
+        help="Closed loop: requests in flight (default 4). With --rate: a cap on requests in flight."),
+    rate: str | None = typer.Option(
+        None, "--rate", help="Open loop: requests per second; a comma-separated list is a sweep (1,2,4,8)."),
+    arrival: Arrival = typer.Option(Arrival.poisson, "--arrival", help="Open-loop arrivals."),
+    input_tokens: int = typer.Option(512, min=1, help="Prompt length in the model's tokenizer."),
     output_tokens: int = typer.Option(128, min=1),
+    tokenizer: str | None = typer.Option(
+        None, help="Hugging Face id or directory of the model's tokenizer, read from the local cache "
+                   "(default: the stack's tokenizerSource output). Without one, prompts are words."),
+    warmup: int | None = typer.Option(
+        None, min=0, help="Untimed requests, all at once, before timing (default: the concurrency, or 8)."),
     ignore_eos: bool = typer.Option(True, help="Ask vLLM to always produce --output-tokens tokens."),
-    seed: int = typer.Option(0),
+    seed: int | None = typer.Option(None, help="Prompt/arrival seed (default: a fresh one, recorded)."),
+    slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", min=0, help="Goodput objective."),
+    slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", min=0, help="Goodput objective."),
+    slo_e2e_ms: float | None = typer.Option(None, "--slo-e2e-ms", min=0, help="Goodput objective."),
     timeout: float = typer.Option(600.0, help="Seconds per request."),
-    json_out: Path | None = typer.Option(None, "--json-out", help="Also write the summary JSON here."),
+    json_out: Path | None = typer.Option(None, "--json-out", help="Also write the result JSON here."),
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o"),
+    in_cluster: bool = typer.Option(
+        False, "--in-cluster", help="Run the benchmark as a Kubernetes Job next to the endpoint (no port-forward)."),
+    namespace: str | None = NAMESPACE_OPTION, name: str | None = NAME_OPTION,
+    kubeconfig: Path | None = KUBECONFIG_OPTION, context: str | None = CONTEXT_OPTION,
+    job_timeout: int = typer.Option(1800, min=60, help="--in-cluster: seconds the Job may run."),
+    keep_job: bool = typer.Option(False, help="--in-cluster: leave the Job and its ConfigMap for inspection."),
 ) -> None:
-    """Stream N requests at concurrency C; TTFT, ITL/TPOT, E2E (p50/p90/p99) and tokens/s."""
+    """Time streamed chat completions as a user sees them: TTFT, TPOT, ITL, E2E (p50/p90/p99),
+    tokens/s and goodput, after checking /v1/models and warming up.
+
+    Closed loop (--concurrency) or open loop (--rate, Poisson or constant; several rates sweep).
+    Prints the ITL caveat: Ray Serve LLM streams in flushes (streamBatchingIntervalMs, default 50 ms)."""
+    from measure.latency import Slo
+    from pdctl.bench import BenchSpec, BenchTarget, fresh_seed
+
+    outputs = stack_outputs(stack, from_file) if (stack or from_file) else {}
+    model = model or outputs.get(endpoint.OUTPUT_MODEL_ID)
+    if not model and not in_cluster:  # in the cluster, the stack outputs `--in-cluster` reads name it
+        raise fail("which model? pass --model, set OPENAI_MODEL (pdctl client-config --env), or --from-file/--stack", 2)
+    tokenizer = tokenizer or outputs.get(endpoint.OUTPUT_TOKENIZER)
+    rates = parse_rates(rate)
+    run_seed = seed if seed is not None else fresh_seed()  # one per invocation: a sweep shares it
+    try:
+        specs = [BenchSpec(requests=requests, input_tokens=input_tokens, output_tokens=output_tokens,
+                           concurrency=concurrency if (concurrency or r is not None) else 4, rate=r,
+                           arrival=arrival.value, warmup=warmup, ignore_eos=ignore_eos, seed=run_seed,
+                           slo=Slo(seconds(slo_ttft_ms), seconds(slo_tpot_ms), seconds(slo_e2e_ms)))
+                 for r in rates]
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+    if in_cluster:
+        result = bench_in_cluster(specs, model, tokenizer, timeout, namespace, name, kubeconfig, context, stack,
+                                  from_file, job_timeout, keep_job)
+    elif model:
+        result = bench_here(specs, BenchTarget(base_url or f"http://127.0.0.1:{SERVE_HTTP_PORT}/v1", model, tokenizer),
+                            timeout, quiet=output is OutputFormat.json)
+    else:  # the check above has exited already
+        raise fail("which model?", 2)
+    document = json.dumps(result, indent=2, default=str) + "\n"
+    if json_out is not None:
+        json_out.write_text(document)
+    if output is OutputFormat.json:
+        sys.stdout.write(document)
+    else:
+        from pdctl.views import render_bench
+
+        render_bench(console, result)
+    failed = sum(run["requests"]["failed"] for run in result["runs"])
+    if failed:
+        errors = sorted({e for run in result["runs"] for e in run["errors"]})
+        total = sum(run["requests"]["total"] for run in result["runs"])
+        raise fail(f"{failed} of {total} requests failed: {'; '.join(errors[:3])}")
+
+
+def pdctl_version() -> str:
+    """The package version, and the checkout's commit when there is one: what a result names."""
+    from pdctl.bench import git_commit
+
+    commit = git_commit()
+    return f"{version.package_version()} (git {commit})" if commit else version.package_version()
+
+
+def bench_here(specs, target, timeout: float, *, quiet: bool) -> dict:
+    """The benchmark from this machine (through `pdctl connect`'s tunnel when the URL is local)."""
     import openai
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from measure.latency import summarize
-    from pdctl.bench import BenchSpec, run_bench
-    from pdctl.views import render_bench
+    from pdctl.bench import benchmark, check_models
 
-    base_url, model = openai_target(base_url, model, from_file)
-    spec = BenchSpec(requests=requests, concurrency=concurrency, input_tokens=input_tokens,
-                     output_tokens=output_tokens, ignore_eos=ignore_eos, seed=seed)
+    total = sum(s.requests for s in specs)
     progress = Progress(TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=err, disable=output is OutputFormat.json)
+                        console=err, disable=quiet)
+    # Keep open as many connections as the warm-up opens (it sends the most requests at once). The
+    # SDK's own Limits type: its HTTP library differs between SDK versions.
+    pool = max(s.warmup_requests for s in specs)
+    default = openai.DEFAULT_CONNECTION_LIMITS
+    limits = type(default)(max_connections=max(pool, default.max_connections or 0),
+                           max_keepalive_connections=max(pool, default.max_keepalive_connections or 0))
 
-    async def go():
-        async with openai.AsyncOpenAI(base_url=base_url, api_key=api_key(), timeout=timeout,
-                                      max_retries=0) as client:
-            task = progress.add_task("requests", total=requests)
+    async def go() -> dict:
+        async with openai.AsyncOpenAI(base_url=target.base_url, api_key=api_key(), timeout=timeout, max_retries=0,
+                                      http_client=openai.DefaultAsyncHttpxClient(limits=limits)) as client:
+            try:
+                models = await check_models(client, target.model)
+            except LookupError as exc:
+                raise fail(str(exc)) from None
+            except openai.APIConnectionError as exc:
+                raise fail(f"GET /v1/models failed: {exc}{endpoint.unreachable_hint(target.base_url)}") from None
+            except openai.APIError as exc:
+                raise fail(f"GET /v1/models failed: {exc}") from None
+            task = progress.add_task("requests", total=total)
             with progress:
-                return await run_bench(client, model, spec, on_done=lambda _: progress.advance(task))
+                return await benchmark(client, target, specs, server_models=models, pdctl_version=pdctl_version(),
+                                       on_done=lambda _: progress.advance(task))
 
-    samples, wall = asyncio.run(go())
-    summary = {"model": model, "base_url": base_url, "spec": spec.__dict__, **summarize(samples, wall)}
-    if json_out is not None:
-        json_out.write_text(json.dumps(summary, indent=2) + "\n")
-    if output is OutputFormat.json:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
-    else:
-        render_bench(console, summary)
-    if summary["requests"]["failed"]:
-        raise fail(f"{summary['requests']['failed']} of {requests} requests failed: "
-                   f"{'; '.join(summary['errors'][:3])}")
+    return asyncio.run(go())
+
+
+def bench_in_cluster(specs, model: str | None, tokenizer: str | None, timeout: float, namespace, name,
+                     kubeconfig, context, stack, from_file, job_timeout: int, keep_job: bool) -> dict:
+    """The same benchmark as a Job beside the endpoint (pdctl.bench_job); its result from the pod log."""
+    from pdctl import bench_job, kube
+
+    with cluster_target(namespace, name, kubeconfig, context, stack, from_file) as target:
+        model = model or target.outputs.get(endpoint.OUTPUT_MODEL_ID)
+        if not model:
+            raise fail("which model? pass --model, or --from-file/--stack for the stack's modelId output", 2)
+        tokenizer = tokenizer or target.outputs.get(endpoint.OUTPUT_TOKENIZER)
+        reader = kube_reader(target)
+        ray_service = kube_call(f"RayService {target.namespace}/{target.name}",
+                                lambda: reader.ray_service(target.namespace, target.name), target)
+        spec_document = {
+            "target": {"base_url": bench_job.serve_url(target.outputs, target.namespace, target.name),
+                       "model": model, "tokenizer": tokenizer, "tokenizer_download": True},
+            "specs": [s.to_dict() for s in specs],
+            # No API key: the Job talks to the serve Service itself, which checks none, and a ConfigMap is
+            # no place for one.
+            "timeout": timeout, "pdctl_version": pdctl_version(),
+        }
+        err.print(f"running the benchmark as a Job in {target.namespace} (up to {job_timeout} s)…", highlight=False)
+        try:
+            return kube_call("bench Job", lambda: bench_job.run_in_cluster(
+                reader.api_client, namespace=target.namespace, ray_service=ray_service,
+                ray_cluster=kube.ray_service_status(ray_service).ray_cluster, spec_document=spec_document,
+                deadline_s=job_timeout, keep=keep_job, log=lambda line: err.print(line, highlight=False)), target)
+        except bench_job.BenchJobError as exc:
+            raise fail(str(exc)) from None

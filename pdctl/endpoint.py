@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from serve_app.render import SERVE_HTTP_PORT
 
@@ -15,7 +16,12 @@ from serve_app.render import SERVE_HTTP_PORT
 OUTPUT_NAMESPACE = "namespace"
 OUTPUT_RAY_SERVICE = "rayServiceName"
 OUTPUT_MODEL_ID = "modelId"
+OUTPUT_TOKENIZER = "tokenizerSource"
 OUTPUT_KUBECONFIG = "kubeconfig"
+OUTPUT_REGION = "region"
+OUTPUT_CLUSTER = "clusterName"
+# What `pulumi stack output --json` prints for a secret unless asked for --show-secrets.
+HIDDEN_SECRET = "[secret]"
 
 API_KEY_PLACEHOLDER = "not-needed"  # Ray Serve LLM does not check keys; the SDK insists on one
 
@@ -42,20 +48,23 @@ class ClientConfig:
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.env().items())
 
 
-def read_stack_outputs(stack: str | None, from_file: Path | None, *, cwd: Path | None = None) -> dict:
-    """Stack outputs from a saved `pulumi stack output --json` file, or from the pulumi CLI."""
+def read_stack_outputs(stack: str | None, from_file: Path | None, *, secrets: bool = False,
+                       cwd: Path | None = None) -> dict:
+    """Stack outputs from a saved `pulumi stack output --json` file, or from the pulumi CLI. The CLI
+    is asked for secret values (the kubeconfig) only when `secrets` says the caller needs them."""
     if from_file is not None:
         try:
             return json.loads(from_file.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise EndpointError(f"cannot read stack outputs from {from_file}: {exc}") from None
     pulumi = shutil.which("pulumi")
+    show = " --show-secrets" if secrets else ""
     if pulumi is None:
         raise EndpointError(
-            "the pulumi CLI is not on PATH: save `pulumi stack output --json --show-secrets` "
+            f"the pulumi CLI is not on PATH: save `pulumi stack output --json{show}` "
             "to a file and pass it with --from-file"
         )
-    command = [pulumi, "stack", "output", "--json", "--show-secrets"]
+    command = [pulumi, "stack", "output", "--json", *(["--show-secrets"] if secrets else [])]
     if stack:
         command += ["--stack", stack]
     result = subprocess.run(command, capture_output=True, text=True, cwd=cwd, check=False)
@@ -95,19 +104,36 @@ class SmokeResult:
     completion_tokens: int | None
 
 
+def unreachable_hint(base_url: str) -> str:
+    """The next step when the endpoint does not answer: on localhost, the port-forward is the usual cause."""
+    host = urlparse(str(base_url)).hostname or ""
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return " (is `pdctl connect` running? It forwards this port to the serve Service)"
+    return ""
+
+
 def served_models(client, model: str) -> list[str]:
     """The endpoint's model ids; raise EndpointError unless the stack's `model` is among them."""
+    return [m.id for m in list_models(client, model)]
+
+
+def list_models(client, model: str) -> list:
+    """GET /v1/models as the endpoint answers it (ids and whatever metadata the server adds);
+    raise EndpointError unless the stack's `model` is among them."""
     import openai
 
     try:
-        models = [m.id for m in client.models.list()]
+        cards = list(client.models.list())
+    except openai.APIConnectionError as exc:
+        raise EndpointError(f"GET /v1/models failed: {exc}{unreachable_hint(client.base_url)}") from None
     except openai.APIError as exc:
         raise EndpointError(f"GET /v1/models failed: {exc}") from None
+    models = [m.id for m in cards]
     if model not in models:
         raise EndpointError(
             f"the endpoint serves {models or 'no model'}, not the stack's model {model!r}"
         )
-    return models
+    return cards
 
 
 def smoke(client, model: str, prompt: str, *, max_tokens: int = 64) -> SmokeResult:

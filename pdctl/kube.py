@@ -212,6 +212,7 @@ class KubeReader:
         from kubernetes import client, config
 
         api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
+        self.api_client = api_client  # for writers built on the same connection (pdctl.bench_job)
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
 

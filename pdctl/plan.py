@@ -1,7 +1,13 @@
 """What a stack will create, cost and need, from the resources the real program registers offline.
 
 `build_plan(run, ...)` turns an `OfflineRun` into plain data (`Plan.to_dict()` is the `--output json`
-document); `pdctl.views.render_plan` draws it for a terminal. Nothing here calls Pulumi or AWS.
+document, which `pdctl.plan_diff` compares between two branches); `pdctl.views.render_plan` draws it
+for a terminal. Nothing here calls Pulumi or AWS.
+
+The same program must give the same plan, byte for byte: the engine hands maps over in no fixed
+order and numbers as floats, so every value goes through `canonical` and every list of resources is
+sorted. Values the offline mock cloud made up (ids, ARNs, AZ names) are marked as such, and secret
+inputs are masked.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pdctl.critical_path import CriticalPath, critical_path
 from serve_app.capacity import CapacityReport
 from serve_app.checks import CheckedApp
 
+SECRET_MASK = "[secret]"
 NODE_GROUP_TYPES = ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup")
 LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
 NAT_GATEWAY_TYPE = "aws:ec2/natGateway:NatGateway"
@@ -37,8 +44,10 @@ KEY_SETTINGS: dict[str, tuple[tuple[str, str], ...]] = {
                           ("public CIDRs", "publicAccessCidrs"),
                           ("private access", "endpointPrivateAccess"),
                           ("auth", "authenticationMode"), ("OIDC", "createOidcProvider"),
-                          ("secrets KMS key", "encryptionConfigKeyArn")),
-    "aws:kms/key:Key": (("rotation", "enableKeyRotation"),),
+                          ("secrets KMS key", "encryptionConfigKeyArn"),
+                          ("deletion protection", "deletionProtection"),
+                          ("access entries", "accessEntries")),
+    "aws:kms/key:Key": (("rotation", "enableKeyRotation"), ("deletion window days", "deletionWindowInDays")),
     "eks:index:ManagedNodeGroup": (("instance types", "instanceTypes"), ("capacity", "capacityType"),
                                    ("ami", "amiType"), ("desired", "scalingConfig.desiredSize"),
                                    ("min", "scalingConfig.minSize"), ("max", "scalingConfig.maxSize"),
@@ -88,15 +97,71 @@ def lookup(data: Any, path: str) -> Any:
     return lookup(data, rest)
 
 
-def integral(value: Any) -> Any:
-    """The engine hands ints over as floats (2.0): give whole numbers back as ints, recursively."""
+def canonical(value: Any) -> Any:
+    """Whole numbers as ints (the engine hands ints over as floats) and mapping keys sorted (it hands
+    maps over in no fixed order), recursively: one program, one plan, byte for byte."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
-        return {k: integral(v) for k, v in value.items()}
+        return {k: canonical(value[k]) for k in sorted(value)}
     if isinstance(value, list):
-        return [integral(v) for v in value]
+        return [canonical(v) for v in value]
     return value
+
+
+def masked(inputs: dict, secret_paths: Iterable[str]) -> dict:
+    """`inputs` with every secret the engine marked (paths as the harness records them: `a.b[0].c`)
+    replaced by SECRET_MASK."""
+    secret = set(secret_paths)
+
+    def walk(value: Any, path: str) -> Any:
+        if path in secret:
+            return SECRET_MASK
+        if isinstance(value, dict):
+            return {k: walk(v, f"{path}.{k}" if path else k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    return walk(inputs, "")
+
+
+def string_leaves(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in string_leaves(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in string_leaves(v)]
+    return []
+
+
+class OfflineValues:
+    """Which plan values the offline mock cloud made up, from its record (`OfflineRun.invented`).
+
+    A value counts when one of its strings is a made-up value, or contains a long made-up id (an ARN
+    holds the account id, a kubeconfig the endpoint). Short made-up values match whole strings only,
+    so a value that merely contains "us-west-2a" as text is not marked."""
+
+    LONG_ID = 12
+
+    def __init__(self, invented: dict[str, str]):
+        self.exact = dict(invented)
+        self.embedded = sorted((v, why) for v, why in invented.items()
+                               if len(v) >= self.LONG_ID and any(c.isdigit() for c in v))
+
+    def why(self, value: Any) -> str | None:
+        for text in string_leaves(value):
+            if text in self.exact:
+                return self.exact[text]
+            for token, why in self.embedded:
+                if token in text:
+                    return why
+        return None
+
+    def marks(self, values: dict[str, Any]) -> dict[str, str]:
+        """{key: why} for the entries of `values` that hold a made-up value."""
+        return {key: why for key, value in values.items() if (why := self.why(value)) is not None}
 
 
 def key_settings(resource) -> dict[str, Any]:
@@ -104,10 +169,10 @@ def key_settings(resource) -> dict[str, Any]:
     for label, path in KEY_SETTINGS.get(resource.type, ()):
         value = lookup(resource.inputs, path)
         if value not in (None, [], {}, ""):
-            settings[label] = integral(value)
+            settings[label] = canonical(value)
     if resource.type == RAY_SERVICE_TYPE:
         settings.update(serve_config_essentials(resource.inputs))
-    return settings
+    return settings  # labels in KEY_SETTINGS order (fixed); each value canonical
 
 
 def serve_applications(ray_service_inputs: dict) -> list[dict]:
@@ -149,20 +214,38 @@ def serve_config_essentials(ray_service_inputs: dict) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class ResourceOptions:
+    """The resource options a reviewer must see: what `pulumi destroy` refuses, what replaces."""
+
+    protect: bool = False  # `pulumi destroy` (and a replacement) refuse while set
+    replace_on_changes: tuple[str, ...] = ()  # input paths whose change replaces the resource
+    delete_before_replace: bool = False  # a replacement deletes the old one first: a gap
+
+    def to_dict(self) -> dict:
+        return {"protect": self.protect, "replace_on_changes": sorted(self.replace_on_changes),
+                "delete_before_replace": self.delete_before_replace}
+
+
+@dataclass(frozen=True)
 class TreeNode:
     type: str
     name: str
     settings: dict[str, Any]
     children: list[TreeNode]
+    options: ResourceOptions = ResourceOptions()
+    inputs: dict[str, Any] | None = None  # all inputs, secrets masked: what `plan --diff` compares
+    offline: dict[str, str] | None = None  # setting label -> which made-up value it holds
 
     def to_dict(self) -> dict:
         return {"type": self.type, "name": self.name, "settings": self.settings,
-                "children": [c.to_dict() for c in self.children]}
+                "options": self.options.to_dict(), "inputs": self.inputs or {},
+                "offline": self.offline or {}, "children": [c.to_dict() for c in self.children]}
 
 
-def resource_tree(resources: list) -> list[TreeNode]:
+def resource_tree(resources: list, offline: OfflineValues | None = None) -> list[TreeNode]:
     """Resources nested under their parents (roots: the Stack), siblings sorted by name then type:
     registration order changes from run to run, and the JSON plan must diff cleanly."""
+    offline = offline or OfflineValues({})
     by_urn = {r.urn: r for r in resources}
     children: dict[str | None, list] = {}
     for r in resources:
@@ -170,7 +253,12 @@ def resource_tree(resources: list) -> list[TreeNode]:
         children.setdefault(parent, []).append(r)
 
     def node(r) -> TreeNode:
-        return TreeNode(r.type, r.name, key_settings(r), [node(c) for c in children.get(r.urn, [])])
+        settings = key_settings(r)
+        options = ResourceOptions(protect=r.protect, replace_on_changes=tuple(r.replace_on_changes),
+                                  delete_before_replace=r.delete_before_replace)
+        inputs = canonical(masked(r.inputs, r.secret_paths))
+        return TreeNode(r.type, r.name, settings, [node(c) for c in children.get(r.urn, [])],
+                        options=options, inputs=inputs, offline=offline.marks(settings))
 
     for siblings in children.values():
         siblings.sort(key=lambda r: (r.name, r.type))
@@ -197,7 +285,7 @@ def region_of(resources: Iterable, config_region: str | None) -> str | None:
 def cost_inputs(resources: list, region: str) -> CostInputs:
     by_urn = {r.urn: r for r in resources}
     groups = []
-    for r in resources:
+    for r in sorted(resources, key=lambda r: (r.name, r.type)):
         if r.type not in NODE_GROUP_TYPES:
             continue
         template = next((by_urn[d] for d in r.dependencies
@@ -257,6 +345,41 @@ def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport],
     return dict(app.capacity), None
 
 
+def access_entries(cluster_inputs: dict) -> list[dict]:
+    """A pulumi-eks Cluster's access entries: who gets in, with which access policies at which scope."""
+    entries = []
+    for name, entry in sorted((cluster_inputs.get("accessEntries") or {}).items()):
+        policies = [{"name": policy_name, "policy_arn": policy.get("policyArn"),
+                     "scope": lookup(policy, "accessScope.type"),
+                     "namespaces": sorted(lookup(policy, "accessScope.namespaces") or [])}
+                    for policy_name, policy in sorted((entry.get("accessPolicies") or {}).items())]
+        entries.append({"name": name, "principal_arn": entry.get("principalArn"),
+                        "kubernetes_groups": sorted(entry.get("kubernetesGroups") or []), "policies": policies})
+    return entries
+
+
+def protections(resources: Iterable) -> dict:
+    """What stands between a mistake and a deleted or exposed production system: Pulumi `protect`
+    per resource, and per EKS cluster its deletion protection, API endpoint reach and access entries."""
+    resources = list(resources)
+    clusters = []
+    for r in sorted((r for r in resources if r.type == CLUSTER_TYPES[0]), key=lambda r: r.name):
+        inputs = r.inputs
+        clusters.append({
+            "name": r.name,
+            "deletion_protection": bool(inputs.get("deletionProtection")),
+            "endpoint_private_access": bool(inputs.get("endpointPrivateAccess")),
+            # pulumi-eks (like EKS) leaves the public endpoint on unless told otherwise.
+            "endpoint_public_access": inputs.get("endpointPublicAccess", True) is not False,
+            "public_access_cidrs": sorted(inputs.get("publicAccessCidrs") or []),
+            "authentication_mode": inputs.get("authenticationMode"),
+            "access_entries": access_entries(inputs),
+        })
+    protected = sorted(((r.type, r.name) for r in resources if r.protect),
+                       key=lambda t: (t[1], t[0]))
+    return {"protected": [{"type": t, "name": n} for t, n in protected], "eks_clusters": clusters}
+
+
 @dataclass(frozen=True)
 class Plan:
     stack: str
@@ -268,6 +391,8 @@ class Plan:
     cost: CostEstimate
     critical_path: CriticalPath
     outputs: dict
+    protections: dict
+    offline_outputs: dict[str, str]  # output key -> which made-up value it holds
 
     def to_dict(self) -> dict:
         return {
@@ -275,11 +400,13 @@ class Plan:
             "region": self.region,
             "resources": {"total": sum(self.counts.values()), "by_type": self.counts},
             "tree": [n.to_dict() for n in self.tree],
-            "capacity": {"per_phase": {p: r.to_dict() for p, r in self.capacity.items()},
+            "protections": self.protections,
+            "capacity": {"per_phase": {p: r.to_dict() for p, r in sorted(self.capacity.items())},
                          "note": self.capacity_note},
             "cost": self.cost.to_dict(),
             "critical_path": self.critical_path.to_dict(),
             "outputs": self.outputs,
+            "offline_outputs": self.offline_outputs,
         }
 
 
@@ -288,15 +415,18 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
     region = region_of(resources, config_region)
     reports, capacity_note = capacity_reports(checked_app(run))
     secret = set(getattr(run, "secret_outputs", ()) or ())
-    outputs = {k: ("[secret]" if k in secret else integral(v)) for k, v in run.outputs.items()}
+    outputs = {k: (SECRET_MASK if k in secret else canonical(v)) for k, v in sorted(run.outputs.items())}
+    offline = OfflineValues(run.invented)
     return Plan(
         stack=stack,
         region=region,
         counts=resource_counts(resources),
-        tree=resource_tree(resources),
+        tree=resource_tree(resources, offline),
         capacity=reports,
         capacity_note=capacity_note,
         cost=hourly_cost(cost_inputs(resources, region or "unknown")),
         critical_path=critical_path(resources),
         outputs=outputs,
+        protections=protections(resources),
+        offline_outputs=offline.marks({k: v for k, v in outputs.items() if k not in secret}),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from pdctl.plan import RAY_SERVICE_TYPE, integral
+from pdctl.plan import RAY_SERVICE_TYPE, canonical
 
 MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec")
 NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
@@ -33,7 +33,7 @@ def to_yaml_documents(objects: list[dict]) -> str:
 
 
 def _manifest(resource) -> dict:
-    return integral({key: resource.inputs[key] for key in MANIFEST_KEYS if key in resource.inputs})
+    return canonical({key: resource.inputs[key] for key in MANIFEST_KEYS if key in resource.inputs})
 
 
 def ray_service_manifest(run) -> dict:

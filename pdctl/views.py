@@ -7,45 +7,104 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.rule import Rule
 from rich.table import Table
 from rich.tree import Tree
 
 from facts import prices as price_data
 
+# Where a value came from the offline mock cloud, not from the stack (a stand-in for AWS's answer).
+OFFLINE_MARK = "(offline)"
+# Section rules stop here: an unwrapped plan (piped, or a huge --width) would draw them across it.
+RULE_WIDTH = 100
+
 
 def _value(value: Any) -> str:
     if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"))
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
     return str(value)
+
+
+def _rule(console: Console, title: str) -> None:
+    console.print(Rule(title), width=min(console.width, RULE_WIDTH))
+
+
+def _setting(key: str, value: Any, offline: dict[str, str]) -> str:
+    mark = f" [yellow]{OFFLINE_MARK}[/]" if key in offline else ""
+    return f"[cyan]{escape(key)}[/]={escape(_value(value))}{mark}"
+
+
+def _access_entries(value: dict) -> str:
+    return "  ".join(
+        f"{escape(entry.get('principalArn', name))} → " + ", ".join(
+            f"{escape(str(policy.get('policyArn', '')).rsplit('/', 1)[-1])} "
+            f"({escape(str((policy.get('accessScope') or {}).get('type')))} scope)"
+            for _, policy in sorted((entry.get("accessPolicies") or {}).items()))
+        for name, entry in sorted(value.items()))
 
 
 def _tree_label(node) -> str:
     label = f"[bold]{escape(node.name)}[/] [dim]{escape(node.type)}[/]"
-    simple = {k: v for k, v in node.settings.items() if not isinstance(v, dict) or k.startswith("app")}
+    if node.options.protect:
+        label += " [bold red]\\[protected][/]"
+    offline = node.offline or {}
+    simple = {k: v for k, v in node.settings.items()
+              if (not isinstance(v, dict) or k.startswith("app")) and k != "access entries"}
     if simple:
-        label += "  " + "  ".join(f"[cyan]{k}[/]={escape(_value(v))}" for k, v in simple.items())
+        label += "  " + "  ".join(_setting(k, v, offline) for k, v in simple.items())
     return label
 
 
 def _add(branch: Tree, node) -> None:
     child = branch.add(_tree_label(node), highlight=False)
     for key, value in node.settings.items():
-        if isinstance(value, dict) and not key.startswith("app"):
+        if key == "access entries":
+            child.add(f"[magenta]{key}[/]: {_access_entries(value)}", highlight=False)
+        elif isinstance(value, dict) and not key.startswith("app"):
             child.add(f"[magenta]{key}[/]: " + "  ".join(
-                f"{k}={escape(_value(v))}" for k, v in value.items() if v is not None), highlight=False)
+                f"{escape(str(k))}={escape(_value(v))}" for k, v in value.items() if v is not None), highlight=False)
     for grandchild in node.children:
         _add(child, grandchild)
 
 
+def _render_protections(console: Console, protections: dict) -> None:
+    _rule(console, "[bold]protections[/]")
+    protected = protections["protected"]
+    console.print("Pulumi protect (`pulumi destroy` and replacements refuse until it is turned off): "
+                  + (", ".join(f"{p['name']} ({p['type']})" for p in protected) if protected else "none"),
+                  highlight=False, markup=False)
+    for cluster in protections["eks_clusters"]:
+        public = ("off" if not cluster["endpoint_public_access"] else
+                  "from " + ", ".join(cluster["public_access_cidrs"]) if cluster["public_access_cidrs"]
+                  else "from anywhere (no CIDR list)")
+        console.print(
+            f"EKS {cluster['name']}: deletion protection {'ON' if cluster['deletion_protection'] else 'OFF'}; "
+            f"API endpoint private {'on' if cluster['endpoint_private_access'] else 'off'}, public {public}; "
+            f"authentication {cluster['authentication_mode'] or 'default'}", highlight=False, markup=False)
+        entries = cluster["access_entries"]
+        if not entries:
+            console.print("  access entries: none in the stack", highlight=False, markup=False)
+        for entry in entries:
+            policies = ", ".join(
+                f"{p['policy_arn'].rsplit('/', 1)[-1]} ({p['scope']} scope"
+                + (f": {', '.join(p['namespaces'])}" if p["namespaces"] else "") + ")" for p in entry["policies"])
+            console.print(f"  access entry {entry['principal_arn']} → {policies or 'no access policy'}",
+                          highlight=False, markup=False)
+
+
 def render_plan(console: Console, plan) -> None:
     total = sum(plan.counts.values())
-    console.rule(f"[bold]plan: stack {plan.stack}[/] ({plan.region or 'region unknown'}, {total} resources)")
+    _rule(console, f"[bold]plan: stack {plan.stack}[/] ({plan.region or 'region unknown'}, {total} resources)")
+    console.print(f"{OFFLINE_MARK}: a value the offline mock cloud made up (offline/mock_cloud.py); AWS gives "
+                  "the real one at `pulumi up`", highlight=False, markup=False)
     root = Tree("[bold]resources by component[/]")
     for node in plan.tree:
         _add(root, node)
     console.print(root)
 
-    console.rule("[bold]capacity per replica[/] (estimate)")
+    _render_protections(console, plan.protections)
+
+    _rule(console, "[bold]capacity per replica[/] (estimate)")
     if plan.capacity:
         texts = {phase: report.render_text() for phase, report in plan.capacity.items()}
         if len(set(texts.values())) == 1:  # the usual case: both phases run the same engine
@@ -57,7 +116,7 @@ def render_plan(console: Console, plan) -> None:
         console.print(f"[yellow]no capacity report: {plan.capacity_note}[/]")
 
     cost = plan.cost
-    console.rule(f"[bold]hourly cost ESTIMATE[/] ({cost.region}, USD, on-demand list prices)")
+    _rule(console, f"[bold]hourly cost ESTIMATE[/] ({cost.region}, USD, on-demand list prices)")
     table = Table("item", "quantity", "unit price / h", "per hour")
     for line in cost.lines:
         table.add_row(line.item, f"{line.quantity:g} {line.unit}",
@@ -73,7 +132,7 @@ def render_plan(console: Console, plan) -> None:
                   f"taxes, data transfer, NAT data processing, EKS extended support, discounts[/]")
 
     path = plan.critical_path
-    console.rule("[bold]deploy critical path[/] (expected minutes)")
+    _rule(console, "[bold]deploy critical path[/] (expected minutes)")
     table = Table("starts at", "minutes", "resource", "type", "duration source")
     for step in path.steps:
         table.add_row(f"{step.starts_at:.1f}", f"{step.minutes:.1f}", step.name, step.type, step.source)
@@ -83,9 +142,10 @@ def render_plan(console: Console, plan) -> None:
         f"[bold]{path.sequential_minutes:.1f} min[/] for the same resources one after another "
         f"(how the reference scripts run)", highlight=False)
     if plan.outputs:
-        console.rule("[bold]stack outputs[/]")
+        _rule(console, "[bold]stack outputs[/]")
         for key, value in plan.outputs.items():
-            console.print(f"[cyan]{key}[/] = {escape(_value(value))}", highlight=False)
+            mark = f" [yellow]{OFFLINE_MARK}[/]" if key in plan.offline_outputs else ""
+            console.print(f"[cyan]{key}[/] = {escape(_value(value))}{mark}", highlight=False)
 
 
 def render_status(console: Console, service, pods, nodes, warnings: list[str]) -> None:
@@ -120,22 +180,50 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value * 1000:,.1f}"
 
 
-def render_bench(console: Console, summary: dict) -> None:
-    requests = summary["requests"]
-    table = Table(f"latency (ms), {requests['succeeded']}/{requests['total']} requests ok",
-                  "mean", "p50", "p90", "p99")
-    for key, label in (("ttft_s", "TTFT"), ("itl_s", "ITL"), ("tpot_s", "TPOT"), ("e2e_s", "E2E")):
-        dist = summary[key] or {}
-        table.add_row(label, *(_ms(dist.get(k)) for k in ("mean", "p50", "p90", "p99")))
-    console.print(table)
+def _run_title(parameters: dict) -> str:
+    if parameters["rate"] is None:
+        load = f"closed loop, {parameters['concurrency']} in flight"
+    else:
+        cap = f", at most {parameters['concurrency']} in flight" if parameters["concurrency"] else ""
+        load = f"open loop, {parameters['rate']:g} req/s {parameters['arrival']}{cap}"
+    return (f"{load}; {parameters['requests']} requests of {parameters['input_tokens']} → "
+            f"{parameters['output_tokens']} tokens after {parameters['warmup']} warm-up")
+
+
+def render_bench(console: Console, result: dict) -> None:
+    server = result["server"]
+    versions = result["versions"]
+    console.print(f"[bold]{escape(server['model'])}[/] at {escape(server['base_url'])} ({result['where']}); "
+                  f"pdctl {versions['pdctl']}, openai {versions['openai']}", highlight=False)
 
     def rate(value: float | None) -> str:
         return "—" if value is None else f"{value:,.1f}"
 
-    console.print(
-        f"wall {summary['wall_s']:.2f} s · {rate(summary['requests_per_s'])} req/s · "
-        f"output {rate(summary['output_tokens_per_s'])} tok/s · total {rate(summary['total_tokens_per_s'])} tok/s "
-        f"({summary['input_tokens']:,} in / {summary['output_tokens']:,} out tokens)", highlight=False)
+    for run in result["runs"]:
+        parameters, requests = run["parameters"], run["requests"]
+        console.print(f"[bold]{escape(_run_title(parameters))}[/]  seed {parameters['seed']}", highlight=False)
+        prompts = run["prompts"]
+        exact = "exact" if prompts["exact_token_length"] else "not exact"
+        console.print(f"prompts: {escape(prompts['source'])} ({exact})"
+                      + (f": {escape(prompts['note'])}" if prompts["note"] else ""), highlight=False)
+        table = Table(f"latency (ms), {requests['succeeded']}/{requests['total']} requests ok",
+                      "mean", "p50", "p90", "p99")
+        for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL*"), ("e2e_s", "E2E")):
+            dist = run[key] or {}
+            table.add_row(label, *(_ms(dist.get(k)) for k in ("mean", "p50", "p90", "p99")))
+        console.print(table)
+        console.print(
+            f"wall {run['wall_s']:.2f} s · {rate(run['requests_per_s'])} req/s · "
+            f"output {rate(run['output_tokens_per_s'])} tok/s · total {rate(run['total_tokens_per_s'])} tok/s "
+            f"({run['input_tokens']:,} in / {run['output_tokens']:,} out tokens)", highlight=False)
+        goodput = run.get("goodput")
+        if goodput:
+            slo = ", ".join(f"{k.removesuffix('_s').upper()} ≤ {v * 1000:g} ms" for k, v in goodput["slo"].items()
+                            if v is not None)
+            console.print(f"goodput ({slo}): {goodput['good_requests']}/{requests['total']} requests, "
+                          f"{rate(goodput['requests_per_s'])} req/s", highlight=False)
+    for note in result["notes"]:
+        console.print(f"[dim]* {escape(note)}[/]", highlight=False)
 
 
 TOP_ROWS = (

@@ -10,14 +10,24 @@
 - `real_exposition` / `real_metric_names`: the samples (and their names) of the real exposition of
   the PD app captured on a GPU (`REAL_METRICS_EXPOSITION`, the one place that says which capture).
 - `promtool`: Debian's promtool (package `prometheus`); a missing one fails, never skips.
+- `serve_http(server)`: a local HTTP server (a test's stand-in for an API) served until the test ends.
+- `server`: an OpenAI-compatible endpoint on 127.0.0.1 (stdlib HTTP, streaming SSE) whose first token
+  comes TTFT after a request and each next one ITL later, recording what it was sent.
+- `tiny_tokenizer`: a byte-level BPE tokenizer trained here, saved as a transformers tokenizer directory.
 """
 
 from __future__ import annotations
 
 import functools
 import gzip
+import json
+import random
 import shutil
+import socket
+import threading
+import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +145,156 @@ def ray_service_crd_validator() -> Any:
     jsonschema.Draft7Validator.check_schema(schema)
     return jsonschema.Draft7Validator(schema)
 
+
+
+# ------------------------------------------------------------- an OpenAI-compatible endpoint
+
+MODEL = "qwen3.5-9b"
+TTFT = 0.15  # seconds before the first token
+ITL = 0.04  # seconds between tokens
+
+
+class FakeOpenAI(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.served_model = MODEL
+        self.answer_model = MODEL
+        self.answer = "Prefill and decode run on different GPUs."
+        self.requests: list[dict] = []
+        self.events: list[tuple[str, int]] = []  # ("start" | "end", max_tokens of the request), in server order
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeOpenAI
+
+    def setup(self):
+        super().setup()
+        # As uvicorn does: each SSE event leaves at once, not held back by Nagle until the client's
+        # delayed ACK (which adds ~40 ms to the second of two small writes).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, *args):
+        pass
+
+    def _json(self, body: dict, status: int = 200):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/v1/models":
+            self._json({"object": "list", "data": [
+                {"id": self.server.served_model, "object": "model", "created": 0, "owned_by": "ray"}]})
+        else:
+            self._json({"error": {"message": "not found"}}, 404)
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append(body)
+        if self.path != "/v1/chat/completions":
+            return self._json({"error": {"message": "not found"}}, 404)
+        if body.get("stream"):
+            return self._stream(body)
+        self._json({
+            "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": self.server.answer_model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": self.server.answer}}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21},
+        })
+
+    def _stream(self, body: dict):
+        server = self.server
+        with server.lock:
+            server.in_flight += 1
+            server.max_in_flight = max(server.max_in_flight, server.in_flight)
+            server.events.append(("start", body.get("max_tokens")))
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 4)
+            content = body["messages"][0]["content"]  # a string, or content parts (as vLLM's client sends)
+            text = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+            prompt_tokens = len(text.split())
+
+            def send(payload):
+                self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+                self.wfile.flush()
+
+            def chunk(delta, finish=None):
+                return {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": MODEL,
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+            # As vLLM streams: the role-only chunk (not a token) goes out with the first token.
+            time.sleep(TTFT)
+            send(chunk({"role": "assistant", "content": ""}))
+            for i in range(tokens):
+                if i:
+                    time.sleep(ITL)
+                send(chunk({"content": f" tok{i}"}))
+            send(chunk({}, "length"))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                send({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": MODEL,
+                      "choices": [], "usage": {"prompt_tokens": prompt_tokens,
+                                               "completion_tokens": tokens,
+                                               "total_tokens": prompt_tokens + tokens}})
+            self.wfile.write(b"data: [DONE]\n\n")
+        finally:
+            with server.lock:
+                server.in_flight -= 1
+                server.events.append(("end", body.get("max_tokens")))
+
+
+@pytest.fixture
+def serve_http(request) -> Callable[[Any], Any]:
+    """`serve_http(server)` serves a local HTTP server on a thread until the test ends; returns it."""
+    def start(http_server):
+        threading.Thread(target=http_server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+        def stop():
+            http_server.shutdown()
+            http_server.server_close()
+
+        request.addfinalizer(stop)
+        return http_server
+
+    return start
+
+
+@pytest.fixture
+def server(serve_http) -> FakeOpenAI:
+    return serve_http(FakeOpenAI())
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tmp_path_factory) -> Path:
+    """A byte-level BPE tokenizer trained here on a small corpus, saved as a transformers tokenizer
+    directory: what `--tokenizer DIR` and the Hugging Face cache hold."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["prefill", "decode", "cache", "token", "layer", "engine", "transfer", "memory", "model", "serve",
+             "request", "stream", "batch"]
+    rng = random.Random(0)
+    corpus = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(500)]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|end|>"], show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    directory = tmp_path_factory.mktemp("tokenizer")
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|end|>").save_pretrained(directory)
+    return directory

@@ -366,12 +366,13 @@ def test_helm_releases_wait_for_the_nodes_they_run_on(each):
 def test_outputs_a_client_can_use(each):
     out = each.outputs
     assert set(out) == {"region", "clusterName", "kubeconfig", "namespace", "rayServiceName", "serveServiceName",
-                        "servePort", "modelId", "portForwardCommand", "clientConfig", "gpuAvailabilityZone",
-                        "prometheusPortForwardCommand", "grafanaPortForwardCommand"}
+                        "servePort", "modelId", "tokenizerSource", "portForwardCommand", "clientConfig",
+                        "gpuAvailabilityZone", "prometheusPortForwardCommand", "grafanaPortForwardCommand"}
     assert out["region"] == "us-west-2"
     assert out["serveServiceName"] == f"{out['rayServiceName']}-serve-svc"
     assert out["servePort"] == 8000
     assert out["modelId"] == "qwen3.5-9b"
+    assert out["tokenizerSource"] == "Qwen/Qwen3.5-9B"  # the model source: no separate tokenizer set
     assert out["portForwardCommand"] == (
         f"kubectl --namespace {out['namespace']} port-forward service/{out['serveServiceName']} 8000:8000")
     client = out["clientConfig"]
@@ -392,6 +393,11 @@ def test_only_the_kubeconfig_is_secret(each):
 def test_dev_outputs_name_the_reference_deployment(dev):
     assert (dev.outputs["clusterName"], dev.outputs["namespace"], dev.outputs["rayServiceName"]) == (
         "ray-llm-multinode", "inference", "ray-llm")
+
+
+def test_a_separate_tokenizer_source_is_the_one_clients_are_told():
+    run = run_offline("dev", overrides={"tokenizerSource": "Qwen/Qwen3-8B"})
+    assert run.outputs["tokenizerSource"] == "Qwen/Qwen3-8B"
 
 
 # ── Choices and refusals that need EC2's answers ──────────────────────────────────────────────

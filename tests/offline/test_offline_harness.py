@@ -103,3 +103,25 @@ def test_unknown_stack_names_the_stacks_that_exist(project: Path):
 
     with pytest.raises(ConfigError, match=r"stack: got 'prod'; allowed: dev"):
         try_run_offline("prod", project_dir=project, mocks=EchoMocks())
+
+
+def test_the_mock_cloud_records_what_it_makes_up_and_nothing_the_stack_chose():
+    from offline.mock_cloud import ACCOUNT_ID
+
+    run = try_run_offline("prod")
+    assert run.error is None
+    invented = run.invented
+    subnet = run.all("aws:ec2/subnet:Subnet")[0]
+    # Ids, ARNs, the account and the AZ names come from the mocks...
+    [subnet_id] = [v for v, why in invented.items() if why == f"the offline mock's id of {subnet.type} {subnet.name}"]
+    assert subnet_id.startswith("subnet-")
+    assert ACCOUNT_ID in invented and subnet.inputs["availabilityZone"] in invented
+    key_arn = run.one("eks:index:Cluster").inputs["encryptionConfigKeyArn"]
+    assert "arn of aws:kms/key:Key" in invented[key_arn]
+    # ...the region, names, CIDRs and chart versions the stack file or the program chose do not.
+    for chosen in ("us-west-2", "ray-llm-prod", "10.20.0.0/16", "203.0.113.0/24", "1.7.0", "inference"):
+        assert chosen not in invented
+
+
+def test_mocks_that_keep_no_record_leave_it_empty(project: Path):
+    assert try_run_offline("dev", project_dir=project, mocks=EchoMocks()).invented == {}

@@ -75,3 +75,34 @@ def test_connect_without_kubectl_says_so(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["connect"])
     assert result.exit_code == 1
     assert "kubectl is not on PATH" in result.stderr
+
+
+def test_each_flag_means_one_thing_in_every_command():
+    """`-n` was the namespace in one command and the request count in another: a flag now binds one
+    parameter across all commands."""
+    import typer.main
+
+    meanings: dict[str, set[str]] = {}
+    for command in typer.main.get_command(app).commands.values():
+        for param in command.params:
+            for flag in [*param.opts, *param.secondary_opts]:
+                meanings.setdefault(flag, set()).add(param.name)
+    assert {flag: names for flag, names in meanings.items() if len(names) > 1} == {}
+    assert meanings["-n"] == {"namespace"} and meanings["-s"] == {"stack"} and meanings["-o"] == {"output"}
+
+
+def test_connect_help_is_help_not_design_notes():
+    result = CliRunner().invoke(app, ["connect", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "Forward 127.0.0.1:<local-port> to the stack's serve Service" in result.stdout
+    assert "re-implement" not in result.stdout and "portforward only reaches a pod" not in result.stdout
+
+
+def test_connect_says_what_to_check_when_kubectl_fails(tmp_path, monkeypatch):
+    script = tmp_path / "kubectl"
+    script.write_text("#!/bin/sh\nexit 1\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    result = CliRunner().invoke(app, ["connect", "--namespace", "llm", "--name", "chat", "--kubeconfig", "/k/config"])
+    assert result.exit_code == 1
+    assert "kubectl port-forward exited 1: `pdctl status` shows" in result.stderr

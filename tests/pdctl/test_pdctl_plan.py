@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -33,7 +37,8 @@ def dev_plan(dev_run):
 @pytest.fixture(scope="module")
 def prod_plan():
     run = run_offline("prod")
-    return build_plan(run, stack="prod", config_region=run.config["aws:region"]).to_dict()
+    document = build_plan(run, stack="prod", config_region=run.config["aws:region"]).to_dict()
+    return json.loads(json.dumps(document, default=str))  # as `--output json` hands it over
 
 
 def invoke(*args):
@@ -240,3 +245,94 @@ def test_cost_counts_the_prometheus_volume_the_settings_size(dev_plan, prod_plan
         (line,) = [line for line in plan["cost"]["lines"] if "Prometheus" in line["item"]]
         assert (line["quantity"], line["unit"]) == (gib, "GiB")
         assert line["item"].startswith("EBS gp3 volume")
+
+
+# ------------------------------------------------------------------- what a reviewer reads
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _plan_text(stack: str, hash_seed: str) -> str:
+    """`pdctl plan` as a pipe sees it (stdout not a terminal), in a fresh interpreter."""
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-m", "pdctl", "plan", "--stack", stack], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def prod_texts() -> tuple[str, str]:
+    """The prod text plan from two interpreters with different hash seeds."""
+    return _plan_text("prod", "1"), _plan_text("prod", "2")
+
+
+def test_text_plan_is_byte_identical_across_runs_and_unwrapped_when_piped(prod_plan, prod_texts):
+    first, second = prod_texts
+    assert first == second
+    lines = first.splitlines()
+    # Nothing wraps: every long value sits whole on its line, however wide (COLUMNS=80 is ignored).
+    kms_arn = next(n["settings"]["secrets KMS key"] for n in _walk(prod_plan["tree"]) if n["type"] == CLUSTER)
+    assert any(kms_arn in line for line in lines)
+    assert max(len(line) for line in lines) > 200
+    assert not any(line.endswith(" ") for line in lines)
+    # Maps the engine hands over unordered come out sorted.
+    labels = next(line for line in lines if "pod-security.kubernetes.io/audit=baseline" in line)
+    assert labels.index("audit=") < labels.index("enforce=") < labels.index("enforce-version=") < labels.index("warn=")
+
+
+def test_width_option_wraps_the_text_plan(cached_dev):
+    result = invoke("plan", "--width", "80")
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+
+
+def test_prod_protections_in_json_and_text(prod_plan, prod_texts):
+    protections = prod_plan["protections"]
+    assert {(p["type"], p["name"]) for p in protections["protected"]} == {
+        (CLUSTER, "cluster-eks"), ("aws:kms/key:Key", "cluster-secrets"), ("aws:ec2/vpc:Vpc", "network-vpc")}
+    [cluster] = protections["eks_clusters"]
+    assert cluster["deletion_protection"] is True
+    assert cluster["endpoint_private_access"] and cluster["public_access_cidrs"] == ["203.0.113.0/24"]
+    [entry] = cluster["access_entries"]
+    assert entry["principal_arn"] == "arn:aws:iam::111122223333:role/platform-admin"
+    assert [(p["policy_arn"].rsplit("/", 1)[-1], p["scope"]) for p in entry["policies"]] == [
+        ("AmazonEKSClusterAdminPolicy", "cluster")]
+    protected = {n["name"] for n in _walk(prod_plan["tree"]) if n["options"]["protect"]}
+    assert protected == {"cluster-eks", "cluster-secrets", "network-vpc"}
+    text = prod_texts[0]
+    assert "EKS cluster-eks: deletion protection ON; API endpoint private on, public from 203.0.113.0/24" in text
+    assert ("access entry arn:aws:iam::111122223333:role/platform-admin → AmazonEKSClusterAdminPolicy "
+            "(cluster scope)") in text
+    assert "cluster-eks eks:index:Cluster [protected]" in text
+
+
+def test_dev_protects_nothing_and_says_so(dev_plan, cached_dev):
+    [cluster] = dev_plan["protections"]["eks_clusters"]
+    assert dev_plan["protections"]["protected"] == [] and cluster["deletion_protection"] is False
+    assert cluster["public_access_cidrs"] == ["0.0.0.0/0"]
+    text = invoke("plan").stdout
+    assert "Pulumi protect (`pulumi destroy` and replacements refuse until it is turned off): none" in text
+    assert "deletion protection OFF" in text and "access entries: none in the stack" in text
+
+
+def test_values_the_offline_mock_made_up_are_marked_and_the_stacks_own_are_not(prod_plan, prod_texts):
+    nodes = list(_walk(prod_plan["tree"]))
+    cluster = next(n for n in nodes if n["type"] == CLUSTER)
+    assert set(cluster["offline"]) == {"secrets KMS key"}  # not the CIDRs, version or name it was given
+    gpu = next(n for n in nodes if n["type"] == NODE_GROUP and n["name"] == "gpu-nodes")
+    assert set(gpu["offline"]) == {"subnets"} and "subnet" in gpu["offline"]["subnets"]
+    subnets = [n for n in nodes if n["type"] == "aws:ec2/subnet:Subnet"]
+    assert all(set(n["offline"]) == {"az"} for n in subnets)
+    assert set(prod_plan["offline_outputs"]) == {"gpuAvailabilityZone"}
+    text = prod_texts[0]
+    assert f"gpuAvailabilityZone = {prod_plan['outputs']['gpuAvailabilityZone']} (offline)" in text
+    assert "clusterName = ray-llm-prod\n" in text
+
+
+def test_resource_options_and_masked_inputs_are_in_the_json(prod_plan):
+    ray = next(n for n in _walk(prod_plan["tree"]) if n["type"] == RAY_SERVICE)
+    assert ray["options"] == {"protect": False, "replace_on_changes": ["spec.rayClusterConfig"],
+                              "delete_before_replace": True}
+    assert ray["inputs"]["metadata"]["name"] == "ray-llm"
+    provider = next(n for n in _walk(prod_plan["tree"]) if n["type"] == "pulumi:providers:kubernetes")
+    assert provider["inputs"]["kubeconfig"] == "[secret]"

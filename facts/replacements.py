@@ -1,0 +1,66 @@
+"""Which input changes make a provider replace a resource instead of updating it in place.
+
+Pulumi's AWS provider is bridged from terraform-provider-aws: an input its schema marks `ForceNew`
+replaces the resource when it changes. pulumi-eks's `ManagedNodeGroup` hands its inputs to an
+`aws.eks.NodeGroup`, and its `Cluster` its name to an `aws.eks.Cluster`. The Pulumi Kubernetes
+provider replaces any object whose name or namespace changes. Paths are input paths as the engine
+records them (camelCase, dotted); a change at or below one of them replaces.
+
+`complete` says whether the list is the whole story for the type: then any other change updates in
+place. Where it is not (pulumi-eks's Cluster is many resources; Kubernetes kinds with fields of their
+own), and for types not listed at all, whether another change updates or replaces is decided by the
+provider at `pulumi preview` time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ReplaceTriggers:
+    paths: tuple[str, ...]
+    source: str
+    complete: bool = True  # False: other inputs may replace too (not modelled here)
+
+
+_NODE_GROUP = ReplaceTriggers(
+    ("amiType", "capacityType", "clusterName", "diskSize", "instanceTypes", "launchTemplate.id",
+     "launchTemplate.name", "nodeGroupName", "nodeGroupNamePrefix", "nodeRoleArn", "remoteAccess", "subnetIds"),
+    "terraform-provider-aws internal/service/eks/node_group.go (ForceNew); labels, taints, scaling "
+    "and the launch template version update in place",
+)
+
+REPLACE_TRIGGERS: dict[str, ReplaceTriggers] = {
+    "eks:index:ManagedNodeGroup": _NODE_GROUP,
+    "aws:eks/nodeGroup:NodeGroup": _NODE_GROUP,
+    # A component of many resources (cluster, OIDC provider, security groups, add-ons): only the
+    # cluster's own name is modelled.
+    "eks:index:Cluster": ReplaceTriggers(
+        ("name",), "terraform-provider-aws internal/service/eks/cluster.go (name is ForceNew)", complete=False),
+    "aws:ec2/subnet:Subnet": ReplaceTriggers(
+        ("availabilityZone", "availabilityZoneId", "cidrBlock", "vpcId", "ipv6Native", "outpostArn"),
+        "terraform-provider-aws internal/service/ec2/vpc_subnet.go (ForceNew)"),
+    "aws:ec2/vpc:Vpc": ReplaceTriggers(
+        ("cidrBlock", "ipv4IpamPoolId", "ipv4NetmaskLength"),
+        "terraform-provider-aws internal/service/ec2/vpc_.go (ForceNew)"),
+}
+
+# Every Kubernetes object: pulumi-kubernetes provider/pkg/provider/diff.go `metadataForceNewProperties`.
+# Its `forceNew` table adds fields for some built-in kinds (Secret, Service, Job, Deployment, ...);
+# custom resources, Namespaces and NetworkPolicies have none there.
+_KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
+_KUBERNETES_SOURCE = "pulumi-kubernetes provider/pkg/provider/diff.go (a new name or namespace is a new object)"
+_KUBERNETES_IDENTITY_ONLY = ("kubernetes:core/v1:Namespace", "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+_KUBERNETES_BUILT_IN = ("kubernetes:core/", "kubernetes:apps/", "kubernetes:batch/", "kubernetes:policy/",
+                        "kubernetes:rbac.authorization.k8s.io/", "kubernetes:storage.k8s.io/")
+
+
+def replace_triggers(resource_type: str) -> ReplaceTriggers | None:
+    """The known replace-triggering inputs of `resource_type`, or None when nothing is known here."""
+    if resource_type in REPLACE_TRIGGERS:
+        return REPLACE_TRIGGERS[resource_type]
+    if not resource_type.startswith("kubernetes:") or resource_type.startswith("kubernetes:helm.sh/"):
+        return None
+    complete = resource_type in _KUBERNETES_IDENTITY_ONLY or not resource_type.startswith(_KUBERNETES_BUILT_IN)
+    return ReplaceTriggers(_KUBERNETES_IDENTITY, _KUBERNETES_SOURCE, complete=complete)

@@ -1,0 +1,328 @@
+"""What a change does to a stack: the difference between two `pdctl plan --output json` documents.
+
+`diff_plans(base, head)` compares the plan of the base branch with the plan of the change, resource
+by resource (`type` + `name`, Pulumi's identity within a parent): created, deleted, replaced or
+updated, with every changed input (secrets stay masked, as the plans hold them), then the changes
+in protections, capacity per replica, hourly cost, deploy critical path and stack outputs.
+`render_diff` prints it as plain lines for a terminal or a pull-request comment.
+
+Replace or update is decided from what the plans carry: the `replaceOnChanges` options the program
+set (the harness records them) and the inputs known to force a replacement (`facts.replacements`).
+Anything else is said to be unknown offline rather than guessed.
+
+Input paths: `a.b[0].c`; a key with a dot, slash or space is quoted (`labels["kubernetes.io/os"]`);
+a string holding a YAML or JSON document (a RayService's serveConfigV2, an IAM policy) is compared
+inside, its path after a colon (`spec.serveConfigV2:applications[0].route_prefix`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import yaml
+
+from facts.replacements import replace_triggers
+
+# `pdctl plan --diff` exit status when the plans differ (0: they do not; 1: pdctl failed; 2: bad input).
+EXIT_CHANGED = 3
+
+ABSENT = "(absent)"
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+VALUE_WIDTH = 200  # longer values are cut in the text (the JSON diff has them whole)
+
+# Caveats of every offline diff, printed with it.
+OFFLINE_LIMITS = (
+    "The plans compare two programs, not a program with what is deployed: drift and the stack's "
+    "state show only in `pulumi preview`.",
+    "Ids, ARNs and AZ names are the offline mock cloud's stand-ins: a change of one means a "
+    "different resource is referenced, not the value AWS will give.",
+    "Secret inputs are masked in both plans: a changed secret does not show here.",
+)
+
+
+def input_path(parent: str, key: str) -> str:
+    if not _PLAIN_KEY.match(key):
+        return f"{parent}[{json.dumps(key)}]"
+    return f"{parent}{key}" if not parent or parent.endswith(":") else f"{parent}.{key}"
+
+
+def embedded_document(text: str) -> Any:
+    """The mapping or list a multi-line YAML or a JSON string holds, else None."""
+    if "\n" not in text and not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    return document if isinstance(document, (dict, list)) and document else None
+
+
+def flatten(value: Any, path: str = "") -> dict[str, Any]:
+    """{path: leaf value}; empty containers are leaves, documents inside strings are opened."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key in sorted(value, key=str):
+            out.update(flatten(value[key], input_path(path, str(key))))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for index, item in enumerate(value):
+            out.update(flatten(item, f"{path}[{index}]"))
+        return out
+    if isinstance(value, str):
+        document = embedded_document(value)
+        if document is not None:
+            return flatten(document, f"{path}:")
+    return {path: value}
+
+
+def _under(path: str, prefix: str) -> bool:
+    return prefix == "*" or path == prefix or path.startswith((f"{prefix}.", f"{prefix}[", f"{prefix}:"))
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    before: Any
+    after: Any
+    replaces: str | None = None  # why this change replaces its resource
+
+
+def changes_between(before: Any, after: Any) -> list[Change]:
+    old, new = flatten(before), flatten(after)
+    return [Change(path, old.get(path, ABSENT), new.get(path, ABSENT))
+            for path in sorted(set(old) | set(new)) if old.get(path, ABSENT) != new.get(path, ABSENT)]
+
+
+@dataclass(frozen=True)
+class ResourceChange:
+    type: str
+    name: str
+    action: str  # create | delete | replace | update | update or replace
+    changes: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def replaced_because(self) -> list[str]:
+        return sorted({c.replaces for c in self.changes if c.replaces})
+
+
+ACTION_ORDER = ("replace", "delete", "update or replace", "update", "create")
+ACTION_SIGN = {"create": "+", "delete": "-", "replace": "-/+", "update": "~", "update or replace": "~?"}
+
+
+def _nodes(tree: list[dict]) -> Iterator[dict]:
+    for node in tree:
+        yield node
+        yield from _nodes(node.get("children") or [])
+
+
+def _resources(plan: dict) -> dict[tuple[str, str], dict]:
+    return {(n["type"], n["name"]): n for n in _nodes(plan.get("tree") or [])}
+
+
+def _resource_change(before: dict, after: dict, compare: str) -> ResourceChange | None:
+    rtype, name = after["type"], after["name"]
+    options_before, options_after = before.get("options") or {}, after.get("options") or {}
+    changes = changes_between(before.get(compare) or {}, after.get(compare) or {})
+    option_changes = [Change(f"(options).{c.path}", c.before, c.after)
+                      for c in changes_between(options_before, options_after)] if options_before else []
+    if not changes and not option_changes:
+        return None
+    triggers = replace_triggers(rtype)
+    program_triggers = list(options_after.get("replace_on_changes") or [])
+    judged = []
+    for change in changes:
+        why = next((f"{p} is in the program's replaceOnChanges"
+                    for p in program_triggers if _under(change.path, p)), None)
+        if why is None and triggers is not None and compare == "inputs":
+            why = next((f"{p} forces a new resource ({triggers.source})"
+                        for p in triggers.paths if _under(change.path, p)), None)
+        judged.append(Change(change.path, change.before, change.after, why))
+    notes = []
+    if any(c.replaces for c in judged):
+        action = "replace"
+        if options_before.get("protect"):
+            notes.append("protected: `pulumi up` refuses to replace it until `protect` is turned off")
+        if options_after.get("delete_before_replace"):
+            notes.append("deleteBeforeReplace: the old one is deleted before the new one exists (a gap)")
+    elif not changes or (triggers is not None and triggers.complete and compare == "inputs"):
+        action = "update"
+    else:
+        action = "update or replace"
+        notes.append("whether the provider updates this in place or replaces it is not known offline "
+                     "(`pulumi preview` decides)")
+    return ResourceChange(rtype, name, action, judged + option_changes, notes)
+
+
+@dataclass(frozen=True)
+class Delta:
+    what: str
+    before: Any
+    after: Any
+
+    @property
+    def difference(self) -> float | None:
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (self.before, self.after))
+        return self.after - self.before if numbers else None
+
+
+def _deltas(before: Any, after: Any, prefix: str) -> list[Delta]:
+    return [Delta(f"{prefix}{c.path}", c.before, c.after) for c in changes_between(before, after)]
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    base_stack: str | None
+    head_stack: str | None
+    resources: list[ResourceChange]
+    unchanged: int
+    protections: list[Delta]
+    capacity: list[Delta]
+    cost: list[Delta]
+    critical_path: list[Delta]
+    outputs: list[Delta]
+    other: list[Delta]
+    notes: list[str]
+
+    @property
+    def changed(self) -> bool:
+        return any((self.resources, self.protections, self.capacity, self.cost, self.critical_path,
+                    self.outputs, self.other))
+
+    def counts(self) -> dict[str, int]:
+        return {action: sum(1 for r in self.resources if r.action == action) for action in ACTION_ORDER}
+
+    def to_dict(self) -> dict:
+        def delta(d: Delta) -> dict:
+            return {"what": d.what, "before": d.before, "after": d.after, "difference": d.difference}
+
+        return {
+            "base_stack": self.base_stack, "head_stack": self.head_stack, "changed": self.changed,
+            "counts": {**self.counts(), "unchanged": self.unchanged},
+            "resources": [asdict(r) for r in self.resources],
+            "protections": [delta(d) for d in self.protections],
+            "capacity": [delta(d) for d in self.capacity],
+            "cost": [delta(d) for d in self.cost],
+            "critical_path": [delta(d) for d in self.critical_path],
+            "outputs": [delta(d) for d in self.outputs],
+            "other": [delta(d) for d in self.other],
+            "notes": self.notes,
+        }
+
+
+# Plan keys compared section by section above; any other top-level key that differs is `other`.
+_SECTIONS = {"stack", "resources", "tree", "protections", "capacity", "cost", "critical_path", "outputs",
+             "offline_outputs"}
+
+
+def _cost_view(cost: dict) -> dict:
+    return {"per_hour": cost.get("per_hour"), "per_month": cost.get("per_month"),
+            "complete": cost.get("complete"), "region": cost.get("region"),
+            "lines": {line["item"]: line.get("per_hour") for line in cost.get("lines") or []}}
+
+
+def _path_view(path: dict) -> dict:
+    return {"minutes": path.get("minutes"), "sequential_minutes": path.get("sequential_minutes"),
+            "steps": [f"{s['name']} ({s['type']})" for s in path.get("steps") or []]}
+
+
+def diff_plans(base: dict, head: dict) -> PlanDiff:
+    """What changes from `base` (the plan of the base branch) to `head` (the plan of the change)."""
+    old, new = _resources(base), _resources(head)
+    base_has_inputs = all("inputs" in n for n in old.values())
+    compare = "inputs" if base_has_inputs else "settings"
+    notes = list(OFFLINE_LIMITS)
+    if not base_has_inputs:
+        notes.insert(0, "The base plan has no inputs (made by an older pdctl): only the key settings are "
+                        "compared, and replacements are not judged.")
+    resources = [ResourceChange(t, n, "create") for t, n in sorted(set(new) - set(old), key=lambda k: (k[1], k[0]))]
+    for key in sorted(set(old) - set(new), key=lambda k: (k[1], k[0])):
+        notes_for = (["protected: `pulumi up` refuses to delete it until `protect` is turned off"]
+                     if (old[key].get("options") or {}).get("protect") else [])
+        resources.append(ResourceChange(key[0], key[1], "delete", notes=notes_for))
+    unchanged = 0
+    for key in sorted(set(old) & set(new), key=lambda k: (k[1], k[0])):
+        change = _resource_change(old[key], new[key], compare)
+        if change is None:
+            unchanged += 1
+        else:
+            resources.append(change)
+    resources.sort(key=lambda r: (ACTION_ORDER.index(r.action), r.name, r.type))
+    if any(r.action == "update or replace" for r in resources):
+        notes.append("Replace-triggering inputs are known for: node groups, subnets, the VPC, the EKS "
+                     "cluster's name and Kubernetes objects' names (facts/replacements.py).")
+    other_keys = sorted((set(base) | set(head)) - _SECTIONS)
+    return PlanDiff(
+        base_stack=base.get("stack"), head_stack=head.get("stack"),
+        resources=resources, unchanged=unchanged,
+        protections=_deltas(base.get("protections") or {}, head.get("protections") or {}, "")
+        if "protections" in base else [],
+        capacity=_deltas((base.get("capacity") or {}).get("per_phase") or {},
+                         (head.get("capacity") or {}).get("per_phase") or {}, ""),
+        cost=_deltas(_cost_view(base.get("cost") or {}), _cost_view(head.get("cost") or {}), ""),
+        critical_path=_deltas(_path_view(base.get("critical_path") or {}),
+                              _path_view(head.get("critical_path") or {}), ""),
+        outputs=_deltas(base.get("outputs") or {}, head.get("outputs") or {}, ""),
+        other=[d for key in other_keys for d in _deltas({key: base.get(key)}, {key: head.get(key)}, "")],
+        notes=notes,
+    )
+
+
+# ------------------------------------------------------------------------------------ text
+
+def show(value: Any) -> str:
+    text = value if value == ABSENT else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= VALUE_WIDTH else f"{text[:VALUE_WIDTH]}… ({len(text)} chars)"
+
+
+def _number(delta: Delta, unit: str = "", digits: int = 2) -> str:
+    if delta.difference is None:
+        return f"{show(delta.before)} → {show(delta.after)}"
+    change = f"{delta.difference:+,.{digits}f}{unit}"
+    if isinstance(delta.before, (int, float)) and delta.before:
+        change += f", {delta.difference / delta.before:+.1%}"
+    return f"{delta.before:,.{digits}f}{unit} → {delta.after:,.{digits}f}{unit} ({change})"
+
+
+def render_diff(diff: PlanDiff) -> str:
+    """The diff as plain text lines (no colour, no wrapping): what a pull-request comment shows."""
+    lines = [f"plan diff: stack {diff.base_stack} (base) → {diff.head_stack} (this change)"]
+    if not diff.changed:
+        lines.append("no change: the two plans are the same")
+    else:
+        counts = diff.counts()
+        summary = ", ".join(f"{counts[a]} to {a}" for a in ACTION_ORDER if counts[a])
+        lines.append(f"CHANGED: {summary or 'no resource changes'} ({diff.unchanged} resources unchanged)")
+    for resource in diff.resources:
+        lines.append("")
+        lines.append(f"{ACTION_SIGN[resource.action]:<3} {resource.action}: {resource.name} ({resource.type})")
+        lines.extend(f"      replaced because {why}" for why in resource.replaced_because)
+        for change in resource.changes:
+            mark = "  (forces replacement)" if change.replaces else ""
+            lines.append(f"      {change.path}: {show(change.before)} → {show(change.after)}{mark}")
+        lines.extend(f"      note: {note}" for note in resource.notes)
+    sections = (("protections", diff.protections, None), ("capacity per replica", diff.capacity, None),
+                ("hourly cost estimate (USD)", diff.cost, "cost"),
+                ("deploy critical path", diff.critical_path, "path"),
+                ("stack outputs", diff.outputs, None), ("other", diff.other, None))
+    for title, deltas, kind in sections:
+        if not deltas:
+            continue
+        lines += ["", f"{title}:"]
+        for delta in deltas:
+            if kind == "cost" and delta.difference is not None:
+                lines.append(f"  {delta.what}: {_number(delta, digits=4 if 'lines' in delta.what else 2)}")
+            elif kind == "path" and delta.difference is not None:
+                lines.append(f"  {delta.what}: {_number(delta, ' min', 1)}")
+            elif delta.difference is not None:
+                whole = all(float(v).is_integer() for v in (delta.before, delta.after))
+                lines.append(f"  {delta.what}: {_number(delta, digits=0 if whole else 3)}")
+            else:
+                lines.append(f"  {delta.what}: {show(delta.before)} → {show(delta.after)}")
+    lines += ["", "not known offline:"] + [f"  - {note}" for note in diff.notes]
+    return "\n".join(lines) + "\n"
