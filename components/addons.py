@@ -1,4 +1,5 @@
-"""Cluster add-ons installed with Helm: the GPU and EFA device plugins, and the KubeRay operator.
+"""Cluster add-ons: the GPU and EFA device plugins and the KubeRay operator (Helm), and the Ray image
+pre-pull DaemonSet on the GPU nodes.
 
 Each is a `k8s.helm.v3.Release` at a pinned chart version (defaults in `facts/charts.py`) through the
 cluster's explicit provider; the values come from `components/manifests/helm_values.py`. Releases are atomic: a
@@ -20,6 +21,7 @@ from components.manifests.helm_values import (
     kuberay_operator_values,
     nvidia_device_plugin_values,
 )
+from components.manifests.image_prepull import image_prepull_manifest
 from components.manifests.serving_namespace import kuberay_namespace_manifest
 from components.scheduling import DEVICE_PLUGIN_NAMESPACE
 from facts.charts import EFA_DEVICE_PLUGIN, KUBERAY_OPERATOR, NVIDIA_DEVICE_PLUGIN, HelmChart
@@ -139,3 +141,34 @@ class KubeRayOperator(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=explicit_dependencies(opts))))
         self.register_outputs({"namespace": self.namespace.metadata.name, "status": self.release.status})
 
+
+
+@dataclass(frozen=True)
+class RayImagePrePullArgs:
+    """Inputs of `RayImagePrePull`.
+
+    provider: the cluster's Kubernetes provider.
+    ray_image: the image the RayService runs (resolved and pinned by the settings).
+    """
+
+    provider: k8s.Provider
+    ray_image: str
+
+
+class RayImagePrePull(pulumi.ComponentResource):
+    """The Ray image pulled onto each GPU node as it joins (components/manifests/image_prepull.py).
+
+    Pass the GPU node group in `opts.depends_on`; it runs in parallel with the device plugins and
+    KubeRay. `pulumi up` waits for the DaemonSet to be ready, i.e. for the image to be on every GPU
+    node, so the RayService that depends on it starts without a pull.
+    """
+
+    daemon_set: k8s.apps.v1.DaemonSet
+
+    def __init__(self, name: str, args: RayImagePrePullArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("eks-pd-llm:addons:RayImagePrePull", name, None, opts)
+        body = image_prepull_manifest(args.ray_image)
+        self.daemon_set = k8s.apps.v1.DaemonSet(
+            name, metadata=body["metadata"], spec=body["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=explicit_dependencies(opts)))
+        self.register_outputs({"name": self.daemon_set.metadata.name})

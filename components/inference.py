@@ -15,6 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies
+from components.model_access import MODEL_READER_SERVICE_ACCOUNT
 from components.manifests.ray_service import HF_TOKEN_SECRET_KEY, HF_TOKEN_SECRET_NAME, SERVE_PORT, ray_service_manifest
 from components.manifests.serving_namespace import serving_namespace_manifest, serving_network_policies
 from components.settings import ServingSettings, duration_seconds
@@ -36,11 +37,14 @@ class InferenceServiceArgs:
     serving: the validated serving settings (RayService settings, the checked and rendered PD app,
       the GPU node type and count, the worker pod's size, whether a token is configured).
     hf_token: Hugging Face token (a Pulumi secret) for gated models; None = no Secret, no env.
+    model_reader_role_arn: the S3 mirror's IAM role (components/model_access.py), exactly when
+      `modelSource` is an s3:// mirror; the Ray pods run as its ServiceAccount.
     """
 
     provider: k8s.Provider
     serving: ServingSettings
     hf_token: pulumi.Input[str] | None = None
+    model_reader_role_arn: pulumi.Input[str] | None = None
 
 
 class InferenceService(pulumi.ComponentResource):
@@ -93,13 +97,24 @@ class InferenceService(pulumi.ComponentResource):
             )
             ray_service_deps.append(self.hf_token_secret)
 
+        if args.model_reader_role_arn is not None:
+            # No token is mounted from it by default (automountServiceAccountToken false); the Ray
+            # pods project their own STS-audience token (components/manifests/ray_service.py).
+            self.model_reader = k8s.core.v1.ServiceAccount(
+                f"{name}-model-reader",
+                metadata={"name": MODEL_READER_SERVICE_ACCOUNT, "namespace": spec.namespace},
+                automount_service_account_token=False,
+                opts=after_namespace,
+            )
+            ray_service_deps.append(self.model_reader)
+
         if spec.upgrade_strategy == "NewCluster":
             pulumi.log.warn(
                 f"upgradeStrategy NewCluster: a RayService cluster change starts a second RayCluster that needs "
                 f"{spec.gpu_node_count} more {spec.gpu_instance.name} nodes; with a fixed GPU node group it stays "
                 "Pending and the old cluster keeps serving the old version", resource=self)
 
-        body = ray_service_manifest(spec)
+        body = ray_service_manifest(spec, args.model_reader_role_arn)
         metadata = dict(body["metadata"])
         metadata["annotations"] = {**metadata["annotations"], WAIT_FOR_ANNOTATION: WAIT_FOR_READY}
         await_limit = f"{int(duration_seconds(spec.initializing_timeout) or 0) + AWAIT_MARGIN_SECONDS}s"

@@ -3,7 +3,8 @@
 Both use a launch template this module creates, so what every node gets is in the Pulumi graph:
 IMDSv2 required with a hop limit of 1 (host-network pods such as the VPC CNI and kube-proxy
 still reach it; pods in their own network namespace cannot fetch the node role's credentials),
-an encrypted gp3 root volume, and for GPU nodes the EFA interface and the cluster placement group.
+an encrypted gp3 root volume, and for GPU nodes the EFA interface, the cluster placement group and
+node-local storage (`components/node_storage.py`: instance-store NVMe as RAID0 through nodeadm).
 
 Why an explicit launch template + placement group + EFA security group, rather than pulumi-eks's
 `enable_efa_support`: that option builds the same three things inside the remote ManagedNodeGroup
@@ -30,6 +31,7 @@ import pulumi_eks as eks
 
 from components.cluster import Cluster
 from components.network import Network
+from components.node_storage import NodeStorage, node_storage, user_data
 from components.scheduling import (
     GPU_ROLE,
     GPU_TAINT_EFFECT,
@@ -61,8 +63,10 @@ def _launch_template(
     parent: pulumi.Resource,
     network_interfaces: Sequence[aws.ec2.LaunchTemplateNetworkInterfaceArgs] | None = None,
     placement_group: pulumi.Input[str] | None = None,
+    storage: NodeStorage | None = None,
 ) -> aws.ec2.LaunchTemplate:
-    """A managed-node-group launch template: IMDSv2, encrypted gp3 root; EFA and placement optional."""
+    """A managed-node-group launch template: IMDSv2, encrypted gp3 root; EFA, placement and node-local
+    storage (nodeadm user data, the root's IOPS and throughput) optional."""
     return aws.ec2.LaunchTemplate(
         name,
         description=f"EKS managed nodes: {name}",
@@ -71,10 +75,13 @@ def _launch_template(
         block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
             device_name=ROOT_DEVICE,
             ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                volume_size=disk_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"),
+                volume_size=disk_gib, volume_type="gp3", encrypted="true", delete_on_termination="true",
+                iops=storage.root_iops if storage else None,
+                throughput=storage.root_throughput_mibps if storage else None),
         )],
         network_interfaces=list(network_interfaces) if network_interfaces else None,
         placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group) if placement_group else None,
+        user_data=user_data(storage) if storage else None,
         tag_specifications=[
             aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
             for kind in ("instance", "volume")
@@ -188,12 +195,14 @@ class GpuNodeGroup(pulumi.ComponentResource):
     efa_security_group: aws.ec2.SecurityGroup
     availability_zone: str
     instance: InstanceType
+    storage: NodeStorage
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("eks-pd-llm:nodes:GpuNodeGroup", name, None, opts)
         cluster, settings = args.cluster, args.settings
         self.availability_zone = args.availability_zone
         self.instance = settings.instance
+        self.storage = node_storage(self.instance)
         child = pulumi.ResourceOptions(parent=self)
         tags = {"eks-pd-llm/node-role": GPU_ROLE}
 
@@ -229,6 +238,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             network_interfaces=_efa_interfaces(
                 self.instance, [cluster.cluster_security_group_id, self.efa_security_group.id]),
             placement_group=self.placement_group.name,
+            storage=self.storage,
         )
         self.node_group = _managed_node_group(
             name, cluster=cluster, ami_type=GPU_AMI_TYPE, instance_type=settings.instance_type,

@@ -27,6 +27,7 @@ import yaml
 from pydantic import AfterValidator, Field, field_validator
 
 from components.scheduling import RESERVED_NAMESPACES
+from components.node_storage import NodeStorage, node_storage
 from components.sizing import WorkerResources, worker_resources
 from facts.images import (
     DLC_TAG,
@@ -40,6 +41,7 @@ from facts.images import (
 from facts.instances import INSTANCE_TYPES, InstanceType
 from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
 from serve_app.checks import CheckedApp, DeploymentTarget, check_app
+from serve_app.config import S3_SCHEME
 from serve_app.errors import ConfigError
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import StackKeyModel, from_stack_keys
@@ -424,6 +426,7 @@ class RayServiceSettings(_Settings):
     initializing_timeout: str = Field(alias="initializingTimeout", description=(
         f"a Go duration (e.g. '30m', '1h') or integer seconds, at least {MIN_INITIALIZING_TIMEOUT_SECONDS // 60}m"))
     upgrade_strategy: str = Field(alias="upgradeStrategy", description=", ".join(UPGRADE_STRATEGIES_THIS_STACK_RUNS))
+    image_carries_runai_streamer: bool = Field(alias="rayImageCarriesRunaiStreamer", description="true or false")
 
     @field_validator("namespace")
     @classmethod
@@ -512,6 +515,7 @@ class ServingSettings:
     gpu_node_count: int
     worker: WorkerResources
     hf_token_configured: bool
+    region: str
 
     @property
     def name(self) -> str:
@@ -550,6 +554,11 @@ class ServingSettings:
     @property
     def serve_service_name(self) -> str:
         return f"{self.name}-serve-svc"
+
+    @property
+    def storage(self) -> NodeStorage:
+        """Where the GPU nodes keep images and the model cache (decided by the instance type)."""
+        return node_storage(self.gpu_instance)
 
 
 @dataclass(frozen=True)
@@ -661,6 +670,7 @@ def _serving(typed: Mapping[str, Any], texts: Mapping[str, str], region: str, gp
     app_settings = from_stack_keys(ServeAppSettings, typed, texts)
     instance = gpu_nodes.instance
     image_stack = serving_stack(ray_service.image)
+    _check_image_loads_s3(app_settings, ray_service, image_stack)
     app = check_app(app_settings.app(), DeploymentTarget(
         gpu_instance=instance, gpu_node_count=gpu_nodes.count, efa=instance.efa_capable,
         accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,
@@ -673,7 +683,31 @@ def _serving(typed: Mapping[str, Any], texts: Mapping[str, str], region: str, gp
         # Sized now, so a node the worker pod cannot fit stops the run before any resource.
         worker=worker_resources(instance, app.model.weight_bytes("auto") if app.model else None),
         hf_token_configured=hf_token_configured,
+        region=region,
     )
+
+
+def _check_image_loads_s3(app_settings: ServeAppSettings, ray_service: RayServiceSettings,
+                          image_stack: ServingStack | None) -> None:
+    """An s3:// model is streamed by vLLM's Run:ai Model Streamer, which must be in the image: refuse
+    an image known not to carry it, and one not known to carry it unless the user says it does.
+    Refused rather than warned: the missing package shows only as DEPLOY_FAILED once the GPU nodes
+    are up and billing."""
+    if not app_settings.model_source.startswith(S3_SCHEME):
+        return
+    source_key, declared_key = ServeAppSettings.key("model_source"), RayServiceSettings.key(
+        "image_carries_runai_streamer")
+    carries = image_stack.runai_model_streamer if image_stack else None
+    if carries is False:
+        raise ConfigError(RayServiceSettings.key("image"), ray_service.image,
+                          "an image with vllm[runai] (runai-model-streamer, runai-model-streamer-s3)",
+                          f"{source_key} is an S3 mirror and this image has no Run:ai Model Streamer")
+    if carries is None and not ray_service.image_carries_runai_streamer:
+        raise ConfigError(declared_key, False, "true, once rayImage carries vllm[runai] (runai-model-streamer, "
+                          "runai-model-streamer-s3)",
+                          f"{source_key} is an S3 mirror, loaded with load_format runai_streamer, and "
+                          f"{ray_service.image} is not known to carry the streamer; or set {source_key} to a "
+                          "Hugging Face id")
 
 
 # ── AZ choice (pure; the program feeds it what EC2 reports) ───────────────────────────────────

@@ -36,7 +36,6 @@ WORKER_RUNTIME_MEMORY_GIB = 8
 SHM_RESERVED_FOR_ENGINE_GIB = 2
 MIN_SHM_GIB = 4
 MAX_SHM_GIB = 32
-MIN_HF_CACHE_GIB = 50
 
 
 
@@ -50,7 +49,6 @@ class WorkerResources:
     efa_interfaces: int
     shm_gib: int
     object_store_gib: int
-    hf_cache_gib: int
 
     def container_resources(self) -> dict[str, Any]:
         # Equal requests and limits: the pod owns the node, and Guaranteed QoS keeps the kubelet
@@ -75,9 +73,8 @@ def worker_resources(instance: InstanceType, model_bytes: int | None) -> WorkerR
     cache keeps the safetensors so a restart loads in seconds; the load itself stages a copy) plus
     the runtime and /dev/shm, which a memory-backed emptyDir charges to the pod.
     /dev/shm: an eighth of the pod's memory, 4–32 GiB; Ray's object store gets all but 2 GiB of it
-    so Ray does not fall back to /tmp. HF cache: 1.5× the checkpoint, at least 50 GiB.
-    `model_bytes` None (a model we have no facts for) skips the memory floor and sizes the cache
-    at the minimum.
+    so Ray does not fall back to /tmp.
+    `model_bytes` None (a model we have no facts for) skips the memory floor.
     """
     if not instance.has_gpu:
         raise ConfigError("gpuNodeType", instance.name, "a GPU instance type", "Ray workers run the vLLM engines")
@@ -108,5 +105,4 @@ def worker_resources(instance: InstanceType, model_bytes: int | None) -> WorkerR
         efa_interfaces=instance.efa_interfaces,
         shm_gib=shm_gib,
         object_store_gib=shm_gib - SHM_RESERVED_FOR_ENGINE_GIB,
-        hf_cache_gib=max(MIN_HF_CACHE_GIB, math.ceil(checkpoint_gib * 1.5)),
     )

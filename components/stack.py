@@ -4,9 +4,10 @@ Order of work:
 1. Ask EC2 which AZs exist and which offer the GPU type, and pick the GPU AZ and the VPC's AZs
    (a wrong `gpuAvailabilityZone` stops here, before any resource).
 2. Network → Cluster → node groups → add-ons → RayService, each waiting on what it really needs:
-   the CoreDNS add-on, device plugins and KubeRay on the nodes they run on, the RayService on
-   KubeRay (its CRD), both device plugins (GPU and EFA resources) and the GPU nodes; the EBS CSI
-   driver on the system nodes; observability on the system nodes and the StorageClass, its GPU
+   the CoreDNS add-on, device plugins, KubeRay and the Ray image pre-pull on the nodes they run on
+   (in parallel), the RayService on KubeRay (its CRD), both device plugins (GPU and EFA resources),
+   the pre-pulled image and the GPU nodes (with an S3 model mirror, its read-only IAM role too); the
+   EBS CSI driver on the system nodes; observability on the system nodes and the StorageClass, its GPU
    exporter on the GPU nodes and device plugins.
 `pulumi destroy` walks the same edges backwards, so nothing is left orphaned.
 """
@@ -21,9 +22,17 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.addons import GpuDevicePlugins, GpuDevicePluginsArgs, KubeRayOperator, KubeRayOperatorArgs
+from components.addons import (
+    GpuDevicePlugins,
+    GpuDevicePluginsArgs,
+    KubeRayOperator,
+    KubeRayOperatorArgs,
+    RayImagePrePull,
+    RayImagePrePullArgs,
+)
 from components.cluster import Cluster, ClusterArgs, CoreDns, CoreDnsArgs
 from components.inference import InferenceService, InferenceServiceArgs
+from components.model_access import ModelReadAccess, ModelReadAccessArgs
 from components.network import Network, NetworkArgs
 from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, SystemNodeGroup, SystemNodeGroupArgs
 from components.observability import Observability, ObservabilityArgs
@@ -86,6 +95,8 @@ class InferenceStack:
     coredns: CoreDns
     device_plugins: GpuDevicePlugins
     kuberay: KubeRayOperator
+    image_prepull: RayImagePrePull
+    model_access: ModelReadAccess | None
     inference: InferenceService
     storage: BlockStorage
     observability: Observability
@@ -144,10 +155,22 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         "kuberay", KubeRayOperatorArgs(cluster.provider, charts.kuberay),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes]),
     )
+    # In parallel with the device plugins and KubeRay: the image is on the GPU nodes when the
+    # RayService's pods land there.
+    image_prepull = RayImagePrePull(
+        "ray-image-prepull", RayImagePrePullArgs(cluster.provider, settings.serving.image),
+        opts=pulumi.ResourceOptions(depends_on=[gpu_nodes]),
+    )
+    mirror = settings.serving.app.config.model.s3_mirror
+    model_access = None if mirror is None else ModelReadAccess(
+        "model-access", ModelReadAccessArgs(bucket=mirror[0], prefix=mirror[1], namespace=settings.namespace,
+                                            oidc_provider_arn=cluster.oidc_provider_arn,
+                                            oidc_issuer=cluster.oidc_issuer))
     inference = InferenceService(
         "inference",
-        InferenceServiceArgs(provider=cluster.provider, serving=settings.serving, hf_token=hf_token),
-        opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, gpu_nodes]),
+        InferenceServiceArgs(provider=cluster.provider, serving=settings.serving, hf_token=hf_token,
+                             model_reader_role_arn=model_access.role_arn if model_access else None),
+        opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, image_prepull, gpu_nodes]),
     )
     storage = BlockStorage("block-storage", BlockStorageArgs(cluster),
                            opts=pulumi.ResourceOptions(depends_on=[system_nodes]))
@@ -160,6 +183,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
     )
     return InferenceStack(
         settings=settings, zones=zones, network=network, cluster=cluster, system_nodes=system_nodes,
-        gpu_nodes=gpu_nodes, coredns=coredns, device_plugins=device_plugins, kuberay=kuberay, inference=inference,
+        gpu_nodes=gpu_nodes, coredns=coredns, device_plugins=device_plugins, kuberay=kuberay,
+        image_prepull=image_prepull, model_access=model_access, inference=inference,
         storage=storage, observability=observability,
     )

@@ -77,3 +77,60 @@ def create_duration(resource_type: str, *, custom: bool) -> CreateDuration:
     if not custom or resource_type.startswith("pulumi:providers:"):
         return NO_WORK
     return DEFAULT_CUSTOM
+
+
+# ── Cold start, step by step ───────────────────────────────────────────────────────────────────
+# What stands between "a GPU node exists" and "it serves", one step at a time, so the plan can add
+# the steps the stack really takes (pre-pulled image or not, which weight load path) instead of
+# one opaque RayService figure. Each step says whether it was measured, and where.
+
+MEASURED = "measured"  # timed by this project (the H200 lab; the result file is named in `where`)
+
+
+@dataclass(frozen=True)
+class StepDuration:
+    seconds: float
+    source: str  # MEASURED, REFERENCE or ESTIMATE
+    where: str  # the measurement or the reasoning behind the figure
+
+
+H200_KNOBS_REPORT = "lab/results/2026-12-01-h200-knobs-report.md"
+
+# A managed node group's node until Ready: the reference's 3–5 min (as the node group create above).
+GPU_NODE_READY = StepDuration(4.0 * 60, REFERENCE, "docs/SOURCES.md#reference-timings: GPU node group 3–5 min")
+# The NVIDIA and EFA device plugin pods on a node that joins a running cluster: their images are
+# small; the kubelet advertises the resources once they register.
+DEVICE_PLUGINS_ON_NODE = StepDuration(30, ESTIMATE, "two small DaemonSet images pulled and registered")
+# The multi-GB Ray LLM image onto one node. Its compressed size is not in our sources; the
+# reference's "several minutes" for the RayService (read as 5) holds this pull, the Serve deploy and
+# the first load, of which the load was 145 s: about 3 min remain for the pull and the Serve deploy.
+RAY_IMAGE_PULL = StepDuration(150, ESTIMATE, "the reference RayService's 5 min less its 145 s model load, "
+                              "less the Ray pod start; the image size is not known here")
+# A Ray worker pod scheduled, its containers started and raylet joined to the head.
+RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registration with the GCS")
+# Serve replica start → vLLM engine up with CUDA graphs, weights NOT loaded (`load_format: dummy`),
+# on the first start of the machine: 146.2–149.3 s, six engines sharing one H200 and 16 CPUs (so an
+# upper bound for one engine per GPU). Middle of the range.
+ENGINE_START_COLD = StepDuration(
+    147.8, MEASURED, f"{H200_KNOBS_REPORT} §1 engine start-up, run A (H200, 6 engines on one GPU, dummy weights)")
+# The part of that start a warm vLLM compile cache removes: torch.compile took 16.7–25.0 s per engine
+# in run A. That a cache hit saves all of it was not measured (the lab ran with the cache off).
+COMPILE_SAVED_BY_CACHE = StepDuration(
+    20.9, ESTIMATE, f"torch.compile 16.7–25.0 s measured in {H200_KNOBS_REPORT} run A; the cache hit's saving "
+    "is not measured")
+
+# Weight load paths, as bytes per second (divide the checkpoint's size by them).
+# From Hugging Face through the NAT gateway, download + load: the reference's first load, 145 s for
+# the Qwen3.5-9B checkpoint (facts/models.py sizes it).
+HF_FIRST_LOAD_SECONDS = 145.0
+# Reloading from the node's page cache: about 2 s for the same checkpoint in the reference.
+PAGE_CACHE_RELOAD_SECONDS = 2.0
+# From local disk with the Run:ai streamer: vLLM's documentation shows 15 GB in 14 s from gp3
+# (docs/SOURCES.md#cold-start). Instance-store NVMe is taken to be no slower: an estimate until the
+# lab measures it (issue 13 item 5, lab/loadtime.py).
+LOCAL_DISK_STREAM_BYTES_PER_SECOND = StepDuration(
+    15e9 / 14, ESTIMATE, "vLLM docs: Run:ai streamer 15 GB in 14 s from gp3; NVMe assumed no slower (not measured)")
+# From the S3 mirror with the Run:ai streamer: bounded by the node's network; half the nominal
+# bandwidth is this project's assumption, not a measurement.
+S3_STREAM_FRACTION_OF_NETWORK = StepDuration(
+    0.5, ESTIMATE, "half the instance's nominal network bandwidth (facts/instances.py); not measured")

@@ -38,11 +38,17 @@ class ServingStack:
     cuda: str
     python: str
     source: str
+    # Whether the image carries vLLM's Run:ai Model Streamer with its S3 backend (`vllm[runai]`:
+    # runai-model-streamer and runai-model-streamer-s3), which `load_format: runai_streamer` needs.
+    # None: not known from the image's published contents (docs/SOURCES.md#runai-streamer).
+    runai_model_streamer: bool | None = None
 
 
 RAY_LLM_DLC_V1_0 = ServingStack(
     ray="2.58.0", vllm="0.26.0", torch="2.11.0", nixl="1.3.1", cuda="13.0.2", python="3.13",
     source="AWS Ray LLM DLC serve-llm-cuda-v1.0 (docs/SOURCES.md#ray-llm-dlc-image), read 2026-11",
+    # Its release notes list Ray, vLLM, PyTorch, NIXL and CUDA, not vLLM's optional extras.
+    runai_model_streamer=None,
 )
 
 # Image reference without registry host variance: a regex over the repository, and the exact tag.

@@ -266,7 +266,7 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
     An unknown model skips the capacity check (said in `notes`), nothing else.
     """
     rendered = serve_config_v2(app)
-    checked = CheckedApp(config=app, serve_config_v2=rendered, model=model or known_model(app.model.model_source))
+    checked = CheckedApp(config=app, serve_config_v2=rendered, model=model or known_model(app.model.architecture_key))
     check_pd_serving_args(checked.pd_serving_args)
     _check_kv_roles(app)
     _check_engine_ids(app)

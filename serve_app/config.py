@@ -20,6 +20,7 @@ No ray or vllm import here: the Pulumi program imports this module.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
@@ -88,6 +89,28 @@ def valid_model_id(value: str) -> str:
     return value
 
 
+S3_SCHEME = "s3://"
+# S3 bucket names: 3–63 lowercase letters, digits, '.' and '-', starting and ending with a letter or
+# digit (S3 user guide, "Bucket naming rules").
+_S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+# vLLM loads weights from S3 itself only with a streaming load format (Ray Serve LLM then downloads
+# nothing: ray/llm/_internal/common/utils/download_utils.py STREAMING_LOAD_FORMATS).
+S3_LOAD_FORMAT = "runai_streamer"
+S3_LOAD_FORMATS = ("runai_streamer", "runai_streamer_sharded")
+
+
+def s3_location(uri: str) -> tuple[str, str]:
+    """(bucket, prefix) of `s3://bucket/prefix`; ValueError unless both are there. The prefix is
+    required: the Ray pods' role may read that prefix and nothing else in the bucket."""
+    bucket, _, prefix = uri.removeprefix(S3_SCHEME).partition("/")
+    prefix = prefix.strip("/")
+    if not uri.startswith(S3_SCHEME) or not _S3_BUCKET.match(bucket) or ".." in bucket:
+        raise ValueError("not s3://<bucket>/<prefix> with a valid bucket name")
+    if not prefix:
+        raise ValueError("names a whole bucket; give the prefix the model was copied to")
+    return bucket, prefix
+
+
 class ModelSettings(FrozenModel):
     """The model both phases serve."""
 
@@ -101,6 +124,19 @@ class ModelSettings(FrozenModel):
     @classmethod
     def _model_id_names_a_deployment(cls, value: str) -> str:
         return valid_model_id(value)
+
+    @property
+    def s3_mirror(self) -> tuple[str, str] | None:
+        """(bucket, prefix) when the weights come from an S3 mirror, else None."""
+        return s3_location(self.model_source) if self.model_source.startswith(S3_SCHEME) else None
+
+    @property
+    def architecture_key(self) -> str:
+        """What names the architecture: the Hugging Face id, or for a mirror made by `pdctl
+        mirror-model` (`<prefix>/<org>/<name>`) the id its last two path parts spell."""
+        if self.s3_mirror is None:
+            return self.model_source
+        return "/".join(self.s3_mirror[1].split("/")[-2:])
 
 
 # Engine arguments extra_engine_kwargs may not carry: each has its own typed field, so one place

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from serve_app.config import EngineSettings, PDAppConfig, Phase
+from serve_app.config import S3_LOAD_FORMAT, EngineSettings, PDAppConfig, Phase
 
 PD_BUILDER_IMPORT_PATH = "ray.serve.llm:build_pd_openai_app"
 
@@ -57,6 +57,10 @@ def engine_kwargs(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
         kwargs["pipeline_parallel_size"] = engine.pipeline_parallel_size
     if not engine.enforce_eager:
         kwargs["compilation_config"] = {"cudagraph_capture_sizes": cuda_graph_capture_sizes(engine)}
+    if app.model.s3_mirror is not None:
+        # vLLM streams the safetensors from S3 straight to the GPU (docs/SOURCES.md#runai-streamer);
+        # extra_engine_kwargs may pick the sharded variant (checked by ServeAppSettings).
+        kwargs["load_format"] = S3_LOAD_FORMAT
     kwargs.update(engine.extra_engine_kwargs)
     kwargs["kv_transfer_config"] = {
         "kv_connector": app.kv_transfer.connector,

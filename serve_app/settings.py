@@ -18,11 +18,14 @@ from pydantic import Field, field_validator, model_validator
 from serve_app.config import (
     DEFAULT_KV_ROLE,
     KV_BACKENDS,
+    S3_LOAD_FORMATS,
+    S3_SCHEME,
     OWNED_ENGINE_KWARGS,
     REFUSED_ENGINE_KWARGS,
     Dtype,
     PDAppConfig,
     Phase,
+    s3_location,
     valid_model_id,
 )
 from serve_app.errors import ConfigError
@@ -39,18 +42,19 @@ _OWNED_BY_OTHER_KEYS = {
 }
 _ENGINE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 _ENGINE_ID_ALLOWED = "1–63 letters, digits, '.', '_' or '-', starting with a letter or digit"
-_MODEL_LOCATION_ALLOWED = "a Hugging Face model id (org/name) or a path inside the image, without spaces"
+_MODEL_LOCATION_ALLOWED = ("a Hugging Face model id (org/name), s3://<bucket>/<prefix> (a mirror: `pdctl "
+                           "mirror-model`) or a path inside the image, without spaces")
 
 
 def _model_location(key: str, value: str) -> str:
     if any(c.isspace() for c in value):
         raise ValueError("contains spaces")
-    if value.startswith("s3://"):
-        # Ray Serve LLM reads s3:// itself, but only with AWS credentials: the Ray pods get no IAM
-        # identity (no IRSA or Pod Identity) and the nodes' metadata is closed to pods, so the load
-        # would fail on the cluster as DEPLOY_FAILED after the GPU nodes are up.
-        raise ConfigError(key, value, _MODEL_LOCATION_ALLOWED,
-                          "s3:// needs an AWS identity for the Ray pods, which this stack does not create")
+    if value.startswith(S3_SCHEME):
+        # The Ray pods get a role that may read exactly this bucket and prefix (components/model_access.py).
+        try:
+            s3_location(value)
+        except ValueError as error:
+            raise ConfigError(key, value, _MODEL_LOCATION_ALLOWED, str(error)) from None
     return value
 
 
@@ -152,6 +156,22 @@ class ServeAppSettings(StackKeyModel):
                 raise ConfigError(key, {name: value[name]}, f"{name} 1 (or unset)",
                                   "the GPU-fit checks model tensor and pipeline parallelism only")
         return value
+
+    @model_validator(mode="after")
+    def _s3_mirror_consistent(self) -> ServeAppSettings:
+        model_on_s3 = self.model_source.startswith(S3_SCHEME)
+        tokenizer = self.tokenizer_source
+        if tokenizer is not None and tokenizer.startswith(S3_SCHEME) and not (
+                model_on_s3 and tokenizer.rstrip("/").startswith(self.model_source.rstrip("/"))):
+            raise ConfigError(self.key("tokenizer_source"), tokenizer,
+                              f'"" or a path under {self.key("model_source")} when that is an s3:// mirror',
+                              "the Ray pods' role may read the model's bucket and prefix only")
+        load_format = self.extra_engine_kwargs.get("load_format")
+        if model_on_s3 and load_format is not None and load_format not in S3_LOAD_FORMATS:
+            raise ConfigError(self.key("extra_engine_kwargs"), {"load_format": load_format},
+                              f"load_format unset or one of {list(S3_LOAD_FORMATS)}",
+                              f"{self.key('model_source')} is an S3 mirror, which vLLM reads only by streaming")
+        return self
 
     @model_validator(mode="after")
     def _replica_bounds_ordered(self) -> ServeAppSettings:

@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pulumi
 import yaml
 
+from components.model_access import MODEL_READER_SERVICE_ACCOUNT, STS_AUDIENCE
 from components.scheduling import GPU_NODE_SELECTOR, GPU_TOLERATION, SYSTEM_NODE_SELECTOR
 from components.settings import INITIALIZING_TIMEOUT_ANNOTATION, ServingSettings
 from components.sizing import GIB
@@ -43,6 +45,17 @@ def _metrics_port() -> dict[str, Any]:
 
 HF_HOME = "/home/ray/hf-cache"
 SHM_MOUNT = "/dev/shm"
+# The GPU node's cache directory (components/node_storage.py) inside the worker container: Hugging
+# Face downloads and vLLM's torch.compile / CUDA-graph cache, kept across pod restarts on the node.
+NODE_CACHE_MOUNT = "/mnt/node-cache"
+NODE_HF_HOME = f"{NODE_CACHE_MOUNT}/huggingface"
+NODE_VLLM_CACHE_ROOT = f"{NODE_CACHE_MOUNT}/vllm"
+NODE_CACHE_INIT_CONTAINER = "prepare-node-cache"
+
+# The S3 mirror's identity (components/model_access.py): a projected ServiceAccount token for STS.
+AWS_TOKEN_MOUNT = "/var/run/secrets/eks.amazonaws.com/serviceaccount"
+AWS_TOKEN_FILE = "token"
+AWS_TOKEN_SECONDS = 86_400
 
 # Reference head sizing (docs/SOURCES.md#reference-pods): the head runs GCS, the Serve controller and proxy, not
 # the engines, so it stays small and CPU-only.
@@ -110,8 +123,31 @@ def _hf_token_volumes(ref: SecretKeyRef | None) -> list[dict[str, Any]]:
     }}]
 
 
+def _model_reader_env(role_arn: pulumi.Input[str] | None, region: str) -> list[dict[str, Any]]:
+    # What EKS's IRSA webhook would inject, written out: every AWS SDK (the Run:ai streamer's S3
+    # client included) assumes AWS_ROLE_ARN with the token file's web identity.
+    if role_arn is None:
+        return []
+    return [{"name": "AWS_ROLE_ARN", "value": role_arn},
+            {"name": "AWS_WEB_IDENTITY_TOKEN_FILE", "value": f"{AWS_TOKEN_MOUNT}/{AWS_TOKEN_FILE}"},
+            {"name": "AWS_REGION", "value": region},
+            {"name": "AWS_STS_REGIONAL_ENDPOINTS", "value": "regional"}]
+
+
+def _model_reader_mounts(role_arn: pulumi.Input[str] | None) -> list[dict[str, Any]]:
+    return [] if role_arn is None else [{"name": "aws-token", "mountPath": AWS_TOKEN_MOUNT, "readOnly": True}]
+
+
+def _model_reader_volumes(role_arn: pulumi.Input[str] | None) -> list[dict[str, Any]]:
+    if role_arn is None:
+        return []
+    return [{"name": "aws-token", "projected": {"defaultMode": 0o444, "sources": [{"serviceAccountToken": {
+        "audience": STS_AUDIENCE, "expirationSeconds": AWS_TOKEN_SECONDS, "path": AWS_TOKEN_FILE}}]}}]
+
+
 def _pod_spec(node_selector: Mapping[str, str], container: dict[str, Any], volumes: list[dict[str, Any]],
-              tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+              tolerations: list[dict[str, Any]] | None = None, *, service_account: str | None = None,
+              init_containers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "nodeSelector": dict(node_selector),
         # Ray talks to the Kubernetes API only for the in-tree autoscaler, which this fixed-size
@@ -121,6 +157,10 @@ def _pod_spec(node_selector: Mapping[str, str], container: dict[str, Any], volum
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
     }
+    if service_account:
+        spec["serviceAccountName"] = service_account
+    if init_containers:
+        spec["initContainers"] = init_containers
     if tolerations:
         spec["tolerations"] = tolerations
     if volumes:
@@ -128,7 +168,7 @@ def _pod_spec(node_selector: Mapping[str, str], container: dict[str, Any], volum
     return spec
 
 
-def _head_group(serving: ServingSettings) -> dict[str, Any]:
+def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": HEAD_CONTAINER,
         "image": serving.image,
@@ -138,7 +178,8 @@ def _head_group(serving: ServingSettings) -> dict[str, Any]:
             {"name": "serve", "containerPort": SERVE_PORT},
             _metrics_port(),
         ],
-        "env": [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(hf_token_ref(serving))],
+        "env": [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(hf_token_ref(serving)),
+                *_model_reader_env(role_arn, serving.region)],
         "resources": {bound: dict(amounts) for bound, amounts in HEAD_RESOURCES.items()},
         # The head needs no privilege. Capabilities beyond NET_RAW stay: the default image (the Ray
         # LLM DLC) has a user not verified here (rayproject/ray images run as `ray`, uid 1000), and
@@ -146,7 +187,7 @@ def _head_group(serving: ServingSettings) -> dict[str, Any]:
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}},
         "lifecycle": _ray_stop_on_termination(),
     }
-    mounts = _hf_token_mounts(hf_token_ref(serving))
+    mounts = [*_hf_token_mounts(hf_token_ref(serving)), *_model_reader_mounts(role_arn)]
     if mounts:
         container["volumeMounts"] = mounts
     return {
@@ -155,23 +196,54 @@ def _head_group(serving: ServingSettings) -> dict[str, Any]:
                            METRICS_EXPORT_PORT_PARAM: str(METRICS_PORT)},
         "template": {
             "metadata": {"labels": ray_pod_labels(serving.name)},
-            "spec": _pod_spec(SYSTEM_NODE_SELECTOR, container, _hf_token_volumes(hf_token_ref(serving))),
+            "spec": _pod_spec(SYSTEM_NODE_SELECTOR, container,
+                              [*_hf_token_volumes(hf_token_ref(serving)), *_model_reader_volumes(role_arn)],
+                              service_account=MODEL_READER_SERVICE_ACCOUNT if role_arn is not None else None),
         },
     }
 
 
-def _worker_group(serving: ServingSettings) -> dict[str, Any]:
+def _compile_cache_env(serving: ServingSettings) -> list[dict[str, Any]]:
+    # One engine per node (one GPU): vLLM's compile cache on the node, so a restarted engine skips
+    # torch.compile. Several engines on one node start, and compile, at once in this one pod, and
+    # engines compiling at once must not share vLLM's cache directory (the H200 lab,
+    # lab/results/2026-12-01-h200-knobs-report.md): there the cache is off.
+    if serving.worker.gpus == 1:
+        return [{"name": "VLLM_CACHE_ROOT", "value": NODE_VLLM_CACHE_ROOT}]
+    return [{"name": "VLLM_DISABLE_COMPILE_CACHE", "value": "1"}]
+
+
+def _node_cache_init_container(serving: ServingSettings) -> dict[str, Any]:
+    # The kubelet creates the host directory root-owned 0755; the image's user (not verified for the
+    # default image) must write there. Sticky and world-writable, like /tmp: only root on the node
+    # and pods of the serving namespace (the only one Pod Security lets mount a host path) reach it.
+    # The Ray image itself, already on the node, so nothing more is pulled.
+    directories = [NODE_HF_HOME, NODE_VLLM_CACHE_ROOT]
+    return {
+        "name": NODE_CACHE_INIT_CONTAINER,
+        "image": serving.image,
+        "command": ["mkdir", "-p", "-m", "1777", *directories],
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "node-cache", "mountPath": NODE_CACHE_MOUNT}],
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
+    }
+
+
+def _worker_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None) -> dict[str, Any]:
     sizing = serving.worker
     env: list[dict[str, Any]] = [
         # The image sets it too; stating it keeps libfabric on EFA if the image changes.
         {"name": "FI_PROVIDER", "value": "efa"},
         # vLLM/NIXL advertise this address to the peer engine; the pod IP is the one EFA can reach.
         {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-        {"name": "HF_HOME", "value": HF_HOME},
+        {"name": "HF_HOME", "value": NODE_HF_HOME},
+        *_compile_cache_env(serving),
     ]
     if serving.hybrid_model:
         env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"})
     env.extend(_hf_token_env(hf_token_ref(serving)))
+    env.extend(_model_reader_env(role_arn, serving.region))
     container = {
         "name": WORKER_CONTAINER,
         "image": serving.image,
@@ -184,24 +256,26 @@ def _worker_group(serving: ServingSettings) -> dict[str, Any]:
         "securityContext": {"privileged": True},
         "volumeMounts": [
             {"name": "dshm", "mountPath": SHM_MOUNT},
-            {"name": "hf-cache", "mountPath": HF_HOME},
+            {"name": "node-cache", "mountPath": NODE_CACHE_MOUNT},
             *_hf_token_mounts(hf_token_ref(serving)),
+            *_model_reader_mounts(role_arn),
         ],
         "lifecycle": _ray_stop_on_termination(),
     }
     volumes = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{sizing.shm_gib}Gi"}},
-        # emptyDir, not a hostPath: it is writable by the image's user, is deleted with the pod (no
-        # stale or poisoned weights left on a node), and its sizeLimit makes the kubelet evict a
-        # runaway download instead of filling the root disk. It lives under the kubelet's directory
-        # on the node's root volume: the launch template's EBS gp3 disk (`gpuDiskGiB`), so the
-        # checkpoint is read back at EBS speed. The instance's local NVMe is not used: putting the
-        # kubelet's directory on it (an AL2023 nodeadm `localStorage.strategy: RAID0` in the GPU
-        # launch template) would be faster and is not done. Cold-start speed after a pod is
-        # recreated comes from an S3 model mirror (`modelSource: s3://...`, via the VPC's S3 gateway
-        # endpoint), not from keeping files on the node.
-        {"name": "hf-cache", "emptyDir": {"sizeLimit": f"{sizing.hf_cache_gib}Gi"}},
+        # A hostPath, not an emptyDir, so the cache outlives the pod: a recreated worker on the same
+        # node downloads nothing and finds its compiled graphs. Acceptable here because the worker
+        # is already privileged for EFA (a privileged container can reach every host path anyway)
+        # and the serving namespace is the only one Pod Security lets mount host paths. What it
+        # costs: nothing deletes or bounds it (no sizeLimit; the kubelet will not evict for it), so
+        # a stale or corrupt file stays until the node goes, and a runaway download fills the
+        # instance-store array that containerd and the kubelet share (disk pressure, evictions).
+        # Hugging Face's cache is keyed by revision and resumes partial files, which keeps the first
+        # risk small; the array is sized from the instance facts (components/node_storage.py).
+        {"name": "node-cache", "hostPath": {"path": serving.storage.cache_root, "type": "DirectoryOrCreate"}},
         *_hf_token_volumes(hf_token_ref(serving)),
+        *_model_reader_volumes(role_arn),
     ]
     return {
         "groupName": WORKER_GROUP_NAME,
@@ -216,14 +290,20 @@ def _worker_group(serving: ServingSettings) -> dict[str, Any]:
         },
         "template": {
             "metadata": {"labels": ray_pod_labels(serving.name)},
-            "spec": _pod_spec(GPU_NODE_SELECTOR, container, volumes, [dict(GPU_TOLERATION)]),
+            "spec": _pod_spec(GPU_NODE_SELECTOR, container, volumes, [dict(GPU_TOLERATION)],
+                              service_account=MODEL_READER_SERVICE_ACCOUNT if role_arn is not None else None,
+                              init_containers=[_node_cache_init_container(serving)]),
         },
     }
 
 
-
-def ray_service_manifest(serving: ServingSettings) -> dict[str, Any]:
-    """The whole RayService object (ray.io/v1), ready for the API server or `kubectl apply`."""
+def ray_service_manifest(serving: ServingSettings,
+                         model_reader_role_arn: pulumi.Input[str] | None = None) -> dict[str, Any]:
+    """The whole RayService object (ray.io/v1), ready for the API server or `kubectl apply`.
+    `model_reader_role_arn`: the S3 mirror's role (components/model_access.py), given exactly when
+    the model comes from one."""
+    if (model_reader_role_arn is not None) != (serving.app.config.model.s3_mirror is not None):
+        raise ValueError("a model reader role is given exactly when the model comes from an S3 mirror")
     return {
         "apiVersion": RAY_SERVICE_API_VERSION,
         "kind": RAY_SERVICE_KIND,
@@ -237,8 +317,8 @@ def ray_service_manifest(serving: ServingSettings) -> dict[str, Any]:
             "serveConfigV2": yaml.safe_dump(dict(serving.serve_config_v2), sort_keys=False),
             "rayClusterConfig": {
                 "rayVersion": serving.ray_version,
-                "headGroupSpec": _head_group(serving),
-                "workerGroupSpecs": [_worker_group(serving)],
+                "headGroupSpec": _head_group(serving, model_reader_role_arn),
+                "workerGroupSpecs": [_worker_group(serving, model_reader_role_arn)],
             },
         },
     }

@@ -27,7 +27,7 @@ from components.scheduling import (
     ROLE_LABEL,
     SYSTEM_ROLE,
 )
-from components.sizing import MIN_HF_CACHE_GIB, worker_resources
+from components.sizing import worker_resources
 from facts.instances import INSTANCE_TYPES
 from facts.models import known_model
 from serve_app.config import PDAppConfig
@@ -115,8 +115,7 @@ def test_worker_resources_for_g6_8xlarge_and_qwen35_9b_by_hand() -> None:
     # /dev/shm = 117 // 8 = 14 GiB (within 4..32); Ray's object store gets 14 − 2 = 12 GiB of it.
     assert sizing.shm_gib == 14
     assert sizing.object_store_gib == 12
-    # Checkpoint ceil(19,306,216,416 / 2^30 = 17.98) = 18 GiB; cache max(50, 1.5 × 18 = 27) = 50 GiB.
-    assert sizing.hf_cache_gib == 50
+    # Checkpoint ceil(19,306,216,416 / 2^30 = 17.98) = 18 GiB.
     # The pod holds the checkpoint twice + runtime + shm: 2 × 18 + 8 + 14 = 58 GiB ≤ 117 GiB.
     assert sizing.memory_gib >= 2 * 18 + 8 + 14
     assert (sizing.gpus, sizing.efa_interfaces) == (1, 1)
@@ -146,9 +145,8 @@ def test_a_node_without_spare_cpus_beside_the_placement_group_is_refused() -> No
     assert "ray#59764" in str(caught.value)
 
 
-def test_unknown_model_size_skips_the_memory_floor_but_keeps_the_minimum_cache() -> None:
+def test_unknown_model_size_skips_the_memory_floor() -> None:
     sizing = worker_resources(G6_8XL, None)
-    assert sizing.hf_cache_gib == MIN_HF_CACHE_GIB
     assert sizing.memory_gib == 117
 
 
@@ -214,7 +212,7 @@ def test_worker_env_for_efa_nixl_and_hybrid_models(manifest: dict[str, Any]) -> 
     env = env_of(workers_of(manifest))
     assert env["FI_PROVIDER"]["value"] == "efa"
     assert env["VLLM_HOST_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
-    assert env["HF_HOME"]["value"] == "/home/ray/hf-cache"
+    assert env["HF_HOME"]["value"] == "/mnt/node-cache/huggingface"
     assert env["VLLM_SSM_CONV_STATE_LAYOUT"]["value"] == "DS"
 
 
@@ -228,7 +226,9 @@ def test_worker_volumes_shm_in_memory_and_hf_cache(manifest: dict[str, Any]) -> 
     volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in container(group)["volumeMounts"]}
     assert volumes[mounts["/dev/shm"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "14Gi"}
-    assert volumes[mounts["/home/ray/hf-cache"]]["emptyDir"] == {"sizeLimit": "50Gi"}
+    # The node's cache on the g6.8xlarge's instance-store RAID0 (not an emptyDir: it outlives the pod).
+    assert volumes[mounts["/mnt/node-cache"]]["hostPath"] == {
+        "path": "/mnt/k8s-disks/0/eks-pd-llm", "type": "DirectoryOrCreate"}
 
 
 def _security_contexts(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:

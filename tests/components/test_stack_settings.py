@@ -82,6 +82,7 @@ ALTERNATIVES = {
     "rayVersion": "2.60.0",
     "initializingTimeout": "45m",
     "upgradeStrategy": "NewCluster",
+    "rayImageCarriesRunaiStreamer": "true",
     "modelId": "my-model",
     "modelSource": "acme/custom-model-7b",
     "tokenizerSource": "Qwen/Qwen3.5-9B",

@@ -269,8 +269,15 @@ def test_accelerator_type_ingress_and_app_name_render():
     ({"extraEngineKwargs": '{"kv_transfer_config": {}}'}, "extraEngineKwargs", "kvBackends"),
     ({"extraEngineKwargs": '{"data_parallel_size": 2}'}, "extraEngineKwargs", "tensor and pipeline"),
     ({"extraEngineKwargs": '{"disable_log_stats": true}'}, "extraEngineKwargs", "log_engine_metrics"),
-    ({"modelSource": "s3://models/qwen3.5-9b"}, "modelSource", "needs an AWS identity for the Ray pods"),
-    ({"tokenizerSource": "s3://models/tok"}, "tokenizerSource", "needs an AWS identity for the Ray pods"),
+    ({"modelSource": "s3://models"}, "modelSource", "names a whole bucket"),
+    ({"modelSource": "s3://Models_Bucket/qwen"}, "modelSource", "valid bucket name"),
+    ({"tokenizerSource": "s3://models/tok"}, "tokenizerSource", "bucket and prefix only"),
+    ({"modelSource": "s3://models/a", "tokenizerSource": "s3://models/b", "rayImageCarriesRunaiStreamer": "true"},
+     "tokenizerSource", "bucket and prefix only"),
+    ({"modelSource": "s3://models/qwen3.5-9b"}, "rayImageCarriesRunaiStreamer", "runai-model-streamer"),
+    ({"modelSource": "s3://models/qwen3.5-9b", "rayImageCarriesRunaiStreamer": "true",
+      "extraEngineKwargs": '{"load_format": "safetensors"}'}, "extraEngineKwargs", "reads only by streaming"),
+    ({"rayImageCarriesRunaiStreamer": "maybe"}, "rayImageCarriesRunaiStreamer", "true or false"),
 ])
 def test_bad_setting_is_refused_naming_its_key(settings, key, says, refused):
     error = refused(**settings)

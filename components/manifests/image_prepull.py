@@ -1,0 +1,73 @@
+"""The DaemonSet that pulls the Ray image onto every GPU node as soon as it joins, as plain data.
+
+An init container from the Ray image exits at once (only its pull matters); a pause container then
+keeps the pod, and so the image, in use: the kubelet's image garbage collector removes only images
+no container uses. Nothing here is privileged or mounts anything: it runs in the device plugins'
+namespace, beside them, and needs no serving namespace, no KubeRay and no device plugin.
+
+Why not a faster snapshotter (lazy pulling, e.g. SOCI or seekable-OCI): nothing in docs/SOURCES.md
+says the EKS AL2023 NVIDIA AMI ships or supports one with managed node groups, and a lazy pull
+moves the wait into the engine's first reads of the image (CUDA and PyTorch libraries), which a
+serving start reads almost entirely. A complete pull ahead of time is the change we can state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.scheduling import DEVICE_PLUGIN_NAMESPACE, GPU_NODE_SELECTOR, GPU_TOLERATION
+
+PREPULL_NAME = "ray-image-prepull"
+PREPULL_NAMESPACE = DEVICE_PLUGIN_NAMESPACE
+# The Kubernetes project's pause image (registry.k8s.io; 3.10 is the release kubeadm pins for
+# Kubernetes 1.31 and later): a few hundred KB that sleeps and does nothing else.
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+# Any unprivileged uid: neither container writes anything.
+NOBODY_UID = 65534
+
+_LOCKED_DOWN = {
+    "runAsNonRoot": True,
+    "runAsUser": NOBODY_UID,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+_TINY = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+
+
+def image_prepull_manifest(ray_image: str) -> dict[str, Any]:
+    """The pre-pull DaemonSet (apps/v1) for `ray_image` on the GPU nodes."""
+    labels = {"app.kubernetes.io/name": PREPULL_NAME}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": PREPULL_NAME, "namespace": PREPULL_NAMESPACE, "labels": dict(labels)},
+        "spec": {
+            "selector": {"matchLabels": dict(labels)},
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "nodeSelector": dict(GPU_NODE_SELECTOR),
+                    "tolerations": [dict(GPU_TOLERATION)],
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True,
+                                        "runAsUser": NOBODY_UID, "runAsGroup": NOBODY_UID},
+                    "initContainers": [{
+                        "name": "pull-ray-image",
+                        "image": ray_image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["true"],
+                        "securityContext": dict(_LOCKED_DOWN),
+                        "resources": _TINY,
+                    }],
+                    "containers": [{
+                        "name": "hold",
+                        "image": PAUSE_IMAGE,
+                        "imagePullPolicy": "IfNotPresent",
+                        "securityContext": dict(_LOCKED_DOWN),
+                        "resources": _TINY,
+                    }],
+                },
+            },
+        },
+    }

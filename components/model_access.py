@@ -1,0 +1,98 @@
+"""An AWS identity for the Ray pods that may read one S3 model mirror (bucket + prefix) and nothing else.
+
+IRSA (IAM roles for service accounts), not EKS Pod Identity:
+- the cluster already has its OIDC provider (components/cluster.py), so IRSA adds one IAM role and
+  one ServiceAccount; Pod Identity would add the eks-pod-identity-agent add-on, a DaemonSet on every
+  node (the GPU nodes included, one more thing between a new node and serving);
+- the loader is the Run:ai Model Streamer's own S3 client inside the image; every AWS SDK reads a web
+  identity token (AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE), while Pod Identity's container
+  credentials need SDK releases we cannot check inside an image we do not build.
+The token is a projected ServiceAccount token with the STS audience, mounted by the pod template
+itself (components/manifests/ray_service.py) rather than by EKS's mutating webhook: the pods keep
+`automountServiceAccountToken: false`, and a token for audience sts.amazonaws.com cannot call the
+Kubernetes API. The trust policy accepts exactly that ServiceAccount in the serving namespace.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+STS_AUDIENCE = "sts.amazonaws.com"
+MODEL_READER_SERVICE_ACCOUNT = "ray-model-reader"
+
+
+def trust_policy(oidc_provider_arn: str, oidc_issuer: str, namespace: str) -> dict[str, Any]:
+    """Only the model-reader ServiceAccount of `namespace`, with an STS-audience token, may assume."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"Federated": oidc_provider_arn},
+            "Action": "sts:AssumeRoleWithWebIdentity",
+            "Condition": {"StringEquals": {
+                f"{oidc_issuer}:sub": f"system:serviceaccount:{namespace}:{MODEL_READER_SERVICE_ACCOUNT}",
+                f"{oidc_issuer}:aud": STS_AUDIENCE,
+            }},
+        }],
+    }
+
+
+def read_policy(bucket: str, prefix: str) -> dict[str, Any]:
+    """Get the objects under `prefix/` and list that prefix only (the streamer lists the shards)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "ReadModelObjects", "Effect": "Allow", "Action": "s3:GetObject",
+             "Resource": f"arn:aws:s3:::{bucket}/{prefix}/*"},
+            {"Sid": "ListModelPrefix", "Effect": "Allow", "Action": "s3:ListBucket",
+             "Resource": f"arn:aws:s3:::{bucket}",
+             "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}}},
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class ModelReadAccessArgs:
+    """Inputs of `ModelReadAccess`.
+
+    bucket, prefix: the mirror (`modelSource` s3://bucket/prefix, validated).
+    namespace: the serving namespace whose model-reader ServiceAccount assumes the role.
+    oidc_provider_arn, oidc_issuer: the cluster's IAM OIDC provider and its issuer (host/path).
+    """
+
+    bucket: str
+    prefix: str
+    namespace: str
+    oidc_provider_arn: pulumi.Input[str]
+    oidc_issuer: pulumi.Input[str]
+
+
+class ModelReadAccess(pulumi.ComponentResource):
+    """The IAM role the Ray pods assume to stream the model from its S3 mirror."""
+
+    role: aws.iam.Role
+    role_arn: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ModelReadAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("eks-pd-llm:access:ModelReadAccess", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.role = aws.iam.Role(
+            f"{name}-role",
+            description=f"Ray pods of {args.namespace}: read s3://{args.bucket}/{args.prefix}",
+            assume_role_policy=pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
+                lambda values: json.dumps(trust_policy(values[0], values[1], args.namespace))),
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-read",
+            role=self.role.id,
+            policy=json.dumps(read_policy(args.bucket, args.prefix)),
+            opts=child,
+        )
+        self.role_arn = self.role.arn
+        self.register_outputs({"role_arn": self.role_arn})

@@ -1,0 +1,105 @@
+"""Where a GPU node keeps what outlives a pod: container images, the model cache, vLLM's compile cache.
+
+Decided from the instance facts (`InstanceType.local_nvme_gb`), before any resource:
+- a type with instance-store NVMe gets AL2023 nodeadm's `localStorage.strategy: RAID0` in its launch
+  template's user data: nodeadm joins the NVMe devices into one array, mounts it at
+  `/mnt/k8s-disks/0` and bind-mounts containerd's and the kubelet's state onto it
+  (docs/SOURCES.md#nodeadm-local-storage), so image layers and pod volumes live on NVMe. The model
+  cache is a directory on that array. The gp3 root keeps the OS and logs only: its baseline
+  throughput and IOPS, stated explicitly.
+- a type without instance storage keeps everything on the gp3 root, whose throughput and IOPS are
+  then raised to gp3's ceiling (the checkpoint is read back from it), and the plan says so.
+
+The user data is built as data: the NodeConfig is a dict dumped with yaml.safe_dump, wrapped in a
+MIME multi-part document by the standard library's email package (EKS merges a launch template's
+MIME user data with its own bootstrap when the template names no AMI).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from email.encoders import encode_7or8bit
+from email.mime.application import MIMEApplication
+from email.mime.multipart import MIMEMultipart
+from typing import Any
+
+import yaml
+
+from facts.instances import InstanceType
+
+NODECONFIG_API_VERSION = "node.eks.aws/v1alpha1"
+NODECONFIG_KIND = "NodeConfig"
+# The MIME type nodeadm reads a NodeConfig part from (docs/SOURCES.md#nodeadm-local-storage).
+NODECONFIG_MIME_SUBTYPE = "node.eks.aws"
+LOCAL_STORAGE_STRATEGY = "RAID0"
+# Fixed, so the same settings give the same user data (a random boundary would show the launch
+# template as changed on every preview).
+MIME_BOUNDARY = "==eks-pd-llm-nodeconfig=="
+# Where nodeadm's setup-local-disks mounts the RAID0 array: `${MNT_DIR}/0`, MNT_DIR defaulting to
+# /mnt/k8s-disks (amazon-eks-ami templates/shared/runtime/bin/setup-local-disks, `maybe_raid0`).
+RAID0_MOUNT = "/mnt/k8s-disks/0"
+# On a type without instance storage: a directory of the root volume outside the kubelet's own.
+ROOT_VOLUME_CACHE_PARENT = "/var/lib"
+CACHE_DIRECTORY = "eks-pd-llm"
+
+# gp3 (EBS user guide, "General Purpose SSD volumes", docs/SOURCES.md#gp3-performance): 3,000 IOPS
+# and 125 MiB/s are included; throughput can be raised to 1,000 MiB/s, at most 0.25 MiB/s per
+# provisioned IOPS, so 1,000 MiB/s needs 4,000 IOPS.
+GP3_BASELINE_IOPS = 3_000
+GP3_BASELINE_THROUGHPUT_MIBPS = 125
+GP3_MAX_THROUGHPUT_MIBPS = 1_000
+GP3_IOPS_FOR_MAX_THROUGHPUT = 4_000
+
+
+@dataclass(frozen=True)
+class NodeStorage:
+    """What a GPU node's disks hold, and how the root volume is provisioned."""
+
+    instance: InstanceType
+    local_nvme: bool
+    cache_root: str  # host path of the node-local cache (model weights, vLLM's compile cache)
+    root_iops: int
+    root_throughput_mibps: int
+
+    @property
+    def summary(self) -> str:
+        """One line for the plan: where images and the model cache live."""
+        if self.local_nvme:
+            return (f"{self.instance.name}: {self.instance.local_nvme_gb} GB instance-store NVMe as RAID0 "
+                    f"(containerd, kubelet, model cache at {self.cache_root}); gp3 root at baseline "
+                    f"{self.root_iops} IOPS / {self.root_throughput_mibps} MiB/s")
+        return (f"{self.instance.name} has no instance storage: images and the model cache "
+                f"({self.cache_root}) stay on the gp3 root, raised to {self.root_iops} IOPS / "
+                f"{self.root_throughput_mibps} MiB/s")
+
+
+def node_storage(instance: InstanceType) -> NodeStorage:
+    if instance.local_nvme_gb > 0:
+        return NodeStorage(instance, True, f"{RAID0_MOUNT}/{CACHE_DIRECTORY}",
+                           GP3_BASELINE_IOPS, GP3_BASELINE_THROUGHPUT_MIBPS)
+    return NodeStorage(instance, False, f"{ROOT_VOLUME_CACHE_PARENT}/{CACHE_DIRECTORY}",
+                       GP3_IOPS_FOR_MAX_THROUGHPUT, GP3_MAX_THROUGHPUT_MIBPS)
+
+
+def node_config(storage: NodeStorage) -> dict[str, Any] | None:
+    """The nodeadm NodeConfig this stack adds to EKS's own, or None when there is nothing to add."""
+    if not storage.local_nvme:
+        return None
+    return {
+        "apiVersion": NODECONFIG_API_VERSION,
+        "kind": NODECONFIG_KIND,
+        "spec": {"instance": {"localStorage": {"strategy": LOCAL_STORAGE_STRATEGY}}},
+    }
+
+
+def user_data(storage: NodeStorage) -> str | None:
+    """Base64 MIME multi-part user data carrying the NodeConfig (what a launch template takes)."""
+    config = node_config(storage)
+    if config is None:
+        return None
+    document = MIMEMultipart(boundary=MIME_BOUNDARY)
+    # 7bit, not base64: the YAML is ASCII, and the part is read as-is.
+    document.attach(MIMEApplication(yaml.safe_dump(config, sort_keys=False), NODECONFIG_MIME_SUBTYPE,
+                                    encode_7or8bit))
+    return base64.b64encode(document.as_bytes()).decode("ascii")

@@ -1,0 +1,172 @@
+"""The cold-start path as a user would find it on the cluster: the GPU nodes' NVMe as RAID0 with the
+model cache on it, the Ray image pulled as nodes join, and an S3 mirror read by a role that can read
+that mirror only."""
+
+from __future__ import annotations
+
+import base64
+import email
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from components.manifests.image_prepull import image_prepull_manifest
+from components.manifests.ray_service import ray_service_manifest
+from components.model_access import read_policy, trust_policy
+from components.node_storage import node_storage, user_data
+from facts.instances import INSTANCE_TYPES, InstanceType
+from offline import run_offline
+from serve_app.render import serve_config_v2
+
+MIRROR = "s3://acme-models/mirror/Qwen/Qwen3.5-9B"
+S3_STACK = {"modelSource": MIRROR, "rayImageCarriesRunaiStreamer": "true"}
+
+
+def decoded_node_config(encoded: str) -> dict[str, Any]:
+    """What nodeadm reads: the application/node.eks.aws part of the MIME user data."""
+    message = email.message_from_bytes(base64.b64decode(encoded))
+    assert message.get_content_type() == "multipart/mixed"
+    (part,) = [p for p in message.walk() if p.get_content_type() == "application/node.eks.aws"]
+    return yaml.safe_load(part.get_payload())
+
+
+def test_gpu_launch_template_asks_nodeadm_for_raid0(offline_run):
+    run = offline_run("dev")
+    (template,) = [r for r in run.resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"
+                   and r.name == "gpu-nodes-lt"]
+    assert decoded_node_config(template.inputs["userData"]) == {
+        "apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig",
+        "spec": {"instance": {"localStorage": {"strategy": "RAID0"}}}}
+    (system,) = [r for r in run.resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"
+                 and r.name == "system-nodes-lt"]
+    assert "userData" not in system.inputs
+
+
+def test_user_data_is_the_same_on_every_run():
+    storage = node_storage(INSTANCE_TYPES["g6.8xlarge"])
+    assert user_data(storage) == user_data(storage)
+
+
+def test_a_type_without_instance_storage_keeps_ebs_raised_to_gp3s_ceiling():
+    bare = InstanceType("x-gpu.8xlarge", vcpus=32, memory_gib=128, network_gbps=25, efa_interfaces=1, gpus=1,
+                        gpu_model="L4", gpu_memory_mib_usable=22_888)
+    storage = node_storage(bare)
+    assert user_data(storage) is None
+    assert (storage.root_iops, storage.root_throughput_mibps) == (4000, 1000)
+    assert storage.cache_root == "/var/lib/eks-pd-llm"
+    assert "no instance storage" in storage.summary
+
+
+def test_worker_cache_is_on_the_node_and_prepared_for_the_images_user(settings_for):
+    body = ray_service_manifest(settings_for("dev").serving)
+    (workers,) = body["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    spec = workers["template"]["spec"]
+    (init,) = spec["initContainers"]
+    assert init["command"] == ["mkdir", "-p", "-m", "1777", "/mnt/node-cache/huggingface", "/mnt/node-cache/vllm"]
+    assert init["securityContext"]["allowPrivilegeEscalation"] is False
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    # One GPU per g6.8xlarge node: one engine, so vLLM's compile cache is kept on the node.
+    assert env["VLLM_CACHE_ROOT"] == "/mnt/node-cache/vllm" and "VLLM_DISABLE_COMPILE_CACHE" not in env
+    assert "serviceAccountName" not in spec  # no S3 mirror, no AWS identity
+
+
+def test_several_engines_per_node_do_not_share_a_compile_cache(settings_for):
+    body = ray_service_manifest(settings_for("dev", gpuNodeType="g6.12xlarge").serving)
+    (workers,) = body["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    env = {e["name"]: e.get("value") for e in workers["template"]["spec"]["containers"][0]["env"]}
+    assert env["VLLM_DISABLE_COMPILE_CACHE"] == "1" and "VLLM_CACHE_ROOT" not in env
+
+
+def test_prepull_runs_on_gpu_nodes_unprivileged_and_keeps_the_image_in_use():
+    body = image_prepull_manifest("example.com/ray:2.60.0")
+    spec = body["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"role": "gpu-worker"}
+    assert spec["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert [c["image"] for c in spec["initContainers"]] == ["example.com/ray:2.60.0"]
+    assert [c["image"] for c in spec["containers"]] == ["registry.k8s.io/pause:3.10"]
+    for c in [*spec["initContainers"], *spec["containers"]]:
+        assert c["securityContext"]["runAsNonRoot"] and not c["securityContext"].get("privileged")
+
+
+def _waits_for(run, resource, other) -> bool:
+    return other.urn in resource.dependencies
+
+
+def test_prepull_starts_with_the_gpu_nodes_beside_plugins_and_kuberay(offline_run):
+    run = offline_run("dev")
+    by_type = lambda t: [r for r in run.resources if r.type == t]  # noqa: E731
+    (daemon_set,) = by_type("kubernetes:apps/v1:DaemonSet")
+    (ray_service,) = by_type("kubernetes:ray.io/v1:RayService")
+    releases = by_type("kubernetes:helm.sh/v3:Release")
+    gpu_groups = [r for r in by_type("eks:index:ManagedNodeGroup") if r.name == "gpu-nodes"]
+    assert gpu_groups and _waits_for(run, daemon_set, gpu_groups[0])
+    # Not after any Helm release: in parallel with them.
+    assert not any(_waits_for(run, daemon_set, release) for release in releases)
+    assert _waits_for(run, ray_service, daemon_set)
+    assert daemon_set.inputs["spec"]["template"]["spec"]["initContainers"][0]["image"] == \
+        ray_service.inputs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0][
+            "image"]
+
+
+# ── S3 mirror ──────────────────────────────────────────────────────────────────────────────────
+
+def test_s3_mirror_renders_the_streamer_and_sizes_the_known_model(settings_for):
+    serving = settings_for("dev", **S3_STACK).serving
+    args = serve_config_v2(serving.app.config)["applications"][0]["args"]
+    for phase in ("prefill_config", "decode_config"):
+        assert args[phase]["engine_kwargs"]["load_format"] == "runai_streamer"
+        assert args[phase]["model_loading_config"]["model_source"] == MIRROR
+    # `<prefix>/<org>/<name>` names a model with shipped facts: the capacity check still runs.
+    assert serving.app.capacity
+
+
+def test_hugging_face_sources_keep_vllms_default_loader(settings_for):
+    args = serve_config_v2(settings_for("dev").serving.app.config)["applications"][0]["args"]
+    assert "load_format" not in args["prefill_config"]["engine_kwargs"]
+
+
+def test_the_role_reads_one_prefix_of_one_bucket():
+    policy = read_policy("acme-models", "mirror/Qwen/Qwen3.5-9B")
+    actions = {s["Action"]: s for s in policy["Statement"]}
+    assert set(actions) == {"s3:GetObject", "s3:ListBucket"}
+    assert actions["s3:GetObject"]["Resource"] == "arn:aws:s3:::acme-models/mirror/Qwen/Qwen3.5-9B/*"
+    assert actions["s3:ListBucket"]["Condition"]["StringLike"]["s3:prefix"] == [
+        "mirror/Qwen/Qwen3.5-9B", "mirror/Qwen/Qwen3.5-9B/*"]
+    trust = trust_policy("arn:aws:iam::1:oidc-provider/oidc.x/id/A", "oidc.x/id/A", "inference")
+    condition = trust["Statement"][0]["Condition"]["StringEquals"]
+    assert condition == {"oidc.x/id/A:sub": "system:serviceaccount:inference:ray-model-reader",
+                         "oidc.x/id/A:aud": "sts.amazonaws.com"}
+
+
+@pytest.fixture(scope="module")
+def s3_run():
+    return run_offline("dev", overrides=S3_STACK)
+
+
+def test_s3_stack_registers_the_role_and_pods_assume_it(s3_run):
+    (role,) = [r for r in s3_run.resources if r.type == "aws:iam/role:Role" and r.name == "model-access-role"]
+    (policy,) = [r for r in s3_run.resources if r.type == "aws:iam/rolePolicy:RolePolicy"]
+    assert json.loads(policy.inputs["policy"]) == read_policy("acme-models", "mirror/Qwen/Qwen3.5-9B")
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    (subject,) = [v for k, v in trust["Statement"][0]["Condition"]["StringEquals"].items() if k.endswith(":sub")]
+    assert subject == "system:serviceaccount:inference:ray-model-reader"
+    (account,) = [r for r in s3_run.resources if r.type == "kubernetes:core/v1:ServiceAccount"]
+    assert account.inputs["metadata"]["name"] == "ray-model-reader"
+    assert account.inputs["automountServiceAccountToken"] is False
+    (ray_service,) = [r for r in s3_run.resources if r.type == "kubernetes:ray.io/v1:RayService"]
+    (workers,) = ray_service.inputs["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    spec = workers["template"]["spec"]
+    assert spec["serviceAccountName"] == "ray-model-reader" and spec["automountServiceAccountToken"] is False
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["AWS_WEB_IDENTITY_TOKEN_FILE"] == "/var/run/secrets/eks.amazonaws.com/serviceaccount/token"
+    assert env["AWS_ROLE_ARN"].startswith("arn:aws:iam::") and ":role/" in env["AWS_ROLE_ARN"]
+    (token,) = [v for v in spec["volumes"] if v["name"] == "aws-token"]
+    assert token["projected"]["sources"][0]["serviceAccountToken"]["audience"] == "sts.amazonaws.com"
+
+
+def test_without_a_mirror_no_role_and_no_service_account(offline_run):
+    run = offline_run("dev")
+    assert not [r for r in run.resources if r.type == "kubernetes:core/v1:ServiceAccount"]
+    assert not [r for r in run.resources if r.name.startswith("model-access")]
