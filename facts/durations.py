@@ -31,6 +31,10 @@ FIRST_MODEL_LOAD_MINUTES = 145 / 60
 # "several minutes" for the RayService to become RUNNING (head + worker pods scheduled, the
 # multi-GB image pulled, Serve applications deployed), read as 5, plus the first model load.
 RAY_SERVICE_MINUTES = 5 + FIRST_MODEL_LOAD_MINUTES
+# The multi-GB Ray LLM image onto one node. Its compressed size is not in our sources; the
+# reference's "several minutes" for the RayService (read as 5) holds this pull, the Ray pods' start
+# and the first load (145 s): about 2.5 min are left for the pull.
+RAY_IMAGE_PULL_SECONDS = 150.0
 
 DURATIONS: dict[str, CreateDuration] = {
     # EKS control plane: 15–20 min in the reference (eksctl create cluster).
@@ -46,6 +50,9 @@ DURATIONS: dict[str, CreateDuration] = {
     # RayService: "several minutes" + first model load ~145 s.
     "kubernetes:ray.io/v1:RayService": CreateDuration(RAY_SERVICE_MINUTES, REFERENCE),
     # Managed add-ons (vpc-cni, coredns, kube-proxy) take a minute or two each.
+    # The Ray image pre-pull DaemonSet (the stack's only DaemonSet outside Helm) is ready once the
+    # image is on every GPU node: RAY_IMAGE_PULL below.
+    "kubernetes:apps/v1:DaemonSet": CreateDuration(RAY_IMAGE_PULL_SECONDS / 60, ESTIMATE),
     "aws:eks/addon:Addon": CreateDuration(1.5, ESTIMATE),
     "aws:ec2/natGateway:NatGateway": CreateDuration(2.0, ESTIMATE),
     "aws:kms/key:Key": CreateDuration(0.3, ESTIMATE),
@@ -101,11 +108,8 @@ GPU_NODE_READY = StepDuration(4.0 * 60, REFERENCE, "docs/SOURCES.md#reference-ti
 # The NVIDIA and EFA device plugin pods on a node that joins a running cluster: their images are
 # small; the kubelet advertises the resources once they register.
 DEVICE_PLUGINS_ON_NODE = StepDuration(30, ESTIMATE, "two small DaemonSet images pulled and registered")
-# The multi-GB Ray LLM image onto one node. Its compressed size is not in our sources; the
-# reference's "several minutes" for the RayService (read as 5) holds this pull, the Serve deploy and
-# the first load, of which the load was 145 s: about 3 min remain for the pull and the Serve deploy.
-RAY_IMAGE_PULL = StepDuration(150, ESTIMATE, "the reference RayService's 5 min less its 145 s model load, "
-                              "less the Ray pod start; the image size is not known here")
+RAY_IMAGE_PULL = StepDuration(RAY_IMAGE_PULL_SECONDS, ESTIMATE, "the reference RayService's 5 min less its "
+                              "145 s model load and the pod start; the image size is not known here")
 # A Ray worker pod scheduled, its containers started and raylet joined to the head.
 RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registration with the GCS")
 # Serve replica start → vLLM engine up with CUDA graphs, weights NOT loaded (`load_format: dummy`),
@@ -125,11 +129,11 @@ COMPILE_SAVED_BY_CACHE = StepDuration(
 HF_FIRST_LOAD_SECONDS = 145.0
 # Reloading from the node's page cache: about 2 s for the same checkpoint in the reference.
 PAGE_CACHE_RELOAD_SECONDS = 2.0
-# From local disk with the Run:ai streamer: vLLM's documentation shows 15 GB in 14 s from gp3
-# (docs/SOURCES.md#cold-start). Instance-store NVMe is taken to be no slower: an estimate until the
-# lab measures it (issue 13 item 5, lab/loadtime.py).
-LOCAL_DISK_STREAM_BYTES_PER_SECOND = StepDuration(
-    15e9 / 14, ESTIMATE, "vLLM docs: Run:ai streamer 15 GB in 14 s from gp3; NVMe assumed no slower (not measured)")
+# From local disk with vLLM's default safetensors loader: 15 GB in 48 s from gp3 in vLLM's Run:ai
+# streamer documentation (docs/SOURCES.md#cold-start); NVMe taken to be no slower (an estimate
+# until lab/loadtime.py measures it).
+LOCAL_DISK_DEFAULT_LOADER_BYTES_PER_SECOND = StepDuration(
+    15e9 / 48, ESTIMATE, "vLLM docs: default loader 15 GB in 48 s from gp3; NVMe assumed no slower (not measured)")
 # From the S3 mirror with the Run:ai streamer: bounded by the node's network; half the nominal
 # bandwidth is this project's assumption, not a measurement.
 S3_STREAM_FRACTION_OF_NETWORK = StepDuration(

@@ -16,11 +16,11 @@ step one after another; `sequential_minutes` is that sum for the same resources.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from facts.durations import create_duration
+from facts.durations import CreateDuration, create_duration
 
 
 class GraphResource(Protocol):
@@ -66,7 +66,10 @@ def _later(t: float, than: float) -> bool:
     return t > than + 1e-9
 
 
-def critical_path(resources: Iterable[GraphResource]) -> CriticalPath:
+def critical_path(resources: Iterable[GraphResource],
+                  overrides: Mapping[str, CreateDuration] | None = None) -> CriticalPath:
+    """`overrides`: create times by resource type that the stack's own settings decide (the
+    RayService's, from its cold-start path), in place of facts.durations' generic ones."""
     by_urn = {r.urn: r for r in resources}
     children: dict[str, list[str]] = {urn: [] for urn in by_urn}
     for r in by_urn.values():
@@ -74,7 +77,7 @@ def critical_path(resources: Iterable[GraphResource]) -> CriticalPath:
             children[r.parent].append(r.urn)
 
     durations = {
-        urn: create_duration(r.type, custom=r.custom) for urn, r in by_urn.items()
+        urn: (overrides or {}).get(r.type) or create_duration(r.type, custom=r.custom) for urn, r in by_urn.items()
     }
     start: dict[str, float] = {}
     done: dict[str, float] = {}

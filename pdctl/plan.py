@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from components.cold_start import ColdStart, cold_start
+from facts.durations import CreateDuration
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
 from serve_app.capacity import CapacityReport
@@ -393,6 +395,7 @@ class Plan:
     outputs: dict
     protections: dict
     offline_outputs: dict[str, str]  # output key -> which made-up value it holds
+    cold_start: ColdStart | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -405,13 +408,25 @@ class Plan:
                          "note": self.capacity_note},
             "cost": self.cost.to_dict(),
             "critical_path": self.critical_path.to_dict(),
+            "cold_start": self.cold_start.to_dict() if self.cold_start else None,
             "outputs": self.outputs,
             "offline_outputs": self.offline_outputs,
         }
 
 
+def stack_cold_start(run) -> ColdStart | None:
+    """The cold-start figures of the serving settings the program built, when it built a stack."""
+    stack = run.program.get("stack")
+    return cold_start(stack.settings.serving) if stack is not None else None
+
+
 def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
     resources = list(run.resources)
+    start = stack_cold_start(run)
+    # The RayService's create time follows the configured load path (its image is pre-pulled).
+    overrides = None if start is None else {RAY_SERVICE_TYPE: CreateDuration(
+        start.ray_service_minutes, "cold-start steps: " + ", ".join(sorted(
+            {s.duration.source for s in start.new_node.steps[2:]})))}
     region = region_of(resources, config_region)
     reports, capacity_note = capacity_reports(checked_app(run))
     secret = set(getattr(run, "secret_outputs", ()) or ())
@@ -425,8 +440,9 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         capacity=reports,
         capacity_note=capacity_note,
         cost=hourly_cost(cost_inputs(resources, region or "unknown")),
-        critical_path=critical_path(resources),
+        critical_path=critical_path(resources, overrides),
         outputs=outputs,
         protections=protections(resources),
         offline_outputs=offline.marks({k: v for k, v in outputs.items() if k not in secret}),
+        cold_start=start,
     )

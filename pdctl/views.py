@@ -141,11 +141,26 @@ def render_plan(console: Console, plan) -> None:
         f"[bold]{path.minutes:.1f} min[/] with the graph's parallelism, vs "
         f"[bold]{path.sequential_minutes:.1f} min[/] for the same resources one after another "
         f"(how the reference scripts run)", highlight=False)
+    if plan.cold_start is not None:
+        _render_cold_start(console, plan.cold_start)
     if plan.outputs:
         _rule(console, "[bold]stack outputs[/]")
         for key, value in plan.outputs.items():
             mark = f" [yellow]{OFFLINE_MARK}[/]" if key in plan.offline_outputs else ""
             console.print(f"[cyan]{key}[/] = {escape(_value(value))}{mark}", highlight=False)
+
+
+def _render_cold_start(console: Console, start) -> None:
+    console.rule("[bold]cold start[/] (seconds, per documented step)")
+    console.print(f"storage: {escape(start.storage)}", highlight=False)
+    console.print(f"weights: {escape(start.load_path)}", highlight=False)
+    for figure in (start.new_node, start.pod_restart):
+        table = Table("seconds", "step", "source", "where")
+        for step in figure.steps:
+            table.add_row(f"{step.duration.seconds:.0f}", step.name, step.duration.source, escape(step.duration.where))
+        console.print(table)
+        console.print(f"[bold]{figure.name}: {figure.seconds:.0f} s[/] ({figure.measured_share:.0%} of it measured)",
+                      highlight=False)
 
 
 def render_status(console: Console, service, pods, nodes, warnings: list[str]) -> None:

@@ -170,3 +170,14 @@ def test_without_a_mirror_no_role_and_no_service_account(offline_run):
     run = offline_run("dev")
     assert not [r for r in run.resources if r.type == "kubernetes:core/v1:ServiceAccount"]
     assert not [r for r in run.resources if r.name.startswith("model-access")]
+
+
+def test_s3_path_streams_on_every_start_at_the_nodes_network_share(settings_for):
+    from components.cold_start import cold_start
+
+    start = cold_start(settings_for("dev", **S3_STACK).serving)
+    assert "runai_streamer" in start.load_path
+    (stream,) = [s for s in start.pod_restart.steps if "S3" in s.name]
+    # 19.3 GB at half of the g6.8xlarge's 25 Gbps (1.5625 GB/s): an estimate, labelled as one.
+    assert stream.duration.seconds == pytest.approx(19_306_216_416 / (25e9 / 8 * 0.5), rel=1e-6)
+    assert stream.duration.source == "estimate"

@@ -126,19 +126,41 @@ def test_cost_is_recomputed_from_the_price_data(dev_plan):
 
 # ------------------------------------------------------------------------ critical path
 
-def test_critical_path_runs_cluster_then_gpu_nodes_then_charts_then_rayservice(dev_plan):
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+
+
+def test_critical_path_runs_cluster_then_gpu_nodes_then_image_prepull_then_rayservice(dev_plan):
     path = dev_plan["critical_path"]
     types = [s["type"] for s in path["steps"]]
-    for earlier, later in [(CLUSTER, NODE_GROUP), (NODE_GROUP, HELM), (HELM, RAY_SERVICE)]:
+    # The image pull (longer than the charts, beside them) is what the RayService waits for last.
+    for earlier, later in [(CLUSTER, NODE_GROUP), (NODE_GROUP, DAEMON_SET), (DAEMON_SET, RAY_SERVICE)]:
         assert types.index(earlier) < types.index(later), types
+    assert HELM not in types
     assert types[-1] == RAY_SERVICE
     # A critical path has no gaps: each step starts when the one before it ends.
     for before, after in zip(path["steps"], path["steps"][1:], strict=False):
         assert after["starts_at"] == pytest.approx(before["starts_at"] + before["minutes"], abs=0.02)
     last = path["steps"][-1]
     assert path["minutes"] == pytest.approx(last["starts_at"] + last["minutes"], abs=0.02)
-    floor = sum(durations.DURATIONS[t].minutes for t in (CLUSTER, NODE_GROUP, HELM, RAY_SERVICE))
+    ray_service = dev_plan["cold_start"]["ray_service_minutes"]
+    floor = sum(durations.DURATIONS[t].minutes for t in (CLUSTER, NODE_GROUP, DAEMON_SET)) + ray_service
     assert floor <= path["minutes"] < path["sequential_minutes"]
+    assert last["minutes"] == pytest.approx(ray_service, abs=0.01)
+
+
+def test_plan_shows_both_cold_start_figures_with_their_sources(dev_plan):
+    start = dev_plan["cold_start"]
+    assert "RAID0" in start["storage"] and "Hugging Face" in start["load_path"]
+    new_node, restart = start["new_node"], start["pod_restart"]
+    for figure in (new_node, restart):
+        assert figure["seconds"] == pytest.approx(sum(s["seconds"] for s in figure["steps"]), abs=0.5)
+        assert all(s["source"] in ("measured", "reference timing", "estimate") and s["where"] for s in figure["steps"])
+    # The engine start is the lab's H200 measurement, and says where it was taken.
+    (engine,) = [s for s in new_node["steps"] if s["source"] == "measured"]
+    assert "2026-12-01-h200-knobs-report" in engine["where"]
+    # A restart on the same node downloads nothing and skips the image pull and the node.
+    assert any("0 bytes downloaded" in s["step"] for s in restart["steps"])
+    assert restart["seconds"] < new_node["seconds"]
 
 
 def test_rayservice_waits_for_kuberay_and_the_device_plugins(dev_run):
