@@ -1,6 +1,6 @@
 """An AWS identity for the Ray pods that may read one S3 model mirror (bucket + prefix) and nothing else.
 
-IRSA (IAM roles for service accounts), not EKS Pod Identity:
+IRSA (IAM roles for service accounts, docs/SOURCES.md#irsa), not EKS Pod Identity:
 - the cluster already has its OIDC provider (components/cluster.py), so IRSA adds one IAM role and
   one ServiceAccount; Pod Identity would add the eks-pod-identity-agent add-on, a DaemonSet on every
   node (the GPU nodes included, one more thing between a new node and serving);

@@ -43,7 +43,7 @@ RAID0_MOUNT = "/mnt/k8s-disks/0"
 ROOT_VOLUME_CACHE_PARENT = "/var/lib"
 CACHE_DIRECTORY = "eks-pd-llm"
 
-# gp3 (EBS user guide, "General Purpose SSD volumes", docs/SOURCES.md#gp3-performance): 3,000 IOPS
+# gp3 (docs/SOURCES.md#gp3-performance): 3,000 IOPS
 # and 125 MiB/s are included; throughput can be raised to 1,000 MiB/s, at most 0.25 MiB/s per
 # provisioned IOPS, so 1,000 MiB/s needs 4,000 IOPS.
 GP3_BASELINE_IOPS = 3_000

@@ -26,8 +26,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, Field, field_validator
 
-from components.scheduling import RESERVED_NAMESPACES
 from components.node_storage import NodeStorage, node_storage
+from components.scheduling import RESERVED_NAMESPACES
 from components.sizing import WorkerResources, worker_resources
 from facts.images import (
     DLC_TAG,

@@ -38,7 +38,9 @@ def mirror_model(model_id: str, destination: str, *, s3_client: Any, revision: s
     bucket, prefix = s3_location(destination)
     key_root = f"{prefix}/{model_id}"
     if download is None:
-        from huggingface_hub import snapshot_download as download
+        from huggingface_hub import snapshot_download
+
+        download = snapshot_download
     with tempfile.TemporaryDirectory(prefix="pdctl-mirror-") as workdir:
         local = Path(download(repo_id=model_id, revision=revision, token=token, local_dir=workdir,
                               allow_patterns=list(ALLOW_PATTERNS)))

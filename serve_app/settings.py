@@ -18,10 +18,10 @@ from pydantic import Field, field_validator, model_validator
 from serve_app.config import (
     DEFAULT_KV_ROLE,
     KV_BACKENDS,
-    S3_LOAD_FORMATS,
-    S3_SCHEME,
     OWNED_ENGINE_KWARGS,
     REFUSED_ENGINE_KWARGS,
+    S3_LOAD_FORMATS,
+    S3_SCHEME,
     Dtype,
     PDAppConfig,
     Phase,
