@@ -15,9 +15,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies
-from components.manifests.ray_service import HF_TOKEN_SECRET_KEY, HF_TOKEN_SECRET_NAME, SERVE_PORT, ray_service_manifest
+from components.manifests.ray_service import (
+    HF_TOKEN_SECRET_KEY,
+    HF_TOKEN_SECRET_NAME,
+    MODEL_READER_SERVICE_ACCOUNT,
+    SERVE_PORT,
+    ray_service_manifest,
+)
 from components.manifests.serving_namespace import serving_namespace_manifest, serving_network_policies
-from components.model_access import MODEL_READER_SERVICE_ACCOUNT
 from components.settings import ServingSettings, duration_seconds
 
 # `pulumi up` waits for the RayService's Ready condition (KubeRay sets it once Serve has endpoints),

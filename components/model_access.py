@@ -22,24 +22,13 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-STS_AUDIENCE = "sts.amazonaws.com"
-MODEL_READER_SERVICE_ACCOUNT = "ray-model-reader"
+from components.manifests.ray_service import MODEL_READER_SERVICE_ACCOUNT
+from components.storage import irsa_trust_policy
 
 
-def trust_policy(oidc_provider_arn: str, oidc_issuer: str, namespace: str) -> dict[str, Any]:
-    """Only the model-reader ServiceAccount of `namespace`, with an STS-audience token, may assume."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [{
-            "Effect": "Allow",
-            "Principal": {"Federated": oidc_provider_arn},
-            "Action": "sts:AssumeRoleWithWebIdentity",
-            "Condition": {"StringEquals": {
-                f"{oidc_issuer}:sub": f"system:serviceaccount:{namespace}:{MODEL_READER_SERVICE_ACCOUNT}",
-                f"{oidc_issuer}:aud": STS_AUDIENCE,
-            }},
-        }],
-    }
+def model_reader_subject(namespace: str) -> str:
+    """The one subject the role trusts: the model-reader ServiceAccount of the serving namespace."""
+    return f"system:serviceaccount:{namespace}:{MODEL_READER_SERVICE_ACCOUNT}"
 
 
 def read_policy(bucket: str, prefix: str) -> dict[str, Any]:
@@ -85,7 +74,7 @@ class ModelReadAccess(pulumi.ComponentResource):
             f"{name}-role",
             description=f"Ray pods of {args.namespace}: read s3://{args.bucket}/{args.prefix}",
             assume_role_policy=pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
-                lambda values: json.dumps(trust_policy(values[0], values[1], args.namespace))),
+                lambda values: irsa_trust_policy(values[0], values[1], model_reader_subject(args.namespace))),
             opts=child,
         )
         aws.iam.RolePolicy(

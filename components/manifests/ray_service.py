@@ -15,7 +15,6 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.model_access import MODEL_READER_SERVICE_ACCOUNT, STS_AUDIENCE
 from components.scheduling import GPU_NODE_SELECTOR, GPU_TOLERATION, SYSTEM_NODE_SELECTOR
 from components.settings import INITIALIZING_TIMEOUT_ANNOTATION, ServingSettings
 from components.sizing import GIB
@@ -52,7 +51,10 @@ NODE_HF_HOME = f"{NODE_CACHE_MOUNT}/huggingface"
 NODE_VLLM_CACHE_ROOT = f"{NODE_CACHE_MOUNT}/vllm"
 NODE_CACHE_INIT_CONTAINER = "prepare-node-cache"
 
-# The S3 mirror's identity (components/model_access.py): a projected ServiceAccount token for STS.
+# The S3 mirror's identity (components/model_access.py): the pods run as this ServiceAccount and
+# project its token for STS's audience.
+MODEL_READER_SERVICE_ACCOUNT = "ray-model-reader"
+STS_AUDIENCE = "sts.amazonaws.com"
 AWS_TOKEN_MOUNT = "/var/run/secrets/eks.amazonaws.com/serviceaccount"
 AWS_TOKEN_FILE = "token"
 AWS_TOKEN_SECONDS = 86_400

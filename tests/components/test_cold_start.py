@@ -14,7 +14,7 @@ import yaml
 
 from components.manifests.image_prepull import image_prepull_manifest
 from components.manifests.ray_service import ray_service_manifest
-from components.model_access import read_policy, trust_policy
+from components.model_access import model_reader_subject, read_policy
 from components.node_storage import node_storage, user_data
 from facts.instances import INSTANCE_TYPES, InstanceType
 from offline import run_offline
@@ -134,10 +134,7 @@ def test_the_role_reads_one_prefix_of_one_bucket():
     assert actions["s3:GetObject"]["Resource"] == "arn:aws:s3:::acme-models/mirror/Qwen/Qwen3.5-9B/*"
     assert actions["s3:ListBucket"]["Condition"]["StringLike"]["s3:prefix"] == [
         "mirror/Qwen/Qwen3.5-9B", "mirror/Qwen/Qwen3.5-9B/*"]
-    trust = trust_policy("arn:aws:iam::1:oidc-provider/oidc.x/id/A", "oidc.x/id/A", "inference")
-    condition = trust["Statement"][0]["Condition"]["StringEquals"]
-    assert condition == {"oidc.x/id/A:sub": "system:serviceaccount:inference:ray-model-reader",
-                         "oidc.x/id/A:aud": "sts.amazonaws.com"}
+    assert model_reader_subject("inference") == "system:serviceaccount:inference:ray-model-reader"
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +147,10 @@ def test_s3_stack_registers_the_role_and_pods_assume_it(s3_run):
     (policy,) = [r for r in s3_run.resources if r.type == "aws:iam/rolePolicy:RolePolicy"]
     assert json.loads(policy.inputs["policy"]) == read_policy("acme-models", "mirror/Qwen/Qwen3.5-9B")
     trust = json.loads(role.inputs["assumeRolePolicy"])
-    (subject,) = [v for k, v in trust["Statement"][0]["Condition"]["StringEquals"].items() if k.endswith(":sub")]
-    assert subject == "system:serviceaccount:inference:ray-model-reader"
+    condition = trust["Statement"][0]["Condition"]["StringEquals"]
+    (subject,) = [v for k, v in condition.items() if k.endswith(":sub")]
+    (audience,) = [v for k, v in condition.items() if k.endswith(":aud")]
+    assert (subject, audience) == ("system:serviceaccount:inference:ray-model-reader", "sts.amazonaws.com")
     (account,) = [r for r in s3_run.resources if r.type == "kubernetes:core/v1:ServiceAccount"]
     assert account.inputs["metadata"]["name"] == "ray-model-reader"
     assert account.inputs["automountServiceAccountToken"] is False
