@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pdctl.plan import integral
+from pdctl.plan import canonical
 from policy import rules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,10 +39,10 @@ def manifest(resource_type: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """`kubernetes:<group>/<version>:<Kind>` + inputs → the object the API server receives."""
     _, group_version, kind = resource_type.split(":")
     api_version = group_version.removeprefix("core/")
-    # integral: the engine hands whole numbers over as floats (65534.0), which checkov's uid checks
+    # canonical: the engine hands whole numbers over as floats (65534.0), which checkov's uid checks
     # do not read as numbers; the API server receives them as integers.
     return {"apiVersion": api_version, "kind": kind,
-            **{k: integral(inputs[k]) for k in MANIFEST_FIELDS if k in inputs}}
+            **{k: canonical(inputs[k]) for k in MANIFEST_FIELDS if k in inputs}}
 
 
 def template_labels(obj: dict[str, Any], group: str) -> dict[str, str]:
