@@ -61,11 +61,14 @@ def render_plan(console: Console, plan) -> None:
     table = Table("item", "quantity", "unit price / h", "per hour")
     for line in cost.lines:
         table.add_row(line.item, f"{line.quantity:g} {line.unit}",
-                      "no price data" if line.unit_price_per_hour is None else f"${line.unit_price_per_hour:.5f}",
-                      "—" if line.per_hour is None else f"${line.per_hour:.4f}")
-    table.add_row("[bold]total[/]" if not cost.missing else "[bold]total, priced lines only[/]", "", "",
-                  f"[bold]${cost.per_hour:.2f}[/] (≈ ${cost.per_hour * price_data.HOURS_PER_MONTH:,.0f}"
-                  f" / {price_data.HOURS_PER_MONTH} h month)")
+                      "n/a" if line.unit_price_per_hour is None else f"${line.unit_price_per_hour:.5f}",
+                      "n/a" if line.per_hour is None else f"${line.per_hour:.4f}")
+    if cost.per_hour is None:
+        table.add_row("[bold]total[/]", "", "", "[bold]n/a[/] (a line has no price: see below)")
+    else:
+        table.add_row("[bold]total[/]", "", "",
+                      f"[bold]${cost.per_hour:.2f}[/] (≈ ${cost.per_hour * price_data.HOURS_PER_MONTH:,.0f}"
+                      f" / {price_data.HOURS_PER_MONTH} h month)")
     console.print(table)
     for missing in cost.missing:
         console.print(f"[yellow]not priced: {missing}[/]")

@@ -119,6 +119,17 @@ def test_cost_is_recomputed_from_the_price_data(dev_plan):
     assert cost["per_month"] == pytest.approx(expected * prices.HOURS_PER_MONTH, abs=0.01)
 
 
+def test_a_region_without_prices_prints_n_a_never_a_zero_total():
+    # eu-west-1 is a region EC2 knows (the offline cloud records it) and facts/prices.py does not price.
+    result = invoke("plan", "--set", "aws:region=eu-west-1")
+    assert result.exit_code == 0, result.output
+    total = next(line for line in result.stdout.splitlines() if "total" in line)
+    assert "n/a" in total and "$" not in total
+    assert "not priced: no price data for region eu-west-1" in result.stdout
+    doc = json.loads(invoke("plan", "--set", "aws:region=eu-west-1", "--output", "json").stdout)
+    assert doc["cost"]["per_hour"] is None and doc["cost"]["complete"] is False
+
+
 # ------------------------------------------------------------------------ critical path
 
 def test_critical_path_runs_cluster_then_gpu_nodes_then_charts_then_rayservice(dev_plan):
