@@ -13,8 +13,10 @@ what is allowed; a pydantic `ValidationError` never escapes.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import functools
+import importlib.util
 import ipaddress
 import json
 import re
@@ -88,10 +90,32 @@ def as_config_string(value: Any) -> str:
     return str(value)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: the plain
+    loader keeps the last one silently (the Pulumi CLI's Go YAML reader refuses it too)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str) and key in seen:
+                raise ConfigError(key, f"set on lines {seen[key]} and {line} of {node.start_mark.name}",
+                                  "each key once", "YAML would silently keep the last one")
+            seen.setdefault(key, line)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml_strictly(path: Path) -> Any:
+    """A YAML file as data; a key set twice in one mapping is refused (ConfigError naming it)."""
+    with path.open(encoding="utf-8") as stream:
+        return yaml.load(stream, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 @functools.cache
 def declared_keys(project_file: Path = PROJECT_FILE) -> Mapping[str, DeclaredKey]:
     """The settings Pulumi.yaml declares, by the name a stack file uses (bare for the project)."""
-    config = yaml.safe_load(project_file.read_text())["config"]
+    config = load_yaml_strictly(project_file)["config"]
     keys: dict[str, DeclaredKey] = {}
     for name, entry in config.items():
         if not isinstance(entry, dict):  # `key: value` short form
@@ -107,7 +131,27 @@ def declared_keys(project_file: Path = PROJECT_FILE) -> Mapping[str, DeclaredKey
 
 
 def project_name(project_file: Path = PROJECT_FILE) -> str:
-    return yaml.safe_load(project_file.read_text())["name"]
+    return load_yaml_strictly(project_file)["name"]
+
+
+@functools.cache
+def provider_config_keys(package: str) -> frozenset[str]:
+    """The config keys a Pulumi provider SDK reads (`pulumi_aws` → region, profile, …), taken from
+    its generated `config/vars.py` (every `__config__.get*('<key>')` call), so the list follows the
+    installed SDK version instead of a copy here."""
+    spec = importlib.util.find_spec(f"{package}.config.vars")
+    if spec is None or spec.origin is None:
+        return frozenset()
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    return frozenset(
+        node.args[0].value for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name) and node.func.value.id == "__config__"
+        and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str))
+
+
+# Provider namespaces whose keys are checked against their SDK's own list.
+CHECKED_PROVIDER_NAMESPACES = {"aws": "pulumi_aws"}
 
 
 # ── Typed slices ──────────────────────────────────────────────────────────────────────────────
@@ -198,7 +242,12 @@ class ClusterSettings(_Settings):
     @classmethod
     def _supported_version(cls, value: str) -> str:
         if value not in SUPPORTED_KUBERNETES_VERSIONS:
-            raise ValueError("not a Kubernetes version EKS supports (a minor version like 1.35)")
+            why = "not a Kubernetes version EKS supports (a minor version like 1.35)"
+            if re.fullmatch(r"\d+\.[1-9]", value):
+                # YAML reads an unquoted 1.30 as the number 1.3: the trailing zero is gone before
+                # the program sees the value.
+                why += f'; if the stack file says {value}0 unquoted, YAML read it as the number {value}: quote it ("{value}0")'
+            raise ValueError(why)
         return value
 
     @field_validator("admin_principal_arns")
@@ -603,9 +652,11 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
     for name, text in raw.items():
         namespace, _, bare = name.rpartition(":")
         if namespace and namespace != project:
+            if namespace in CHECKED_PROVIDER_NAMESPACES:
+                _known_provider_key(namespace, bare, text)
             if name in known:
                 values[name] = text
-            continue  # other providers' settings (aws:profile, …) are theirs to check
+            continue  # other providers' settings (aws:profile, …) are theirs to use
         if bare not in known:
             project_keys = sorted(k for k in known if ":" not in k)
             close = difflib.get_close_matches(bare, project_keys, n=1)
@@ -613,6 +664,17 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
             raise ConfigError(bare, text, "one of " + ", ".join(project_keys), why)
         values[bare] = text
     return values
+
+
+def _known_provider_key(namespace: str, key: str, text: str) -> None:
+    """Refuse `aws:regoin`: the provider would ignore a key it does not read, and the stack would
+    deploy with the default it meant to change."""
+    keys = provider_config_keys(CHECKED_PROVIDER_NAMESPACES[namespace])
+    if keys and key not in keys:
+        close = difflib.get_close_matches(key, sorted(keys), n=1)
+        raise ConfigError(f"{namespace}:{key}", text,
+                          f"a key the {namespace} provider reads ({CHECKED_PROVIDER_NAMESPACES[namespace]} config)",
+                          f"unknown setting; did you mean {namespace}:{close[0]}?" if close else "unknown setting")
 
 
 def read_config(raw: Mapping[str, str], *, project: str) -> tuple[dict[str, Any], dict[str, str]]:

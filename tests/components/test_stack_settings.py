@@ -367,3 +367,27 @@ def test_unpinned_images_are_refused(image):
 def test_digest_pins_an_image():
     image = "rayproject/ray-llm@sha256:" + "a" * 64
     assert settings_for("dev", rayImage=image, rayVersion="2.60.0").serving.ray_version == "2.60.0"
+
+
+# ── Stack files read strictly ────────────────────────────────────────────────────────────────
+
+def test_a_typo_in_the_aws_namespace_is_refused_with_the_key_it_meant():
+    error = refusal("aws:regoin", "us-west-2")
+    assert error.setting == "aws:regoin" and "did you mean aws:region?" in str(error)
+    # A key the AWS provider does read passes through to it.
+    assert settings_for("dev", **{"aws:profile": "ops", "aws:skipMetadataApiCheck": "false"}).region == "us-west-2"
+
+
+def test_the_aws_keys_come_from_the_installed_provider_sdk():
+    from components.settings import provider_config_keys
+
+    keys = provider_config_keys("pulumi_aws")
+    assert {"region", "profile", "assumeRoles", "defaultTags", "skipRegionValidation"} <= keys
+    assert "regoin" not in keys and len(keys) > 25
+
+
+def test_a_version_yaml_turned_into_a_number_gets_a_hint_to_quote_it():
+    # `kubernetesVersion: 1.30` unquoted reaches the program as "1.3".
+    error = refusal("kubernetesVersion", "1.3")
+    assert 'quote it ("1.30")' in str(error)
+    assert "quote" not in str(refusal("kubernetesVersion", "1.36"))

@@ -103,3 +103,21 @@ def test_unknown_stack_names_the_stacks_that_exist(project: Path):
 
     with pytest.raises(ConfigError, match=r"stack: got 'prod'; allowed: dev"):
         try_run_offline("prod", project_dir=project, mocks=EchoMocks())
+
+
+def test_a_key_set_twice_in_a_stack_file_is_refused_naming_it_and_both_lines(project: Path):
+    from serve_app.errors import ConfigError
+
+    (project / "Pulumi.twice.yaml").write_text(textwrap.dedent("""\
+        config:
+          demo:count: 3
+          aws:region: eu-west-1
+          demo:count: 4
+        """))
+    with pytest.raises(ConfigError) as caught:
+        stack_config("twice", project)
+    assert caught.value.setting == "demo:count"
+    assert "lines 2 and 4" in str(caught.value) and "Pulumi.twice.yaml" in str(caught.value)
+    # The same key in two different mappings is no duplicate.
+    (project / "Pulumi.nested.yaml").write_text("config:\n  demo:count: 3\nmeta:\n  demo:count: 1\n")
+    assert stack_config("nested", project)[0]["demo:count"] == "3"
