@@ -81,8 +81,13 @@ def plan(
     stack: str = STACK_OPTION,
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o"),
     set_: list[str] = SET_OPTION,
+    strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on a warning too, e.g. model facts "
+                                "that could not be read (CI runs the plan this way)."),
 ) -> None:
-    """What the stack creates, its capacity, hourly cost estimate and deploy critical path."""
+    """What the stack creates, its capacity, hourly cost estimate and deploy critical path.
+
+    Exits 1 when a rule of the policy pack (policy/) refuses a resource, as `pulumi preview
+    --policy-pack policy` would; with --strict, also on a warning."""
     from pdctl.plan import build_plan
     from pdctl.views import render_plan
 
@@ -92,6 +97,14 @@ def plan(
         sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
     else:
         render_plan(console, result)
+    for warning in result.warnings:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    for violation in result.policy_violations:
+        err.print(f"[bold red]error:[/] {escape(str(violation))}", highlight=False, soft_wrap=True)
+    if result.policy_violations:
+        raise typer.Exit(1)
+    if strict and result.warnings:
+        raise fail(f"--strict: {len(result.warnings)} warning(s) above")
 
 
 @app.command()

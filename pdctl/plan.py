@@ -14,6 +14,7 @@ import yaml
 
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
+from pdctl.policy_check import Violation, policy_resources, run_rules
 from serve_app.capacity import CapacityReport
 from serve_app.checks import CheckedApp
 
@@ -248,6 +249,11 @@ def checked_app(run) -> CheckedApp | None:
     return stack.settings.serving.app if stack is not None else None
 
 
+def plan_warnings(app: CheckedApp | None) -> list[str]:
+    """What the program warned about at preview (facts it could not read): `plan --strict` fails on them."""
+    return list(app.warnings) if app is not None else []
+
+
 def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport], str | None]:
     """Capacity per phase as the program's preview check computed it. (reports, why there are none)."""
     if app is None:
@@ -268,6 +274,8 @@ class Plan:
     cost: CostEstimate
     critical_path: CriticalPath
     outputs: dict
+    policy_violations: list[Violation]
+    warnings: list[str]
 
     def to_dict(self) -> dict:
         return {
@@ -280,13 +288,16 @@ class Plan:
             "cost": self.cost.to_dict(),
             "critical_path": self.critical_path.to_dict(),
             "outputs": self.outputs,
+            "policy": {"violations": [v.to_dict() for v in self.policy_violations]},
+            "warnings": self.warnings,
         }
 
 
 def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
     resources = list(run.resources)
     region = region_of(resources, config_region)
-    reports, capacity_note = capacity_reports(checked_app(run))
+    app = checked_app(run)
+    reports, capacity_note = capacity_reports(app)
     secret = set(getattr(run, "secret_outputs", ()) or ())
     outputs = {k: ("[secret]" if k in secret else integral(v)) for k, v in run.outputs.items()}
     return Plan(
@@ -299,4 +310,6 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         cost=hourly_cost(cost_inputs(resources, region or "unknown")),
         critical_path=critical_path(resources),
         outputs=outputs,
+        policy_violations=run_rules(policy_resources(run)),
+        warnings=plan_warnings(app),
     )

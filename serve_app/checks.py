@@ -72,6 +72,9 @@ class CheckedApp:
     model: ModelArchitecture | None  # the architecture sized; None when no facts were found
     capacity: Mapping[str, CapacityReport] = field(default_factory=dict)  # phase → report
     notes: tuple[str, ...] = ()  # what was not checked, and why
+    # The notes a preview warns about (pulumi.log.warn) and `pdctl plan --strict` fails on: facts
+    # the checks needed could not be read at all.
+    warnings: tuple[str, ...] = ()
 
     @property
     def pd_serving_args(self) -> Mapping[str, Any]:

@@ -123,7 +123,7 @@ def test_a_region_without_prices_prints_n_a_never_a_zero_total():
     # eu-west-1 is a region EC2 knows (the offline cloud records it) and facts/prices.py does not price.
     result = invoke("plan", "--set", "aws:region=eu-west-1")
     assert result.exit_code == 0, result.output
-    total = next(line for line in result.stdout.splitlines() if "total" in line)
+    total = next(line for line in result.stdout.splitlines() if line.lstrip("│ ").startswith("total"))
     assert "n/a" in total and "$" not in total
     assert "not priced: no price data for region eu-west-1" in result.stdout
     doc = json.loads(invoke("plan", "--set", "aws:region=eu-west-1", "--output", "json").stdout)
@@ -177,6 +177,21 @@ def test_plan_text_shows_every_section(cached_dev):
                     "deploy critical path", "stack outputs"):
         assert heading in result.stdout
     assert "kubeconfig = [secret]" in result.stdout
+
+
+@pytest.mark.parametrize(("setting", "value", "rule"), [
+    ("apiPublicAccessCidrs", '["0.0.0.0/0"]', "prod-api-endpoint-not-public"),
+    ("deletionProtection", "false", "prod-deletion-protection"),
+])
+def test_a_policy_violation_fails_the_plan_naming_the_rule_and_the_resource(setting, value, rule):
+    result = invoke("plan", "--stack", "prod", "--set", f"{setting}={value}")
+    assert result.exit_code == 1
+    assert f"policy {rule}: cluster-eks:" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_the_stacks_as_shipped_pass_every_policy(dev_plan, prod_plan):
+    assert dev_plan["policy"]["violations"] == [] and prod_plan["policy"]["violations"] == []
 
 
 def test_bad_setting_exits_2_with_the_config_error():
