@@ -328,6 +328,19 @@ def run_components(register: Callable[[], Any], *, stack: str = "dev", mocks: An
     return run
 
 
+def ask_recorded_cloud(query: Any, *, mocks: Any = None) -> Any:
+    """The program's own discovery (`components.discovery.discover`) answered by the mock cloud's
+    recorded answers (or `mocks`): what `settings_from_config(..., ask_cloud=...)` takes in tests
+    and tools that validate settings without running the whole program."""
+    from components.discovery import discover
+    from offline.mock_cloud import CloudMocks
+
+    run = run_components(lambda: discover(query), mocks=mocks or CloudMocks(query.region))
+    if run.error is not None:
+        raise run.error
+    return run.program["result"]
+
+
 def run_offline(stack: str, **kwargs: Any) -> OfflineRun:
     """Like `try_run_offline`, but a failed run raises its error (a `ConfigError` for a user mistake)."""
     run = try_run_offline(stack, **kwargs)

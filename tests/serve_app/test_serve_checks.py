@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from components.settings import project_name, read_config
-from facts.instances import INSTANCE_TYPES
+from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import KNOWN_MODELS
 from serve_app.checks import (
     LLM_CONFIG_KEYS,
@@ -22,7 +22,12 @@ from serve_app.render import pd_serving_args
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import from_stack_keys
 
-G6_8X = INSTANCE_TYPES["g6.8xlarge"]
+
+def recorded(name: str) -> InstanceType:
+    """A type as the offline cloud's recorded EC2 answer describes it."""
+    return instance_type(RECORDED_EC2_ANSWERS[name])
+
+G6_8X = recorded("g6.8xlarge")
 # The reference image's vLLM (Ray LLM DLC serve-llm-cuda-v1.0).
 REFERENCE_TARGET = DeploymentTarget(gpu_instance=G6_8X, gpu_node_count=2, efa=True, vllm_version="0.26.0")
 
@@ -172,7 +177,7 @@ def test_per_phase_parallel_override_is_named_by_its_path():
 
 
 def test_tensor_parallel_fits_a_four_gpu_node():
-    target = DeploymentTarget(INSTANCE_TYPES["g6.12xlarge"], 1, efa=True)
+    target = DeploymentTarget(recorded("g6.12xlarge"), 1, efa=True)
     result = check_app(from_stack(tensorParallelSize="2"), target)
     assert result.capacity["prefill"].gpus_per_replica == 2
 
@@ -202,7 +207,7 @@ def test_accelerator_type_must_match_the_gpu():
 
 
 def test_cpu_node_type_is_refused():
-    target = DeploymentTarget(INSTANCE_TYPES["m7i.xlarge"], 2, efa=True)
+    target = DeploymentTarget(recorded("m7i.xlarge"), 2, efa=True)
     assert refused(PDAppConfig(), target).setting == "gpuNodeType"
 
 
