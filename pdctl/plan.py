@@ -249,6 +249,12 @@ def checked_app(run) -> CheckedApp | None:
     return stack.settings.serving.app if stack is not None else None
 
 
+def availability_zones(run) -> dict:
+    """The AZs the program chose, by name and zone ID (names differ per account; IDs do not)."""
+    stack = run.program.get("stack")
+    return stack.settings.zones.to_dict() if stack is not None else {}
+
+
 def plan_warnings(app: CheckedApp | None) -> list[str]:
     """What the program warned about at preview (facts it could not read): `plan --strict` fails on them."""
     return list(app.warnings) if app is not None else []
@@ -267,6 +273,7 @@ def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport],
 class Plan:
     stack: str
     region: str | None
+    zones: dict
     counts: dict[str, int]
     tree: list[TreeNode]
     capacity: dict[str, CapacityReport]
@@ -276,11 +283,13 @@ class Plan:
     outputs: dict
     policy_violations: list[Violation]
     warnings: list[str]
+    notes: list[str]
 
     def to_dict(self) -> dict:
         return {
             "stack": self.stack,
             "region": self.region,
+            "availability_zones": self.zones,
             "resources": {"total": sum(self.counts.values()), "by_type": self.counts},
             "tree": [n.to_dict() for n in self.tree],
             "capacity": {"per_phase": {p: r.to_dict() for p, r in self.capacity.items()},
@@ -290,6 +299,7 @@ class Plan:
             "outputs": self.outputs,
             "policy": {"violations": [v.to_dict() for v in self.policy_violations]},
             "warnings": self.warnings,
+            "notes": self.notes,
         }
 
 
@@ -303,6 +313,7 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
     return Plan(
         stack=stack,
         region=region,
+        zones=availability_zones(run),
         counts=resource_counts(resources),
         tree=resource_tree(resources),
         capacity=reports,
@@ -312,4 +323,5 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         outputs=outputs,
         policy_violations=run_rules(policy_resources(run)),
         warnings=plan_warnings(app),
+        notes=list(app.notes) if app is not None else [],
     )

@@ -40,6 +40,11 @@ def _add(branch: Tree, node) -> None:
 def render_plan(console: Console, plan) -> None:
     total = sum(plan.counts.values())
     console.rule(f"[bold]plan: stack {plan.stack}[/] ({plan.region or 'region unknown'}, {total} resources)")
+    if plan.zones:
+        zones = "  ".join(f"{z['name']} ({z['id']}){'' if z['control_plane'] else ' [no control plane]'}"
+                          for z in plan.zones["network"])
+        console.print(f"AZs: {escape(zones)}; GPU nodes in {plan.zones['gpu']['name']} ({plan.zones['gpu']['id']})",
+                      highlight=False)
     root = Tree("[bold]resources by component[/]")
     for node in plan.tree:
         _add(root, node)
@@ -55,6 +60,9 @@ def render_plan(console: Console, plan) -> None:
             console.print(text, highlight=False, markup=False)
     else:
         console.print(f"[yellow]no capacity report: {plan.capacity_note}[/]")
+
+    for note in plan.notes:
+        console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
 
     cost = plan.cost
     console.rule(f"[bold]hourly cost ESTIMATE[/] ({cost.region}, USD, on-demand list prices)")

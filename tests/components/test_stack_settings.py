@@ -433,3 +433,37 @@ def test_a_version_yaml_turned_into_a_number_gets_a_hint_to_quote_it():
     error = refusal("kubernetesVersion", "1.3")
     assert 'quote it ("1.30")' in str(error)
     assert "quote" not in str(refusal("kubernetesVersion", "1.36"))
+
+
+# ── No silent private endpoint; placeholders refused by a real preview ──────────────────────
+
+def test_an_empty_api_cidr_list_is_refused_unless_the_deploy_runs_inside_the_vpc():
+    error = refusal("apiPublicAccessCidrs", "[]")
+    assert error.setting == "apiPublicAccessCidrs" and "deployFromInsideVpc: true" in error.allowed
+    private = settings_for("dev", apiPublicAccessCidrs="[]", deployFromInsideVpc="true")
+    assert private.cluster.endpoint_public_access is False
+
+
+def real_account(stack: str, **overrides: str) -> StackSettings:
+    """Settings as a preview on a real account (not the offline mock cloud's) would judge them."""
+    from offline.mock_cloud import CloudMocks
+
+    raw, _ = stack_config(stack)
+    raw.update(overrides)
+    return settings_from_config(raw, project=PROJECT, stack=stack, ask_cloud=lambda query: ask_recorded_cloud(
+        query, mocks=CloudMocks(query.region, account_id="210987654321")))
+
+
+def test_prods_placeholders_pass_offline_and_are_refused_on_a_real_account():
+    assert settings_for("prod").cluster.api_public_access_cidrs == ("203.0.113.0/24",)  # offline
+    with pytest.raises(ConfigError) as caught:
+        real_account("prod")
+    assert caught.value.setting == "apiPublicAccessCidrs" and "RFC 5737" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        real_account("prod", apiPublicAccessCidrs='["198.18.4.0/24"]')
+    assert caught.value.setting == "adminPrincipalArns" and "111122223333" in str(caught.value)
+    filled_in = real_account("prod", apiPublicAccessCidrs='["198.18.4.0/24"]',
+                             adminPrincipalArns='["arn:aws:iam::210987654321:role/platform-admin"]')
+    assert filled_in.cluster.api_public_access_cidrs == ("198.18.4.0/24",)
+    # 0.0.0.0/0 contains the documentation ranges and is no placeholder (the policy pack judges it).
+    assert real_account("dev").cluster.api_public_access_cidrs == ("0.0.0.0/0",)

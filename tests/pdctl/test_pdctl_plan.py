@@ -266,3 +266,20 @@ def test_cost_counts_the_prometheus_volume_the_settings_size(dev_plan, prod_plan
         (line,) = [line for line in plan["cost"]["lines"] if "Prometheus" in line["item"]]
         assert (line["quantity"], line["unit"]) == (gib, "GiB")
         assert line["item"].startswith("EBS gp3 volume")
+
+
+def test_model_facts_nobody_can_read_warn_and_fail_only_a_strict_plan(hf_cache):
+    unknown = ("--set", "modelSource=acme/not-anywhere", "--set", "modelId=x")
+    relaxed = invoke("plan", *unknown)
+    assert relaxed.exit_code == 0
+    assert "warning: modelSource 'acme/not-anywhere'" in relaxed.stderr
+    strict = invoke("plan", *unknown, "--strict")
+    assert strict.exit_code == 1 and "--strict: 1 warning(s)" in strict.stderr
+    assert invoke("plan", "--strict").exit_code == 0  # Qwen3.5-9B: the shipped facts are the fallback
+
+
+def test_the_plan_shows_zone_ids_beside_names(dev_plan):
+    zones = dev_plan["availability_zones"]
+    assert zones["gpu"] == {"name": "us-west-2b", "id": "usw2-az2"}
+    assert [(z["name"], z["id"], z["control_plane"]) for z in zones["network"]] == [
+        ("us-west-2b", "usw2-az2", True), ("us-west-2a", "usw2-az1", True)]
