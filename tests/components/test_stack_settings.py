@@ -1,5 +1,5 @@
 """Stack configuration: Pulumi.yaml declares every key, the stack files mean what they say, and every
-mistake is refused with a ConfigError naming the key — before any resource (pure, no Pulumi run)."""
+mistake is refused with a ConfigError naming the key — before any resource (EC2 answers recorded, no AWS)."""
 
 from __future__ import annotations
 
