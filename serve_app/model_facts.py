@@ -88,7 +88,20 @@ def read_model_facts(model_source: str) -> ModelFacts:
     try:
         return ModelFacts(model_source, _read_hub(model_source), "huggingface_hub (the local cache or the Hub)")
     except Exception as error:  # noqa: BLE001 - any failure to read is reported, never raised
-        return ModelFacts(model_source, None, "none", f"{type(error).__name__}: {_first_line(error)}")
+        return ModelFacts(model_source, None, "none", _hub_problem(error))
+
+
+def _hub_problem(error: Exception) -> str:
+    """What a user can act on, for the errors huggingface_hub raises most."""
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    if isinstance(error, GatedRepoError):
+        return "a gated repo: HF_TOKEN (or `hf auth login`) must be a token with access to it"
+    if isinstance(error, RepositoryNotFoundError):
+        return "no such repo on the Hub, or a private one and no token with access"
+    if isinstance(error, LocalEntryNotFoundError):
+        return "not in the Hugging Face cache, and the Hub was not reachable (or HF_HUB_OFFLINE=1)"
+    return f"{type(error).__name__}: {_first_line(error)}"
 
 
 __all__ = ["ModelFacts", "read_model_facts"]
