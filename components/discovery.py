@@ -12,8 +12,9 @@ imported only when AWS is asked: the data classes travel where Pulumi is not ins
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from facts.aws import OFFLINE_ACCOUNT_ID
 from facts.instances import Ec2Gpu, Ec2InstanceType, InstanceType, instance_type
@@ -65,7 +66,7 @@ def _ask(setting: str, value: str, allowed: str, call: Callable[[], Answer]) -> 
         return call()
     except ConfigError:
         raise
-    except Exception as error:  # noqa: BLE001 - the provider's error, handed to the user in one line
+    except Exception as error:  # the provider's error, handed to the user in one line
         raise ConfigError(setting, value, allowed, f"AWS says: {_first_line(error)}") from None
 
 
@@ -122,7 +123,7 @@ def discover(query: CloudQuery) -> CloudFacts:
     identity = _ask(REGION_KEY, region, "a region the caller's credentials reach", aws.get_caller_identity)
     return CloudFacts(
         region=region,
-        zones=tuple(Zone(name, zone_id) for name, zone_id in zip(zones.names, zones.zone_ids)),
+        zones=tuple(Zone(name, zone_id) for name, zone_id in zip(zones.names, zones.zone_ids, strict=True)),
         zones_offering_gpu=frozenset(offerings.locations),
         gpu_instance=gpu,
         system_instance=system,

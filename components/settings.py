@@ -119,7 +119,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def load_yaml_strictly(path: Path) -> Any:
     """A YAML file as data; a key set twice in one mapping is refused (ConfigError naming it)."""
     with path.open(encoding="utf-8") as stream:
-        return yaml.load(stream, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(stream, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: safe
 
 
 @functools.cache
@@ -244,7 +244,8 @@ class ClusterSettings(_Settings):
             if re.fullmatch(r"\d+\.[1-9]", value):
                 # YAML reads an unquoted 1.30 as the number 1.3: the trailing zero is gone before
                 # the program sees the value.
-                why += f'; if the stack file says {value}0 unquoted, YAML read it as the number {value}: quote it ("{value}0")'
+                why += (f'; if the stack file says {value}0 unquoted, YAML read it as the number {value}: '
+                        f'quote it ("{value}0")')
             raise ValueError(why)
         return value
 
@@ -311,7 +312,8 @@ class GpuNodeSettings(_Settings):
     """The EFA GPU node group prefill and decode run on."""
 
     instance_type: str = Field(alias="gpuNodeType", min_length=1, description=(
-        f"an {NODE_ARCHITECTURE} EC2 type with NVIDIA GPUs and EFA support (e.g. g6.8xlarge, g6e.12xlarge, p5.48xlarge)"))
+        f"an {NODE_ARCHITECTURE} EC2 type with NVIDIA GPUs and EFA support "
+        "(e.g. g6.8xlarge, g6e.12xlarge, p5.48xlarge)"))
     count: int = Field(alias="gpuNodeCount", ge=1, le=64, description="an integer from 1 to 64")
     availability_zone: str | None = Field(
         alias="gpuAvailabilityZone",
@@ -339,8 +341,8 @@ class GpuNodeSettings(_Settings):
             raise ConfigError(key, instance.name, allowed,
                               "EC2 says it does not support EFA; prefill/decode KV transfer needs it")
         if NODE_ARCHITECTURE not in instance.architectures:
-            raise ConfigError(key, instance.name, allowed,
-                              f"EC2 says it is {'/'.join(instance.architectures)}; the GPU node AMI is {NODE_ARCHITECTURE}")
+            raise ConfigError(key, instance.name, allowed, f"EC2 says it is {'/'.join(instance.architectures)}; "
+                              f"the GPU node AMI is {NODE_ARCHITECTURE}")
         return instance
 
 

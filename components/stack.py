@@ -47,7 +47,8 @@ OUTPUT_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "servePort": "the Service's port (8000)",
     "modelId": "the `model` clients send",
     "portForwardCommand": "`kubectl port-forward` line that exposes the endpoint on localhost:8000",
-    "gpuAvailabilityZone": "the single AZ of the EFA GPU node group",
+    "gpuAvailabilityZone": "the single AZ of the EFA GPU node group (its name in this account)",
+    "gpuAvailabilityZoneId": "the same AZ's zone ID (`usw2-az2`), the same in every account",
     "clientConfig": "`{base_url, model, api_key, reach}`: an OpenAI client's configuration after port-forward",
     "prometheusPortForwardCommand": (
         "`kubectl port-forward` line that exposes the stack's Prometheus on localhost:9090 (what `pdctl top` reads)"),

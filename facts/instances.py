@@ -22,8 +22,8 @@ H100 = 81,920 MiB, 141 GB H200 = 144,384 MiB), not copied from a live DescribeIn
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 # What CUDA reports as the total memory of one GPU, by EC2's GPU name (MiB).
 CUDA_TOTAL_MIB: Mapping[str, int] = {"L4": 22_888, "A10G": 22_731, "H100": 81_559, "H200": 143_771}

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 DATA_FILE = Path(__file__).resolve().parent / "vllm_engine_args.json"
 

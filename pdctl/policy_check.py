@@ -10,8 +10,9 @@ violation, naming the rule and the resource, before anyone runs a real preview.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from policy import rules
 

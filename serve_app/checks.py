@@ -20,7 +20,8 @@ from typing import Any
 from facts.images import RAY_SERVE_CONFIG_FEATURES, VLLM_ENGINE_FEATURES, version_tuple
 from facts.instances import InstanceType
 from facts.models import ModelArchitecture, known_model
-from facts.vllm_engine_args import engine_arg_names, versions as engine_args_versions
+from facts.vllm_engine_args import engine_arg_names
+from facts.vllm_engine_args import versions as engine_args_versions
 from serve_app.capacity import SIZED_KV_CACHE_DTYPES, UCX_ON_EFA_BYTES_PER_SECOND, CapacityReport, capacity_report
 from serve_app.config import EFA_KV_BACKEND, KV_BACKENDS, PHASES, ROLES_FOR_PHASE, PDAppConfig, Phase
 from serve_app.errors import ConfigError

@@ -67,11 +67,11 @@ def _read_hub(repo_id: str) -> ModelArchitecture:
     except (EntryNotFoundError, LocalEntryNotFoundError):
         try:
             checkpoint_bytes = _hub_checkpoint_bytes(repo_id)
-        except Exception:  # noqa: BLE001 - offline or no safetensors: the size stays unknown
+        except Exception:  # offline, or no safetensors: the size stays unknown
             checkpoint_bytes = None
+    files = f"config.json and {INDEX_FILE}" if checkpoint_bytes else "config.json"
     return architecture_from_hf_config(config, hf_id=repo_id, checkpoint_bytes=checkpoint_bytes,
-                                       source=f"{repo_id} config.json" + (f" and {INDEX_FILE}" if checkpoint_bytes else "")
-                                       + " via huggingface_hub")
+                                       source=f"{repo_id} {files} via huggingface_hub")
 
 
 def read_model_facts(model_source: str) -> ModelFacts:
@@ -87,7 +87,7 @@ def read_model_facts(model_source: str) -> ModelFacts:
                           "not a Hugging Face id (org/name) and not a directory on this machine")
     try:
         return ModelFacts(model_source, _read_hub(model_source), "huggingface_hub (the local cache or the Hub)")
-    except Exception as error:  # noqa: BLE001 - any failure to read is reported, never raised
+    except Exception as error:  # any failure to read is reported, never raised
         return ModelFacts(model_source, None, "none", _hub_problem(error))
 
 

@@ -35,11 +35,11 @@ from typing import Any
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="eks-pd-llm-empty-hf-home-")
 
-import pytest  # noqa: E402
-import yaml  # noqa: E402
+import pytest
+import yaml
 
-from components.settings import StackSettings, project_name, settings_from_config  # noqa: E402
-from offline import OfflineRun, ask_recorded_cloud, run_offline, stack_config  # noqa: E402
+from components.settings import StackSettings, project_name, settings_from_config
+from offline import OfflineRun, ask_recorded_cloud, run_offline, stack_config
 
 REPO = Path(__file__).resolve().parents[1]
 KUBERAY_DIR = Path(__file__).resolve().parent / "data" / "kuberay-v1.7.0"

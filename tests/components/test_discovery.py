@@ -12,7 +12,7 @@ import pytest
 
 from components.discovery import CloudQuery
 from components.settings import project_name, settings_from_config
-from facts.instances import Ec2Gpu, Ec2InstanceType, UNLISTED_GPU_USABLE_FRACTION
+from facts.instances import UNLISTED_GPU_USABLE_FRACTION, Ec2Gpu, Ec2InstanceType
 from offline import ask_recorded_cloud, run_offline, stack_config, try_run_offline
 from offline.mock_cloud import CloudMocks
 from serve_app.errors import ConfigError

@@ -167,13 +167,13 @@ def test_unknown_type_or_region_is_reported_not_guessed():
     assert estimate.per_hour is None
     doc = estimate.to_dict()
     assert doc["complete"] is False and doc["per_hour"] is None and doc["per_month"] is None
-    assert [line["per_hour"] for line in doc["lines"]][0] is None  # the unpriced line itself
+    assert doc["lines"][0]["per_hour"] is None  # the unpriced line itself
     nowhere = hourly_cost(CostInputs("mars-north-1", [], 1, 1))
     assert nowhere.per_hour is None and nowhere.missing == ["no price data for region mars-north-1"]
 
 
 def test_every_priced_instance_type_is_a_known_instance_type():
-    from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
+    from facts.instances import RECORDED_EC2_ANSWERS
 
     for region, table in prices.PRICES.items():
         assert set(table.ec2_on_demand_per_hour) <= set(RECORDED_EC2_ANSWERS), region
