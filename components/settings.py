@@ -47,8 +47,8 @@ from facts.images import (
 from facts.instances import InstanceType
 from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
 from serve_app.checks import CheckedApp, DeploymentTarget, check_app
-from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.errors import ConfigError
+from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import StackKeyModel, from_stack_keys
 
