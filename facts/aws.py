@@ -2,16 +2,15 @@
 
 - EKS refuses control-plane subnets in some availability zone IDs (names map to IDs differently in
   every account, so only the ID tells): use1-az3 (us-east-1), usw1-az2 (us-west-1) and cac1-az3
-  (ca-central-1). Source: EKS user guide, "View Amazon EKS networking requirements for VPC and
-  subnets" (network-reqs), read 2026-12. Node groups may still use those AZs.
+  (ca-central-1). Node groups may still use those AZs. docs/SOURCES.md#eks-control-plane-azs
 - The documentation placeholders: RFC 5737 reserves 192.0.2.0/24, 198.51.100.0/24 and
   203.0.113.0/24 for documentation, so no operator's egress is there; AWS's documentation uses the
   account ids below as examples. A stack file holding them has not been filled in yet.
+  docs/SOURCES.md#documentation-placeholders
 - Instances with the EFA driver (the EKS AL2023 NVIDIA AMI installs it) pre-allocate 5128 huge pages
   of 2 MiB, which pods request as `hugepages-2Mi`; the EKS EFA guide's examples request them. The
-  kubelet takes pre-allocated huge pages out of the node's allocatable memory. Source: EKS user
-  guide, "Run machine learning training on Amazon EKS with Elastic Fabric Adapter" (node-efa), read
-  2026-12: one figure for every EFA instance type.
+  kubelet takes pre-allocated huge pages out of the node's allocatable memory. One figure for every
+  EFA instance type. docs/SOURCES.md#efa-hugepages
 - The offline mock cloud (offline/mock_cloud.py) answers as account 123456789012, AWS's own
   documentation example: no real caller has it, so the program knows it runs offline when
   sts:GetCallerIdentity says so (components/discovery.py), and only then accepts placeholders.

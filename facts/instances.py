@@ -9,9 +9,10 @@ nothing else in the project hard-codes a type.
 GPU memory. EC2 states each GPU's nominal memory; the CUDA runtime reports less as the device's
 total, and vLLM's `gpu_memory_utilization` is a fraction of what CUDA reports. So the usable figure
 is CUDA's total for the GPU models listed in `CUDA_TOTAL_MIB` (the L4's 22,888 MiB was measured on
-g6.8xlarge by the reference deployment; the others are the totals NVIDIA's driver reports for those
-GPUs) and, for any other GPU, the nominal size × `UNLISTED_GPU_USABLE_FRACTION`: a per-GPU-model
-correction where we have one, a documented fraction where we do not. Never more than nominal.
+g6.8xlarge by the reference deployment, docs/SOURCES.md#efa-networking; the others are the totals
+NVIDIA's driver reports for those GPUs) and, for any other GPU, the nominal size ×
+`UNLISTED_GPU_USABLE_FRACTION`: a per-GPU-model correction where we have one, a documented fraction
+where we do not. Never more than nominal.
 
 `RECORDED_EC2_ANSWERS` is what the offline mock cloud answers (offline/mock_cloud.py): the types the
 stacks and tests use, from the AWS EC2 instance type pages and the EFA supported-instance list, read
