@@ -30,8 +30,9 @@ $(VENV)/.installed-dev: $(VENV)/.installed-cli requirements-dev.txt policy/requi
 	.venv-checkov/bin/pip install -q -r policy/requirements-checkov.txt
 	touch $@
 
+# PLAN_FLAGS=--strict (CI): a warning, such as model facts that could not be read, fails the plan too.
 plan: $(VENV)/.installed-cli
-	$(VENV)/bin/python -m pdctl plan --stack $(STACK)
+	$(VENV)/bin/python -m pdctl plan --stack $(STACK) $(PLAN_FLAGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

@@ -10,6 +10,8 @@ from components.settings import HF_TOKEN_KEY, load_settings
 from components.stack import build_stack
 
 settings = load_settings()
+for warning in settings.warnings:  # what the preview could not check (e.g. model facts it could not read)
+    pulumi.log.warn(warning)
 hf_token = pulumi.Config().get_secret(HF_TOKEN_KEY) if settings.hf_token_configured else None
 stack = build_stack(settings, hf_token)
 for name, value in stack.outputs.items():

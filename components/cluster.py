@@ -41,6 +41,10 @@ CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 CONTROL_PLANE_LOG_RETENTION_DAYS = 90
 
 
+def _in_zones(subnet_id_by_az: dict[str, pulumi.Output[str]], zones: tuple[str, ...]) -> list[pulumi.Output[str]]:
+    return [subnet for zone, subnet in subnet_id_by_az.items() if not zones or zone in zones]
+
+
 def admin_entry_name(principal_arn: str) -> str:
     """Stable logical name of an admin's access entry: account + role/user path, not list order."""
     return re.sub(r"[^A-Za-z0-9-]", "-", principal_arn.split(":", 4)[4])
@@ -52,6 +56,8 @@ class ClusterArgs:
 
     settings: validated control-plane settings (name, version, admins, API CIDRs, protection).
     network: the VPC; nodes go to its private subnets, load balancers to its public ones.
+    control_plane_zones: the AZs (names) whose subnets the control plane gets: EKS refuses some AZ
+        IDs (facts/aws.py), which node groups may still use; empty = every AZ of the network.
     log_types: control-plane log types sent to CloudWatch; default all of them.
     log_retention_days: how long CloudWatch keeps them; default 90 days.
     node_policies: AWS managed policy names attached to the node role; default the EKS node set + SSM.
@@ -59,6 +65,7 @@ class ClusterArgs:
 
     settings: ClusterSettings
     network: Network
+    control_plane_zones: tuple[str, ...] = ()
     log_types: tuple[str, ...] = CONTROL_PLANE_LOG_TYPES
     log_retention_days: int = CONTROL_PLANE_LOG_RETENTION_DAYS
     node_policies: tuple[str, ...] = NODE_POLICIES
@@ -137,8 +144,8 @@ class Cluster(pulumi.ComponentResource):
             name=settings.name,
             version=settings.kubernetes_version,
             vpc_id=args.network.vpc_id,
-            public_subnet_ids=args.network.public_subnet_ids,
-            private_subnet_ids=args.network.private_subnet_ids,
+            public_subnet_ids=_in_zones(args.network.public_subnet_id_by_az, args.control_plane_zones),
+            private_subnet_ids=_in_zones(args.network.private_subnet_id_by_az, args.control_plane_zones),
             node_associate_public_ip_address=False,
             skip_default_node_group=True,
             skip_default_security_groups=True,

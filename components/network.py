@@ -48,6 +48,7 @@ class Network(pulumi.ComponentResource):
     public_subnet_ids: list[pulumi.Output[str]]
     private_subnet_ids: list[pulumi.Output[str]]
     private_subnet_id_by_az: dict[str, pulumi.Output[str]]
+    public_subnet_id_by_az: dict[str, pulumi.Output[str]]
     nat_gateways: list[aws.ec2.NatGateway]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -148,6 +149,7 @@ class Network(pulumi.ComponentResource):
         self.public_subnet_ids = [subnet.id for subnet in public_subnets]
         self.private_subnet_ids = [subnet.id for subnet in private_subnets]
         self.private_subnet_id_by_az = {zone: subnet.id for zone, subnet in zip(zones, private_subnets, strict=True)}
+        self.public_subnet_id_by_az = {zone: subnet.id for zone, subnet in zip(zones, public_subnets, strict=True)}
         self.register_outputs({
             "vpc_id": self.vpc_id,
             "public_subnet_ids": self.public_subnet_ids,

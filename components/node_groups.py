@@ -177,12 +177,14 @@ class GpuNodeGroupArgs:
     cluster: the cluster to join; its EKS security group goes on the EFA interface.
     network: the node group takes the private subnet of `availability_zone` only.
     availability_zone: the one AZ of all GPU nodes (EFA does not cross AZs); it offers the type.
+    instance: the GPU type as EC2 describes it (its EFA interfaces become the launch template's).
     """
 
     settings: GpuNodeSettings
     cluster: Cluster
     network: Network
     availability_zone: str
+    instance: InstanceType
 
 
 class GpuNodeGroup(pulumi.ComponentResource):
@@ -201,7 +203,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         super().__init__("eks-pd-llm:nodes:GpuNodeGroup", name, None, opts)
         cluster, settings = args.cluster, args.settings
         self.availability_zone = args.availability_zone
-        self.instance = settings.instance
+        self.instance = args.instance
         self.storage = node_storage(self.instance)
         child = pulumi.ResourceOptions(parent=self)
         tags = {"eks-pd-llm/node-role": GPU_ROLE}

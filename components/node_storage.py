@@ -1,6 +1,7 @@
 """Where a GPU node keeps what outlives a pod: container images, the model cache, vLLM's compile cache.
 
-Decided from the instance facts (`InstanceType.local_nvme_gb`), before any resource:
+Decided from the instance facts (`InstanceType.local_nvme_gb`: EC2's totalInstanceStorage for the type, as
+components/discovery.py reads it), before any resource:
 - a type with instance-store NVMe gets AL2023 nodeadm's `localStorage.strategy: RAID0` in its launch
   template's user data: nodeadm joins the NVMe devices into one array, mounts it at
   `/mnt/k8s-disks/0` and bind-mounts containerd's and the kubelet's state onto it

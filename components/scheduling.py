@@ -26,6 +26,7 @@ GPU_TOLERATION = {
 # Extended resources the device plugins advertise.
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+HUGEPAGES_2MI_RESOURCE = "hugepages-2Mi"
 
 # Namespaces. The operator's own, the device plugins' (the cluster's system namespace; the GPU and
 # node exporters run there too), the monitoring stack's, and those the stack must never create or

@@ -4,31 +4,38 @@
 keys exist, their types and their defaults, so a key in a stack file that is not declared there is
 refused as a typo (the most common stack-file mistake), and a default is written down once.
 
-`settings_from_config(raw, project=, stack=)` is pure (no Pulumi call): `raw` maps config keys to
-strings exactly as `pulumi.Config.get` returns them (arrays as JSON text). Keys of the project
-namespace may be given bare (`azCount`) or qualified (`eks-pd-llm:azCount`); other namespaces keep
-their prefix (`aws:region`). Every mistake raises `ConfigError` naming the config key, the value and
-what is allowed; a pydantic `ValidationError` never escapes.
+`settings_from_config(raw, project=, stack=, ask_cloud=)`: `raw` maps config keys to strings exactly
+as `pulumi.Config.get` returns them (arrays as JSON text). Keys of the project namespace may be given
+bare (`azCount`) or qualified (`eks-pd-llm:azCount`); other namespaces keep their prefix
+(`aws:region`). Each key is checked on its own first; then `ask_cloud` says what EC2 knows of the
+region and the node types (the program asks AWS through invokes: components/discovery.py; tests
+and tools pass recorded answers) and the model's own config is read (serve_app/model_facts.py),
+and the settings are judged against those. Every mistake raises `ConfigError` naming the config key,
+the value and what is allowed; a pydantic `ValidationError` never escapes.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
 import functools
+import importlib.util
 import ipaddress
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from components.discovery import REGION_KEY, CloudFacts, CloudQuery, Zone, discover
 from components.node_storage import NodeStorage, node_storage
 from components.scheduling import RESERVED_NAMESPACES
 from components.sizing import WorkerResources, worker_resources
+from facts.aws import DOCUMENTATION_ACCOUNT_IDS, EKS_CONTROL_PLANE_REFUSED_ZONE_IDS, is_documentation_cidr
 from facts.images import (
     DLC_TAG,
     FLOATING_TAGS,
@@ -38,29 +45,34 @@ from facts.images import (
     serving_stack,
     split_image,
 )
-from facts.instances import INSTANCE_TYPES, InstanceType
+from facts.instances import InstanceType
 from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
 from serve_app.checks import CheckedApp, DeploymentTarget, check_app
 from serve_app.config import S3_SCHEME
 from serve_app.errors import ConfigError
+from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import StackKeyModel, from_stack_keys
 
 PROJECT_FILE = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
-REGION_KEY = "aws:region"
 HF_TOKEN_KEY = "hfToken"
 
 # EKS Kubernetes versions in standard support (EKS version calendar, read 2026-11). The node AMIs
 # (AL2023 standard and NVIDIA) are published for exactly these.
 SUPPORTED_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35")
 
-# The Ray head pod requests 2 CPU / 8 GiB beside the KubeRay operator and CoreDNS on these nodes.
+# The Ray head pod requests 2 CPU / 8 GiB (limits 3 CPU / 12 GiB) beside the KubeRay operator,
+# CoreDNS and the node's own reservations on these nodes.
 MIN_SYSTEM_NODE_VCPUS = 4
+MIN_SYSTEM_NODE_MEMORY_GIB = 16
+# The node AMIs (AL2023_x86_64_STANDARD, AL2023_x86_64_NVIDIA in components/node_groups.py) are x86_64.
+NODE_ARCHITECTURE = "x86_64"
 
 _DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 _AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d[a-z]$")
+_ZONE_ID = re.compile(r"^[a-z]{3,7}\d-az\d+$")
 # EKS access entries take IAM roles and users (not STS assumed-role session ARNs).
 _IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
 _CHART_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -90,10 +102,32 @@ def as_config_string(value: Any) -> str:
     return str(value)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: the plain
+    loader keeps the last one silently (the Pulumi CLI's Go YAML reader refuses it too)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str) and key in seen:
+                raise ConfigError(key, f"set on lines {seen[key]} and {line} of {node.start_mark.name}",
+                                  "each key once", "YAML would silently keep the last one")
+            seen.setdefault(key, line)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml_strictly(path: Path) -> Any:
+    """A YAML file as data; a key set twice in one mapping is refused (ConfigError naming it)."""
+    with path.open(encoding="utf-8") as stream:
+        return yaml.load(stream, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: safe
+
+
 @functools.cache
 def declared_keys(project_file: Path = PROJECT_FILE) -> Mapping[str, DeclaredKey]:
     """The settings Pulumi.yaml declares, by the name a stack file uses (bare for the project)."""
-    config = yaml.safe_load(project_file.read_text())["config"]
+    config = load_yaml_strictly(project_file)["config"]
     keys: dict[str, DeclaredKey] = {}
     for name, entry in config.items():
         if not isinstance(entry, dict):  # `key: value` short form
@@ -109,7 +143,27 @@ def declared_keys(project_file: Path = PROJECT_FILE) -> Mapping[str, DeclaredKey
 
 
 def project_name(project_file: Path = PROJECT_FILE) -> str:
-    return yaml.safe_load(project_file.read_text())["name"]
+    return load_yaml_strictly(project_file)["name"]
+
+
+@functools.cache
+def provider_config_keys(package: str) -> frozenset[str]:
+    """The config keys a Pulumi provider SDK reads (`pulumi_aws` → region, profile, …), taken from
+    its generated `config/vars.py` (every `__config__.get*('<key>')` call), so the list follows the
+    installed SDK version instead of a copy here."""
+    spec = importlib.util.find_spec(f"{package}.config.vars")
+    if spec is None or spec.origin is None:
+        return frozenset()
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    return frozenset(
+        node.args[0].value for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name) and node.func.value.id == "__config__"
+        and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str))
+
+
+# Provider namespaces whose keys are checked against their SDK's own list.
+CHECKED_PROVIDER_NAMESPACES = {"aws": "pulumi_aws"}
 
 
 # ── Typed slices ──────────────────────────────────────────────────────────────────────────────
@@ -117,20 +171,6 @@ def project_name(project_file: Path = PROJECT_FILE) -> str:
 # field's description says what is allowed (it becomes ConfigError.allowed).
 
 _Settings = StackKeyModel
-
-
-def _instance_type(name: str, setting: str, *, gpu: bool, efa: bool = False) -> InstanceType:
-    """Look up a type for `setting`, refusing unknown ones and ones that lack what the role needs."""
-    candidates = [t for t in INSTANCE_TYPES.values() if t.has_gpu == gpu and (not efa or t.efa_capable)]
-    found = INSTANCE_TYPES.get(name)
-    if found is None or found not in candidates:
-        why = None
-        if found is not None and efa and not found.efa_capable:
-            why = f"{name} has no EFA interface; prefill/decode KV transfer needs one"
-        elif found is not None:
-            why = f"{name} {'has no GPU' if gpu else 'is a GPU type'}"
-        raise ConfigError(setting, name, ", ".join(t.name for t in candidates), why)
-    return found
 
 
 def _cluster_name(value: str) -> str:
@@ -193,14 +233,22 @@ class ClusterSettings(_Settings):
         description="IAM role or user ARNs (arn:aws:iam::<12-digit account>:role/<name> or :user/<name>)")
     api_public_access_cidrs: tuple[str, ...] = Field(
         alias="apiPublicAccessCidrs",
-        description="IPv4 CIDRs without host bits, e.g. 203.0.113.0/24; [] = private only")
+        description="IPv4 CIDRs that may reach the API (your office or CI egress), e.g. [\"198.18.0.0/24\"]; "
+                    "[] (private only) needs deployFromInsideVpc: true")
+    deploy_from_inside_vpc: bool = Field(alias="deployFromInsideVpc", description="true or false")
     protect: bool = Field(alias="deletionProtection", description="true or false")
 
     @field_validator("kubernetes_version")
     @classmethod
     def _supported_version(cls, value: str) -> str:
         if value not in SUPPORTED_KUBERNETES_VERSIONS:
-            raise ValueError("not a Kubernetes version EKS supports (a minor version like 1.35)")
+            why = "not a Kubernetes version EKS supports (a minor version like 1.35)"
+            if re.fullmatch(r"\d+\.[1-9]", value):
+                # YAML reads an unquoted 1.30 as the number 1.3: the trailing zero is gone before
+                # the program sees the value.
+                why += (f'; if the stack file says {value}0 unquoted, YAML read it as the number {value}: '
+                        f'quote it ("{value}0")')
+            raise ValueError(why)
         return value
 
     @field_validator("admin_principal_arns")
@@ -223,6 +271,19 @@ class ClusterSettings(_Settings):
                 raise ValueError(f"{cidr!r} is not an IPv4 CIDR ({error})") from None
         return value
 
+    @model_validator(mode="after")
+    def _reachable_by_pulumi_up(self) -> ClusterSettings:
+        # Private-only is a valid endpoint, but the Helm releases and the RayService are applied
+        # through it by `pulumi up` itself: from a laptop or a hosted CI runner that fails after
+        # the VPC, the cluster and both node groups exist (about 25 minutes of GPUs billed).
+        if not self.api_public_access_cidrs and not self.deploy_from_inside_vpc:
+            raise ConfigError(
+                self.key("api_public_access_cidrs"), [], "the CIDRs `pulumi up` and kubectl connect from, "
+                f"or [] with {self.key('deploy_from_inside_vpc')}: true",
+                "[] makes the API endpoint private: `pulumi up` from outside the VPC would build the VPC, cluster "
+                "and GPU nodes, then fail at the first Helm release")
+        return self
+
     @property
     def endpoint_public_access(self) -> bool:
         return bool(self.api_public_access_cidrs)
@@ -231,37 +292,35 @@ class ClusterSettings(_Settings):
 class SystemNodeSettings(_Settings):
     """The CPU node group for the KubeRay operator, the Ray head and cluster add-ons."""
 
-    instance_type: str = Field(alias="systemNodeType", description="a non-GPU type with at least 4 vCPUs")
+    instance_type: str = Field(alias="systemNodeType", min_length=1, description=(
+        f"an {NODE_ARCHITECTURE} EC2 type with at least {MIN_SYSTEM_NODE_VCPUS} vCPUs and "
+        f"{MIN_SYSTEM_NODE_MEMORY_GIB} GiB of memory"))
     count: int = Field(alias="systemNodeCount", ge=1, le=10, description="an integer from 1 to 10")
 
-    @field_validator("instance_type")
-    @classmethod
-    def _known_cpu_type(cls, value: str) -> str:
-        found = _instance_type(value, "systemNodeType", gpu=False)
-        if found.vcpus < MIN_SYSTEM_NODE_VCPUS:
-            raise ConfigError("systemNodeType", value, f"a non-GPU type with at least {MIN_SYSTEM_NODE_VCPUS} vCPUs",
-                              "the Ray head requests 2 CPU / 8 GiB next to the KubeRay operator and CoreDNS")
-        return value
-
-    @property
-    def instance(self) -> InstanceType:
-        return _instance_type(self.instance_type, "systemNodeType", gpu=False)
+    def check(self, instance: InstanceType) -> InstanceType:
+        """Refuse a type EC2 describes as too small for what runs there, or of another architecture."""
+        key, allowed = self.key("instance_type"), type(self).model_fields["instance_type"].description or ""
+        if NODE_ARCHITECTURE not in instance.architectures:
+            raise ConfigError(key, instance.name, allowed,
+                              f"EC2 says it is {'/'.join(instance.architectures)}; the node AMI is {NODE_ARCHITECTURE}")
+        if instance.vcpus < MIN_SYSTEM_NODE_VCPUS or instance.memory_gib < MIN_SYSTEM_NODE_MEMORY_GIB:
+            raise ConfigError(key, instance.name, allowed,
+                              f"EC2 says {instance.vcpus} vCPUs and {instance.memory_gib} GiB; the Ray head requests "
+                              "2 CPU / 8 GiB (limit 12 GiB) next to the KubeRay operator and CoreDNS")
+        return instance
 
 
 class GpuNodeSettings(_Settings):
     """The EFA GPU node group prefill and decode run on."""
 
-    instance_type: str = Field(alias="gpuNodeType", description="a GPU type with an EFA interface")
+    instance_type: str = Field(alias="gpuNodeType", min_length=1, description=(
+        f"an {NODE_ARCHITECTURE} EC2 type with NVIDIA GPUs and EFA support "
+        "(e.g. g6.8xlarge, g6e.12xlarge, p5.48xlarge)"))
     count: int = Field(alias="gpuNodeCount", ge=1, le=64, description="an integer from 1 to 64")
     availability_zone: str | None = Field(
-        alias="gpuAvailabilityZone", description='"" or an AZ name of the region, e.g. us-west-2b')
+        alias="gpuAvailabilityZone",
+        description='"" or an AZ of the region by name (us-west-2b) or zone ID (usw2-az2)')
     disk_gib: int = Field(alias="gpuDiskGiB", ge=100, le=16384, description="an integer from 100 to 16384")
-
-    @field_validator("instance_type")
-    @classmethod
-    def _efa_gpu_type(cls, value: str) -> str:
-        _instance_type(value, "gpuNodeType", gpu=True, efa=True)
-        return value
 
     @field_validator("availability_zone", mode="before")
     @classmethod
@@ -270,14 +329,23 @@ class GpuNodeSettings(_Settings):
 
     @field_validator("availability_zone")
     @classmethod
-    def _az_name(cls, value: str | None) -> str | None:
-        if value is not None and not _AVAILABILITY_ZONE.match(value):
-            raise ValueError("not an availability zone name")
+    def _az_name_or_id(cls, value: str | None) -> str | None:
+        if value is not None and not (_AVAILABILITY_ZONE.match(value) or _ZONE_ID.match(value)):
+            raise ValueError("not an availability zone name or zone ID")
         return value
 
-    @property
-    def instance(self) -> InstanceType:
-        return _instance_type(self.instance_type, "gpuNodeType", gpu=True, efa=True)
+    def check(self, instance: InstanceType) -> InstanceType:
+        """Refuse a type EC2 describes without an NVIDIA GPU or without EFA, naming what it lacks."""
+        key, allowed = self.key("instance_type"), type(self).model_fields["instance_type"].description or ""
+        if not instance.has_gpu:
+            raise ConfigError(key, instance.name, allowed, "EC2 says it has no NVIDIA GPU; the vLLM engines need one")
+        if not instance.efa_capable:
+            raise ConfigError(key, instance.name, allowed,
+                              "EC2 says it does not support EFA; prefill/decode KV transfer needs it")
+        if NODE_ARCHITECTURE not in instance.architectures:
+            raise ConfigError(key, instance.name, allowed, f"EC2 says it is {'/'.join(instance.architectures)}; "
+                              f"the GPU node AMI is {NODE_ARCHITECTURE}")
+        return instance
 
 
 def _chart_version(value: str) -> str:
@@ -573,6 +641,7 @@ class StackSettings:
     system_nodes: SystemNodeSettings
     gpu_nodes: GpuNodeSettings
     charts: ChartSettings
+    zones: AvailabilityZonePlan
     serving: ServingSettings
     observability: ObservabilitySettings
     hf_token_configured: bool
@@ -580,6 +649,11 @@ class StackSettings:
     @property
     def namespace(self) -> str:
         return self.serving.namespace
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the preview could not check and says so (pulumi.log.warn; `pdctl plan --strict` fails)."""
+        return self.serving.app.warnings
 
 
 # ── Raw strings → typed values ────────────────────────────────────────────────────────────────
@@ -612,9 +686,11 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
     for name, text in raw.items():
         namespace, _, bare = name.rpartition(":")
         if namespace and namespace != project:
+            if namespace in CHECKED_PROVIDER_NAMESPACES:
+                _known_provider_key(namespace, bare, text)
             if name in known:
                 values[name] = text
-            continue  # other providers' settings (aws:profile, …) are theirs to check
+            continue  # other providers' settings (aws:profile, …) are theirs to use
         if bare not in known:
             project_keys = sorted(k for k in known if ":" not in k)
             close = difflib.get_close_matches(bare, project_keys, n=1)
@@ -622,6 +698,17 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
             raise ConfigError(bare, text, "one of " + ", ".join(project_keys), why)
         values[bare] = text
     return values
+
+
+def _known_provider_key(namespace: str, key: str, text: str) -> None:
+    """Refuse `aws:regoin`: the provider would ignore a key it does not read, and the stack would
+    deploy with the default it meant to change."""
+    keys = provider_config_keys(CHECKED_PROVIDER_NAMESPACES[namespace])
+    if keys and key not in keys:
+        close = difflib.get_close_matches(key, sorted(keys), n=1)
+        raise ConfigError(f"{namespace}:{key}", text,
+                          f"a key the {namespace} provider reads ({CHECKED_PROVIDER_NAMESPACES[namespace]} config)",
+                          f"unknown setting; did you mean {namespace}:{close[0]}?" if close else "unknown setting")
 
 
 def read_config(raw: Mapping[str, str], *, project: str) -> tuple[dict[str, Any], dict[str, str]]:
@@ -636,50 +723,83 @@ def read_config(raw: Mapping[str, str], *, project: str) -> tuple[dict[str, Any]
     return {name: _parse(known[name], text) for name, text in texts.items()}, texts
 
 
-def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str) -> StackSettings:
-    """Validate and type a stack's configuration (Pulumi.yaml defaults fill what `raw` lacks)."""
+def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
+                         ask_cloud: Callable[[CloudQuery], CloudFacts] = discover) -> StackSettings:
+    """Validate and type a stack's configuration (Pulumi.yaml defaults fill what `raw` lacks).
+
+    Every key is checked on its own first; then `ask_cloud` (the program: EC2 through invokes; tests
+    and the offline plan: recorded answers) says what the region, its AZs and the node types are, and
+    the settings are judged against that answer."""
     typed, texts = read_config(raw, project=project)
 
     region = typed[REGION_KEY]
     if not _REGION.match(region):
         raise ConfigError(REGION_KEY, region, "an AWS region name, e.g. us-west-2")
-
+    network = from_stack_keys(NetworkSettings, typed, texts)
+    cluster = from_stack_keys(ClusterSettings, typed, texts)
+    system_nodes = from_stack_keys(SystemNodeSettings, typed, texts)
     gpu_nodes = from_stack_keys(GpuNodeSettings, typed, texts)
-    if gpu_nodes.availability_zone and not gpu_nodes.availability_zone.startswith(region):
-        raise ConfigError("gpuAvailabilityZone", gpu_nodes.availability_zone, f"an AZ of {region}, or \"\"")
+    zone = gpu_nodes.availability_zone
+    if zone and _AVAILABILITY_ZONE.match(zone) and not zone.startswith(region):
+        raise ConfigError("gpuAvailabilityZone", zone, f"an AZ of {region}, or \"\"")
+    charts = from_stack_keys(ChartSettings, typed, texts)
+    ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
+    app_settings = from_stack_keys(ServeAppSettings, typed, texts)
+
+    cloud = ask_cloud(CloudQuery(region=region, gpu_node_type=gpu_nodes.instance_type,
+                                 system_node_type=system_nodes.instance_type))
+    system_nodes.check(cloud.system_instance)
+    gpu_instance = gpu_nodes.check(cloud.gpu_instance)
+    if not cloud.offline:
+        _refuse_placeholders(cluster)
     hf_token_configured = bool(texts.get(HF_TOKEN_KEY))
     return StackSettings(
         project=project,
         stack=stack,
         region=region,
-        network=from_stack_keys(NetworkSettings, typed, texts),
-        cluster=from_stack_keys(ClusterSettings, typed, texts),
-        system_nodes=from_stack_keys(SystemNodeSettings, typed, texts),
+        network=network,
+        cluster=cluster,
+        system_nodes=system_nodes,
         gpu_nodes=gpu_nodes,
-        charts=from_stack_keys(ChartSettings, typed, texts),
-        serving=_serving(typed, texts, region, gpu_nodes, hf_token_configured),
+        charts=charts,
+        zones=plan_availability_zones(network.az_count, gpu_nodes, cloud),
+        serving=_serving(ray_service, app_settings, gpu_instance, gpu_nodes.count, hf_token_configured, region),
         observability=from_stack_keys(ObservabilitySettings, typed, texts),
         hf_token_configured=hf_token_configured,
     )
 
 
-def _serving(typed: Mapping[str, Any], texts: Mapping[str, str], region: str, gpu_nodes: GpuNodeSettings,
-             hf_token_configured: bool) -> ServingSettings:
-    """The RayService settings and serve_app's PD app, checked against the GPU node group it runs on."""
-    ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
-    app_settings = from_stack_keys(ServeAppSettings, typed, texts)
-    instance = gpu_nodes.instance
+def _refuse_placeholders(cluster: ClusterSettings) -> None:
+    """A real preview refuses the documentation values a stack file ships with (facts/aws.py)."""
+    for cidr in cluster.api_public_access_cidrs:
+        if is_documentation_cidr(cidr):
+            raise ConfigError(cluster.key("api_public_access_cidrs"), list(cluster.api_public_access_cidrs),
+                              "the CIDRs `pulumi up` and kubectl really connect from",
+                              f"{cidr} is a documentation range (RFC 5737), a placeholder to replace")
+    for arn in cluster.admin_principal_arns:
+        account = arn.split(":")[4]
+        if account in DOCUMENTATION_ACCOUNT_IDS:
+            raise ConfigError(cluster.key("admin_principal_arns"), list(cluster.admin_principal_arns),
+                              "the IAM roles or users that operate the cluster",
+                              f"account {account} is AWS's documentation example, a placeholder to replace")
+
+
+def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, instance: InstanceType,
+             gpu_node_count: int, hf_token_configured: bool, region: str) -> ServingSettings:
+    """serve_app's PD app checked against the GPU node group it runs on, with the model's own facts."""
     image_stack = serving_stack(ray_service.image)
     _check_image_loads_s3(app_settings, ray_service, image_stack)
+    model = read_model_facts(app_settings.model_source)
     app = check_app(app_settings.app(), DeploymentTarget(
-        gpu_instance=instance, gpu_node_count=gpu_nodes.count, efa=instance.efa_capable,
+        gpu_instance=instance, gpu_node_count=gpu_node_count, efa=instance.efa_capable,
         accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,
-        vllm_version=image_stack.vllm if image_stack else None))
+        vllm_version=image_stack.vllm if image_stack else None), model=model.architecture)
+    app = _with_model_notes(app, model, ServeAppSettings.key("model_source"))
     return ServingSettings(
         ray_service=ray_service,
         app=app,
         gpu_instance=instance,
-        gpu_node_count=gpu_nodes.count,
+        gpu_node_count=gpu_node_count,
         # Sized now, so a node the worker pod cannot fit stops the run before any resource.
         worker=worker_resources(instance, app.model.weight_bytes("auto") if app.model else None),
         hf_token_configured=hf_token_configured,
@@ -710,38 +830,62 @@ def _check_image_loads_s3(app_settings: ServeAppSettings, ray_service: RayServic
                           "Hugging Face id")
 
 
+def _with_model_notes(app: CheckedApp, model: ModelFacts, key: str) -> CheckedApp:
+    """Say where the sized architecture came from; warn when the model's facts could not be read."""
+    if model.architecture is not None:
+        return replace(app, notes=(f"model facts: {model.origin}", *app.notes))
+    if app.model is not None:  # check_app fell back to the shipped facts
+        return replace(app, notes=(f"model facts: shipped facts/models.py, not the model's own files "
+                                   f"({model.problem})", *app.notes))
+    warning = (f"{key} {model.source!r}: its config.json could not be read ({model.problem}), so the GPU fit is "
+               "not checked; make it readable (HF_TOKEN for a gated repo, network or a filled HF cache)")
+    return replace(app, notes=(warning, *app.notes), warnings=(*app.warnings, warning))
+
+
 # ── AZ choice (pure; the program feeds it what EC2 reports) ───────────────────────────────────
 
 @dataclass(frozen=True)
 class AvailabilityZonePlan:
-    gpu_zone: str
-    network_zones: tuple[str, ...]  # gpu_zone first
+    gpu_zone: Zone
+    network_zones: tuple[Zone, ...]  # gpu_zone first
+    control_plane_zones: tuple[Zone, ...]  # the network zones EKS takes control-plane subnets in
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": {"name": self.gpu_zone.name, "id": self.gpu_zone.zone_id},
+                "network": [{"name": z.name, "id": z.zone_id, "control_plane": z in self.control_plane_zones}
+                            for z in self.network_zones]}
 
 
-def plan_availability_zones(
-    settings: StackSettings, region_zones: list[str], zones_offering_gpu: set[str],
-) -> AvailabilityZonePlan:
-    """Pick the GPU AZ (the configured one, or the first by name that offers the GPU type) and the
-    VPC's AZs: the GPU AZ plus the next ones by name, `azCount` in all."""
-    gpu = settings.gpu_nodes
-    zones = sorted(region_zones)
-    offering = sorted(z for z in zones if z in zones_offering_gpu)
+def plan_availability_zones(az_count: int, gpu: GpuNodeSettings, cloud: CloudFacts) -> AvailabilityZonePlan:
+    """Pick AZs by zone ID (names differ per account): the GPU AZ (the configured one, by name or ID,
+    or the first by ID that offers the GPU type) and the VPC's AZs, `azCount` in all: the GPU AZ, then
+    the next ones by ID, those EKS accepts for its control plane first (facts/aws.py). The control
+    plane gets the subnets of the accepted ones; the GPU node group may sit in a refused one."""
+    region = cloud.region
+    zones = sorted(cloud.zones, key=lambda z: z.zone_id)
+    offering = [z for z in zones if z.name in cloud.zones_offering_gpu]
     if gpu.availability_zone is not None:
-        if gpu.availability_zone not in offering:
+        wanted = next((z for z in offering if gpu.availability_zone in (z.name, z.zone_id)), None)
+        if wanted is None:
             raise ConfigError("gpuAvailabilityZone", gpu.availability_zone,
-                              ", ".join(offering) or f'none: no AZ of {settings.region} offers {gpu.instance_type}',
+                              ", ".join(map(str, offering)) or f"none: no AZ of {region} offers {gpu.instance_type}",
                               f"{gpu.instance_type} is not offered there")
-        gpu_zone = gpu.availability_zone
+        gpu_zone = wanted
     elif offering:
         gpu_zone = offering[0]
     else:
-        raise ConfigError("gpuNodeType", gpu.instance_type, "a GPU type offered in some AZ of " + settings.region,
-                          f"no AZ of {settings.region} offers it")
-    count = settings.network.az_count
-    if count > len(zones):
-        raise ConfigError("azCount", count, f"at most {len(zones)} ({settings.region} has {', '.join(zones)})")
-    network_zones = (gpu_zone, *[z for z in zones if z != gpu_zone][: count - 1])
-    return AvailabilityZonePlan(gpu_zone=gpu_zone, network_zones=network_zones)
+        raise ConfigError("gpuNodeType", gpu.instance_type, "a GPU type offered in some AZ of " + region,
+                          f"no AZ of {region} offers it")
+    if az_count > len(zones):
+        raise ConfigError("azCount", az_count, f"at most {len(zones)} ({region} has {', '.join(map(str, zones))})")
+    others = sorted((z for z in zones if z != gpu_zone),
+                    key=lambda z: (z.zone_id in EKS_CONTROL_PLANE_REFUSED_ZONE_IDS, z.zone_id))
+    network_zones = (gpu_zone, *others[: az_count - 1])
+    control_plane = tuple(z for z in network_zones if z.zone_id not in EKS_CONTROL_PLANE_REFUSED_ZONE_IDS)
+    if len(control_plane) < 2:
+        raise ConfigError("azCount", az_count, f"at least {az_count + 1} in {region}",
+                          f"EKS needs control-plane subnets in 2 AZs and refuses {gpu_zone} for them")
+    return AvailabilityZonePlan(gpu_zone=gpu_zone, network_zones=network_zones, control_plane_zones=control_plane)
 
 
 # ── Reading the running stack's config ────────────────────────────────────────────────────────

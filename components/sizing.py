@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from components.scheduling import EFA_RESOURCE, GPU_RESOURCE
+from components.scheduling import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_2MI_RESOURCE
+from facts.aws import EFA_PREALLOCATED_HUGEPAGES_2MI, HUGEPAGE_2MI_MIB
 from facts.instances import InstanceType
 from serve_app.errors import ConfigError
 
@@ -47,6 +48,7 @@ class WorkerResources:
     memory_gib: int
     gpus: int
     efa_interfaces: int
+    hugepages_2mi_mib: int  # the node's pre-allocated 2 MiB huge pages (EFA nodes), all of them
     shm_gib: int
     object_store_gib: int
 
@@ -60,6 +62,10 @@ class WorkerResources:
         }
         if self.efa_interfaces:
             amounts[EFA_RESOURCE] = str(self.efa_interfaces)
+        if self.hugepages_2mi_mib:
+            # As the EKS EFA guide's pods do: libfabric's EFA provider puts its buffers in huge pages
+            # when the pod may use them, and a pod gets none (hugetlb limit 0) unless it asks.
+            amounts[HUGEPAGES_2MI_RESOURCE] = f"{self.hugepages_2mi_mib}Mi"
         return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
@@ -69,7 +75,9 @@ def worker_resources(instance: InstanceType, model_bytes: int | None) -> WorkerR
     CPU: the node's vCPUs less `NODE_RESERVED_CPUS`; refused if fewer than
     `MIN_FREE_CPUS_BEYOND_PLACEMENT_GROUPS` stay free beside the engines' placement groups.
     Memory: the node's memory less 5% and 4 GiB (kernel share, kube-reserved, eviction threshold,
-    DaemonSets), rounded down to whole GiB. The limit must hold the checkpoint twice (the page
+    DaemonSets) and less its pre-allocated huge pages, rounded down to whole GiB.
+    Huge pages: an EFA node pre-allocates 5128 × 2 MiB (facts/aws.py); the pod requests them all, and
+    the kubelet counts them outside the node's allocatable memory. The limit must hold the checkpoint twice (the page
     cache keeps the safetensors so a restart loads in seconds; the load itself stages a copy) plus
     the runtime and /dev/shm, which a memory-backed emptyDir charges to the pod.
     /dev/shm: an eighth of the pod's memory, 4–32 GiB; Ray's object store gets all but 2 GiB of it
@@ -87,8 +95,9 @@ def worker_resources(instance: InstanceType, model_bytes: int | None) -> WorkerR
             f"{instance.vcpus} vCPUs leave {cpus - placement_group_cpus} beside {instance.gpus} engine placement "
             f"group CPU(s); Ray Serve LLM initialization hangs without spare CPUs (ray#59764)")
 
+    hugepages_mib = EFA_PREALLOCATED_HUGEPAGES_2MI * HUGEPAGE_2MI_MIB if instance.efa_capable else 0
     memory_gib = instance.memory_gib - math.ceil(instance.memory_gib * NODE_RESERVED_MEMORY_FRACTION) \
-        - NODE_RESERVED_MEMORY_GIB
+        - NODE_RESERVED_MEMORY_GIB - math.ceil(hugepages_mib / 1024)
     shm_gib = min(MAX_SHM_GIB, max(MIN_SHM_GIB, memory_gib // 8))
     checkpoint_gib = math.ceil(model_bytes / GIB) if model_bytes else 0
     needed_gib = 2 * checkpoint_gib + WORKER_RUNTIME_MEMORY_GIB + shm_gib
@@ -103,6 +112,7 @@ def worker_resources(instance: InstanceType, model_bytes: int | None) -> WorkerR
         memory_gib=memory_gib,
         gpus=instance.gpus,
         efa_interfaces=instance.efa_interfaces,
+        hugepages_2mi_mib=hugepages_mib,
         shm_gib=shm_gib,
         object_store_gib=shm_gib - SHM_RESERVED_FOR_ENGINE_GIB,
     )

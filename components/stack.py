@@ -1,8 +1,9 @@
 """The whole system as one dependency graph: `build_stack(settings, hf_token) -> InferenceStack`.
 
 Order of work:
-1. Ask EC2 which AZs exist and which offer the GPU type, and pick the GPU AZ and the VPC's AZs
-   (a wrong `gpuAvailabilityZone` stops here, before any resource).
+1. (Before this module: `load_settings` asked EC2 about the region, its AZs by zone ID and the node
+   types (components/discovery.py) and picked the GPU AZ and the VPC's AZs; a wrong setting stopped
+   there, before any resource.)
 2. Network → Cluster → node groups → add-ons → RayService, each waiting on what it really needs:
    the CoreDNS add-on, device plugins, KubeRay and the Ray image pre-pull on the nodes they run on
    (in parallel), the RayService on KubeRay (its CRD), both device plugins (GPU and EFA resources),
@@ -20,7 +21,6 @@ from types import MappingProxyType
 from typing import Any
 
 import pulumi
-import pulumi_aws as aws
 
 from components.addons import (
     GpuDevicePlugins,
@@ -36,7 +36,7 @@ from components.model_access import ModelReadAccess, ModelReadAccessArgs
 from components.network import Network, NetworkArgs
 from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, SystemNodeGroup, SystemNodeGroupArgs
 from components.observability import Observability, ObservabilityArgs
-from components.settings import AvailabilityZonePlan, StackSettings, plan_availability_zones
+from components.settings import AvailabilityZonePlan, StackSettings
 from components.storage import BlockStorage, BlockStorageArgs
 
 # OpenAI-compatible API after `kubectl port-forward` to the serve Service (a ClusterIP Service:
@@ -58,28 +58,14 @@ OUTPUT_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "tokenizerSource": "where the served model's tokenizer is (`tokenizerSource`, else `modelSource`): "
                        "`pdctl bench` counts prompt tokens with it",
     "portForwardCommand": "`kubectl port-forward` line that exposes the endpoint on localhost:8000",
-    "gpuAvailabilityZone": "the single AZ of the EFA GPU node group",
+    "gpuAvailabilityZone": "the single AZ of the EFA GPU node group (its name in this account)",
+    "gpuAvailabilityZoneId": "the same AZ's zone ID (`usw2-az2`), the same in every account",
     "clientConfig": "`{base_url, model, api_key, reach}`: an OpenAI client's configuration after port-forward",
     "prometheusPortForwardCommand": (
         "`kubectl port-forward` line that exposes the stack's Prometheus on localhost:9090 (what `pdctl top` reads)"),
     "grafanaPortForwardCommand": "`kubectl port-forward` line that exposes Grafana (the PD dashboard) on "
                                  "localhost:3000",
 })
-
-
-def discover_availability_zones(settings: StackSettings) -> AvailabilityZonePlan:
-    """EC2's AZs of the region and those offering the GPU type → the GPU AZ and the VPC's AZs."""
-    zones = aws.get_availability_zones(
-        state="available",
-        # Local Zones and Wavelength Zones need opting in and have no GPU capacity to speak of.
-        filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
-    )
-    offerings = aws.ec2.get_instance_type_offerings(
-        location_type="availability-zone",
-        filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(
-            name="instance-type", values=[settings.gpu_nodes.instance_type])],
-    )
-    return plan_availability_zones(settings, list(zones.names), set(offerings.locations))
 
 
 @dataclass(frozen=True)
@@ -122,7 +108,8 @@ class InferenceStack:
             "modelId": model_id,
             "tokenizerSource": model.tokenizer_source or model.model_source,
             "portForwardCommand": port_forward,
-            "gpuAvailabilityZone": self.zones.gpu_zone,
+            "gpuAvailabilityZone": self.zones.gpu_zone.name,
+            "gpuAvailabilityZoneId": self.zones.gpu_zone.zone_id,
             "clientConfig": {
                 "base_url": f"http://{LOCAL_HOST}:{port}/v1",
                 "model": model_id,
@@ -136,13 +123,15 @@ class InferenceStack:
 
 def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> InferenceStack:
     """Register the whole graph for validated `settings`; `hf_token` is a Pulumi secret or None."""
-    zones = discover_availability_zones(settings)
+    zones = settings.zones
 
-    network = Network("network", NetworkArgs(settings.network, zones.network_zones))
-    cluster = Cluster("cluster", ClusterArgs(settings.cluster, network))
+    network = Network("network", NetworkArgs(settings.network, [z.name for z in zones.network_zones]))
+    cluster = Cluster("cluster", ClusterArgs(
+        settings.cluster, network, control_plane_zones=tuple(z.name for z in zones.control_plane_zones)))
     system_nodes = SystemNodeGroup("system-nodes", SystemNodeGroupArgs(settings.system_nodes, cluster, network))
-    gpu_nodes = GpuNodeGroup(
-        "gpu-nodes", GpuNodeGroupArgs(settings.gpu_nodes, cluster, network, availability_zone=zones.gpu_zone))
+    gpu_nodes = GpuNodeGroup("gpu-nodes", GpuNodeGroupArgs(
+        settings.gpu_nodes, cluster, network, availability_zone=zones.gpu_zone.name,
+        instance=settings.serving.gpu_instance))
     coredns = CoreDns("coredns", CoreDnsArgs(cluster), opts=pulumi.ResourceOptions(depends_on=[system_nodes]))
 
     charts = settings.charts

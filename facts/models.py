@@ -5,8 +5,16 @@ of attention KV cache one token adds (and, for hybrid models, how many bytes of 
 state one sequence holds). Each entry names where its numbers come from; a number we could not
 confirm from the model's own config.json or safetensors index is marked as such.
 
-`load_architecture(path)` reads the same fields from a local Hugging Face `config.json` (and the
-`model.safetensors.index.json` beside it, when present, for the exact checkpoint size).
+`architecture_from_hf_config` reads the same fields from a Hugging Face `config.json` (the preview
+reads the model's own files: serve_app/model_facts.py), with the safetensors index's
+`metadata.total_size` as the exact weight size: every expert of a mixture-of-experts model is in it.
+`load_architecture(path)` does so for a local directory. The entries below are the offline fallback.
+
+What is assumed about attention layers: every layer that is not linear attention keeps K and V for
+the whole sequence, sliding-window layers included. vLLM allocates sliding-window layers only a
+window's worth when its hybrid KV-cache manager is on, but it turns that manager off with some KV
+connectors (this stack always sets NixlConnector), so the fit is checked for the case that holds
+either way: a model that fits here fits there.
 """
 
 from __future__ import annotations
@@ -169,13 +177,21 @@ def _dense_parameter_estimate(text: Mapping[str, Any], tied: bool) -> int:
     return text["num_hidden_layers"] * (attention + mlp + 2 * hidden) + embeddings + hidden
 
 
+# config.json `layer_types` values: layers that keep a KV cache (counted as full attention: see the
+# module note on sliding windows), and Gated-DeltaNet linear attention (fixed state per sequence).
+ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "attention", "chunked_attention"})
+LINEAR_ATTENTION_LAYER_TYPES = frozenset({"linear_attention"})
+# config.json keys that give a mixture-of-experts model's expert count.
+_EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+
+
 def architecture_from_hf_config(config: Mapping[str, Any], *, hf_id: str, source: str,
                                 checkpoint_bytes: int | None = None) -> ModelArchitecture:
     """Build a `ModelArchitecture` from a Hugging Face config.json (nested text_config allowed).
 
     Dense models get a parameter estimate from their shapes when the checkpoint size is unknown;
-    hybrid (linear-attention) models need the safetensors index, because their layer weights are not
-    estimated here. Raises ValueError naming the missing field.
+    hybrid (linear-attention) and mixture-of-experts models need the safetensors index, because their
+    layer weights are not estimated here. Raises ValueError naming what is missing or not sized.
     """
     text = config.get("text_config") or config
     try:
@@ -187,8 +203,16 @@ def architecture_from_hf_config(config: Mapping[str, Any], *, hf_id: str, source
         raise ValueError(f"config.json has no {missing.args[0]}") from None
     kv_heads = text.get("num_key_value_heads", heads)
     head_dim = text.get("head_dim") or hidden // heads
+    if text.get("kv_lora_rank"):
+        raise ValueError("multi-head latent attention (kv_lora_rank) is not sized here")
     layer_types = text.get("layer_types") or ["full_attention"] * layers
-    full_layers = sum(1 for kind in layer_types if kind == "full_attention")
+    unknown = sorted(set(layer_types) - ATTENTION_LAYER_TYPES - LINEAR_ATTENTION_LAYER_TYPES)
+    if unknown:
+        raise ValueError(f"config.json layer_types {unknown} are not sized here")
+    full_layers = sum(1 for kind in layer_types if kind in ATTENTION_LAYER_TYPES)
+    experts = max((int(text.get(key) or config.get(key) or 0) for key in _EXPERT_COUNT_KEYS), default=0)
+    if experts and checkpoint_bytes is None:
+        raise ValueError(f"mixture of {experts} experts: the weight size needs model.safetensors.index.json")
     dtype = str(text.get("dtype") or text.get("torch_dtype") or config.get("torch_dtype") or "bfloat16")
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"config.json dtype {dtype!r} is not one of {sorted(DTYPE_BYTES)}")

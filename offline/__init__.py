@@ -10,10 +10,12 @@ all use this one harness.
 from offline.harness import (
     OfflineRun,
     RegisteredResource,
+    ask_recorded_cloud,
     run_components,
     run_offline,
     stack_config,
     try_run_offline,
 )
 
-__all__ = ["OfflineRun", "RegisteredResource", "run_components", "run_offline", "stack_config", "try_run_offline"]
+__all__ = ["OfflineRun", "RegisteredResource", "ask_recorded_cloud", "run_components", "run_offline", "stack_config",
+           "try_run_offline"]

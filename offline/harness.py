@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 _SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
 _SECRET_SIG_VALUE = "1b47061264138c4ac30d75fd1eb44270"
@@ -129,13 +127,15 @@ class OfflineRun:
 
 
 def read_project(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
-    return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    from components.settings import load_yaml_strictly
+
+    return load_yaml_strictly(project_dir / "Pulumi.yaml")
 
 
 def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[dict[str, str], set[str]]:
     """The config the CLI would hand the program: (key -> string, secret keys). Keys are
     fully qualified (`<project>:<key>`, `aws:region`)."""
-    from components.settings import as_config_string
+    from components.settings import as_config_string, load_yaml_strictly
 
     project = read_project(project_dir)
     name = project["name"]
@@ -158,7 +158,8 @@ def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[dict[str,
 
         known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
         raise ConfigError("stack", stack, ", ".join(known), f"no file {stack_file.name}")
-    stack_doc = yaml.safe_load(stack_file.read_text()) or {}
+    # Strictly: a key set twice is refused, as the Pulumi CLI refuses it.
+    stack_doc = load_yaml_strictly(stack_file) or {}
     for key, value in (stack_doc.get("config") or {}).items():
         full = key if ":" in key else f"{name}:{key}"
         if isinstance(value, dict) and set(value) == {"secure"}:
@@ -329,6 +330,19 @@ def run_components(register: Callable[[], Any], *, stack: str = "dev", mocks: An
         mocks = EchoMocks()
     _isolated(run, project, stack, set(), mocks, project_dir, body)
     return run
+
+
+def ask_recorded_cloud(query: Any, *, mocks: Any = None) -> Any:
+    """The program's own discovery (`components.discovery.discover`) answered by the mock cloud's
+    recorded answers (or `mocks`): what `settings_from_config(..., ask_cloud=...)` takes in tests
+    and tools that validate settings without running the whole program."""
+    from components.discovery import discover
+    from offline.mock_cloud import CloudMocks
+
+    run = run_components(lambda: discover(query), mocks=mocks or CloudMocks(query.region))
+    if run.error is not None:
+        raise run.error
+    return run.program["result"]
 
 
 def run_offline(stack: str, **kwargs: Any) -> OfflineRun:

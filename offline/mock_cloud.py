@@ -9,9 +9,15 @@ offering of a GPU type per AZ) runs as it would against AWS:
 - `eks:index:Cluster` and `eks:index:ManagedNodeGroup` are pulumi-eks remote components: under
   mocks they are one resource each, with only the outputs returned here (kubeconfigJson,
   clusterSecurityGroupId, oidcProviderArn, core, …). No pulumi-eks validation runs.
-- Instance type offerings per AZ are data (`OFFERINGS`): in us-west-2, g6.8xlarge is offered in only
-  some AZs, so the program's AZ choice is exercised rather than trivially true.
+- What EC2 says is recorded data: the regions of the (fake) account (`REGIONS`), each region's AZs
+  by name and zone ID (`REGION_ZONES`: in us-east-1 the names map to IDs out of order and use1-az3,
+  which EKS refuses for control planes, offers GPUs), the offering of each type per AZ (`OFFERINGS`:
+  in us-west-2, g6.8xlarge is offered in only some AZs, so the AZ choice is exercised rather than
+  trivially true) and each type's description (facts.instances.RECORDED_EC2_ANSWERS). A region the
+  account does not have, or a type EC2 does not know, fails the invoke as AWS would.
+- The caller is account facts.aws.OFFLINE_ACCOUNT_ID, which tells the program it runs offline.
 
+A test passes its own answers: `CloudMocks(region, instance_types={...}, zones=..., offerings=...)`.
 Unlisted invokes answer `{}` (what the mock engine does anyway); unlisted resource types echo their
 inputs with an id.
 
@@ -24,20 +30,33 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
 
-ACCOUNT_ID = "123456789012"
+from facts.aws import OFFLINE_ACCOUNT_ID
+from facts.instances import RECORDED_EC2_ANSWERS, Ec2InstanceType
 
-# AZs per region and which of them offer each instance type (illustrative, shaped like
-# `aws ec2 describe-instance-type-offerings --location-type availability-zone`). A type missing
-# from a region's table is offered in every AZ of it; a region missing here gets AZs a, b and c.
-REGION_ZONES: dict[str, tuple[str, ...]] = {
-    "us-west-2": ("us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"),
-    "us-east-1": ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"),
-    "us-east-2": ("us-east-2a", "us-east-2b", "us-east-2c"),
+ACCOUNT_ID = OFFLINE_ACCOUNT_ID
+
+# The regions `ec2:DescribeRegions` lists for the fake account (the commercial regions enabled by default).
+REGIONS: tuple[str, ...] = (
+    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
+    "eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1", "eu-north-1",
+    "ap-south-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-southeast-1", "ap-southeast-2",
+)
+# AZ name → zone ID per region (illustrative, shaped like `aws ec2 describe-availability-zones`).
+# A region missing here gets AZs a, b and c with IDs in name order.
+REGION_ZONES: dict[str, dict[str, str]] = {
+    "us-west-2": {"us-west-2a": "usw2-az1", "us-west-2b": "usw2-az2", "us-west-2c": "usw2-az3",
+                  "us-west-2d": "usw2-az4"},
+    "us-east-1": {"us-east-1a": "use1-az4", "us-east-1b": "use1-az6", "us-east-1c": "use1-az1",
+                  "us-east-1d": "use1-az2", "us-east-1e": "use1-az3", "us-east-1f": "use1-az5"},
+    "us-east-2": {"us-east-2a": "use2-az1", "us-east-2b": "use2-az2", "us-east-2c": "use2-az3"},
 }
+# Which AZs offer each type (shaped like `aws ec2 describe-instance-type-offerings --location-type
+# availability-zone`). A type missing from a region's table is offered in every AZ of it.
 OFFERINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "us-west-2": {
         "g6.8xlarge": ("us-west-2b", "us-west-2c"),
@@ -46,7 +65,7 @@ OFFERINGS: dict[str, dict[str, tuple[str, ...]]] = {
         "p5.48xlarge": ("us-west-2b",),
     },
     "us-east-1": {
-        "g6.8xlarge": ("us-east-1a", "us-east-1c", "us-east-1d"),
+        "g6.8xlarge": ("us-east-1a", "us-east-1c", "us-east-1e"),
         "p5.48xlarge": ("us-east-1a",),
     },
 }
@@ -72,11 +91,54 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-class CloudMocks(pulumi.runtime.Mocks):
-    """Deterministic AWS answers for one region."""
+def _default_zones(region: str) -> dict[str, str]:
+    parts = region.split("-")
+    prefix = parts[0] + "".join(part[0] for part in parts[1:-1]) + parts[-1]
+    return {f"{region}{letter}": f"{prefix}-az{i + 1}" for i, letter in enumerate("abc")}
 
-    def __init__(self, region: str) -> None:
+
+def describe_instance_type(answer: Ec2InstanceType) -> dict[str, Any]:
+    """An `aws:ec2/getInstanceType` answer as the provider returns it (camelCase, the fields read)."""
+    return {
+        "id": answer.name,
+        "instanceType": answer.name,
+        "defaultVcpus": answer.vcpus,
+        "memorySize": answer.memory_mib,
+        "supportedArchitectures": list(answer.architectures),
+        "gpuses": [{"name": g.name, "manufacturer": g.manufacturer, "count": g.count, "memorySize": g.memory_mib}
+                   for g in answer.gpus],
+        "totalGpuMemory": sum(g.count * g.memory_mib for g in answer.gpus),
+        "efaSupported": answer.efa_supported,
+        "efaMaximumInterfaces": answer.efa_maximum_interfaces,
+        "maximumNetworkCards": len(answer.network_cards_gbps),
+        "networkCards": [{"index": i, "baselineBandwidth": gbps, "peakBandwidth": gbps, "maximumInterfaces": 8,
+                          "performance": f"{gbps:g} Gigabit"} for i, gbps in enumerate(answer.network_cards_gbps)],
+        "instanceStorageSupported": answer.instance_storage_gb > 0,
+        "totalInstanceStorage": answer.instance_storage_gb,
+    }
+
+
+class _Refused(Exception):
+    """An invoke AWS would fail: the property it names and AWS's reason."""
+
+    def __init__(self, property: str, reason: str) -> None:
+        super().__init__(reason)
+        self.property = property
+        self.reason = reason
+
+
+class CloudMocks(pulumi.runtime.Mocks):
+    """Deterministic AWS answers for one region; a test may replace any of the recorded ones."""
+
+    def __init__(self, region: str, *, instance_types: Mapping[str, Ec2InstanceType] | None = None,
+                 zones: Mapping[str, str] | None = None, offerings: Mapping[str, tuple[str, ...]] | None = None,
+                 regions: tuple[str, ...] = REGIONS, account_id: str = ACCOUNT_ID) -> None:
         self.region = region
+        self.regions = regions
+        self.instance_types = {**RECORDED_EC2_ANSWERS, **(instance_types or {})}
+        self.zone_ids = dict(zones) if zones is not None else REGION_ZONES.get(region, _default_zones(region))
+        self.offerings = {**OFFERINGS.get(region, {}), **(offerings or {})}
+        self.account_id = account_id
         # value -> what it stands for; first mention wins (an AZ is listed before it is offered).
         self.invented: dict[str, str] = {}
 
@@ -87,35 +149,51 @@ class CloudMocks(pulumi.runtime.Mocks):
 
     # ── invokes ───────────────────────────────────────────────────────────────────────────────
     def zones(self) -> tuple[str, ...]:
-        return REGION_ZONES.get(self.region, tuple(f"{self.region}{s}" for s in "abc"))
+        return tuple(self.zone_ids)
 
     def zones_offering(self, instance_type: str) -> tuple[str, ...]:
-        return OFFERINGS.get(self.region, {}).get(instance_type, self.zones())
+        return self.offerings.get(instance_type, self.zones())
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]]]:
-        return self._answer(args), []  # no check failures
+        """(the invoke's answer, no failures); a failed call answers ({}, [(property, reason)]), which the
+        SDK raises in the program as `invoke of <token> failed: <reason>`, as it does a provider error."""
+        try:
+            return self._answer(args), []
+        except _Refused as refused:
+            return {}, [(refused.property, refused.reason)]
 
     def _answer(self, args: pulumi.runtime.MockCallArgs) -> dict:
         token, inputs = args.token, args.args
+        if token == "aws:index/getRegions:getRegions":
+            return {"id": "aws", "names": list(self.regions)}
+        if self.region not in self.regions:
+            # What the AWS provider answers for a region the account does not have.
+            raise _Refused("region", f"invalid AWS Region: {self.region}")
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-            zones = self.zones()
-            self._invent(list(zones), f"an AZ name of the offline mock's {self.region} "
-                                      "(names map to zones per account)")
+            self._invent(list(self.zone_ids), f"an AZ name of the offline mock's {self.region} "
+                                              "(names map to zones per account)")
+            self._invent(list(self.zone_ids.values()), f"a zone ID of the offline mock's {self.region}")
             return {
                 "id": self.region,
-                "names": list(zones),
-                "zoneIds": [f"{self.region.replace('-', '')[:4]}-az{i + 1}" for i in range(len(zones))],
-                "groupNames": [self.region] * len(zones),
+                "names": list(self.zone_ids),
+                "zoneIds": list(self.zone_ids.values()),
+                "groupNames": [self.region] * len(self.zone_ids),
                 "state": inputs.get("state"),
             }
+        if token == "aws:ec2/getInstanceType:getInstanceType":
+            answer = self.instance_types.get(inputs.get("instanceType", ""))
+            if answer is None:
+                raise _Refused("instanceType", "InvalidInstanceType: The following supplied instance types do not "
+                                               f"exist: [{inputs.get('instanceType')}]")
+            return describe_instance_type(answer)
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             return self._instance_type_offerings(inputs)
         if token == "aws:index/getCallerIdentity:getCallerIdentity":
-            self._invent([ACCOUNT_ID], "the offline mock's account id")
+            self._invent([self.account_id], "the offline mock's account id")
             return {
-                "id": ACCOUNT_ID,
-                "accountId": ACCOUNT_ID,
-                "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/offline-plan",
+                "id": self.account_id,
+                "accountId": self.account_id,
+                "arn": f"arn:aws:iam::{self.account_id}:user/offline-plan",
                 "userId": "AIDAOFFLINEPLAN000000",
             }
         if token in ("aws:index/getRegion:getRegion",):
@@ -130,10 +208,12 @@ class CloudMocks(pulumi.runtime.Mocks):
     def _instance_type_offerings(self, inputs: dict) -> dict:
         filters = {f["name"]: list(f["values"]) for f in inputs.get("filters") or []}
         location_type = inputs.get("locationType", "region")
-        types = filters.get("instance-type") or sorted(OFFERINGS.get(self.region, {}))
+        types = filters.get("instance-type") or sorted(self.offerings)
         locations_filter = set(filters.get("location") or [])
         found_types, found_locations = [], []
         for name in types:
+            if name not in self.instance_types:
+                continue
             places = self.zones_offering(name) if location_type == "availability-zone" else (self.region,)
             for place in places:
                 if not locations_filter or place in locations_filter:

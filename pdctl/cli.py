@@ -110,10 +110,14 @@ def plan(
              "the plan. Exit status: 0 no change, 3 changed, 2 bad input, 1 failure."),
     width: int | None = typer.Option(
         None, "--width", min=40, help="Wrap text at this many columns (default: the terminal's; none when piped)."),
+    strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on a warning too, e.g. model facts "
+                                "that could not be read (CI runs the plan this way)."),
 ) -> None:
     """What the stack creates, protects, can serve, costs per hour and how long it takes to deploy.
 
-    Values the offline mock cloud made up (ids, ARNs, AZ names) are marked "(offline)"."""
+    Values the offline mock cloud made up (ids, ARNs, AZ names) are marked "(offline)". Exits 1 when
+    a rule of the policy pack (policy/) refuses a resource, as `pulumi preview --policy-pack policy`
+    would; with --strict, also on a warning."""
     from pdctl.plan import build_plan
     from pdctl.views import render_plan
 
@@ -135,6 +139,14 @@ def plan(
         sys.stdout.write(json.dumps(document.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
     else:
         render_plan(text_console(width), document)
+    for warning in document.warnings:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    for violation in document.policy_violations:
+        err.print(f"[bold red]error:[/] {escape(str(violation))}", highlight=False, soft_wrap=True)
+    if document.policy_violations:
+        raise typer.Exit(1)
+    if strict and document.warnings:
+        raise fail(f"--strict: {len(document.warnings)} warning(s) above")
 
 
 @app.command()

@@ -55,8 +55,15 @@ class CostEstimate:
     missing: list[str] = field(default_factory=list)
 
     @property
-    def per_hour(self) -> float:
-        """Sum of the lines that have a price; `missing` says what it leaves out."""
+    def complete(self) -> bool:
+        return not self.missing
+
+    @property
+    def per_hour(self) -> float | None:
+        """Sum of the lines, or None when one has no price (`missing` says which): a total that
+        leaves a GPU node or a whole region out would read as a price, and it is not one."""
+        if not self.complete:
+            return None
         return sum(line.per_hour for line in self.lines if line.per_hour is not None)
 
     def to_dict(self) -> dict:
@@ -64,10 +71,10 @@ class CostEstimate:
             "label": price_data.LABEL,
             "currency": "USD",
             "region": self.region,
-            # False when a line has no price: per_hour then leaves it out and is a lower bound.
-            "complete": not self.missing,
-            "per_hour": round(self.per_hour, 4),
-            "per_month": round(self.per_hour * price_data.HOURS_PER_MONTH, 2),
+            # False when a line has no price: per_hour and per_month are then null ("n/a").
+            "complete": self.complete,
+            "per_hour": None if self.per_hour is None else round(self.per_hour, 4),
+            "per_month": None if self.per_hour is None else round(self.per_hour * price_data.HOURS_PER_MONTH, 2),
             "lines": [
                 {"item": line.item, "quantity": line.quantity, "unit": line.unit,
                  "unit_price_per_hour": line.unit_price_per_hour,

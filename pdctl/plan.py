@@ -22,6 +22,7 @@ from components.cold_start import ColdStart, cold_start
 from facts.durations import CreateDuration
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
+from pdctl.policy_check import Violation, policy_resources, run_rules
 from serve_app.capacity import CapacityReport
 from serve_app.checks import CheckedApp
 
@@ -338,6 +339,17 @@ def checked_app(run) -> CheckedApp | None:
     return stack.settings.serving.app if stack is not None else None
 
 
+def availability_zones(run) -> dict:
+    """The AZs the program chose, by name and zone ID (names differ per account; IDs do not)."""
+    stack = run.program.get("stack")
+    return stack.settings.zones.to_dict() if stack is not None else {}
+
+
+def plan_warnings(app: CheckedApp | None) -> list[str]:
+    """What the program warned about at preview (facts it could not read): `plan --strict` fails on them."""
+    return list(app.warnings) if app is not None else []
+
+
 def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport], str | None]:
     """Capacity per phase as the program's preview check computed it. (reports, why there are none)."""
     if app is None:
@@ -386,6 +398,7 @@ def protections(resources: Iterable) -> dict:
 class Plan:
     stack: str
     region: str | None
+    zones: dict
     counts: dict[str, int]
     tree: list[TreeNode]
     capacity: dict[str, CapacityReport]
@@ -395,12 +408,16 @@ class Plan:
     outputs: dict
     protections: dict
     offline_outputs: dict[str, str]  # output key -> which made-up value it holds
+    policy_violations: list[Violation]
+    warnings: list[str]
+    notes: list[str]
     cold_start: ColdStart | None = None
 
     def to_dict(self) -> dict:
         return {
             "stack": self.stack,
             "region": self.region,
+            "availability_zones": self.zones,
             "resources": {"total": sum(self.counts.values()), "by_type": self.counts},
             "tree": [n.to_dict() for n in self.tree],
             "protections": self.protections,
@@ -411,6 +428,9 @@ class Plan:
             "cold_start": self.cold_start.to_dict() if self.cold_start else None,
             "outputs": self.outputs,
             "offline_outputs": self.offline_outputs,
+            "policy": {"violations": [v.to_dict() for v in self.policy_violations]},
+            "warnings": self.warnings,
+            "notes": self.notes,
         }
 
 
@@ -428,13 +448,15 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         start.ray_service_minutes, "cold-start steps: " + ", ".join(sorted(
             {s.duration.source for s in start.new_node.steps[2:]})))}
     region = region_of(resources, config_region)
-    reports, capacity_note = capacity_reports(checked_app(run))
+    app = checked_app(run)
+    reports, capacity_note = capacity_reports(app)
     secret = set(getattr(run, "secret_outputs", ()) or ())
     outputs = {k: (SECRET_MASK if k in secret else canonical(v)) for k, v in sorted(run.outputs.items())}
     offline = OfflineValues(run.invented)
     return Plan(
         stack=stack,
         region=region,
+        zones=availability_zones(run),
         counts=resource_counts(resources),
         tree=resource_tree(resources, offline),
         capacity=reports,
@@ -444,5 +466,8 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         outputs=outputs,
         protections=protections(resources),
         offline_outputs=offline.marks({k: v for k, v in outputs.items() if k not in secret}),
+        policy_violations=run_rules(policy_resources(run)),
+        warnings=plan_warnings(app),
+        notes=list(app.notes) if app is not None else [],
         cold_start=start,
     )

@@ -97,6 +97,11 @@ def render_plan(console: Console, plan) -> None:
     _rule(console, f"[bold]plan: stack {plan.stack}[/] ({plan.region or 'region unknown'}, {total} resources)")
     console.print(f"{OFFLINE_MARK}: a value the offline mock cloud made up (offline/mock_cloud.py); AWS gives "
                   "the real one at `pulumi up`", highlight=False, markup=False)
+    if plan.zones:
+        zones = "  ".join(f"{z['name']} ({z['id']}){'' if z['control_plane'] else ' [no control plane]'}"
+                          for z in plan.zones["network"])
+        console.print(f"AZs: {escape(zones)}; GPU nodes in {plan.zones['gpu']['name']} ({plan.zones['gpu']['id']})",
+                      highlight=False)
     root = Tree("[bold]resources by component[/]")
     for node in plan.tree:
         _add(root, node)
@@ -115,16 +120,22 @@ def render_plan(console: Console, plan) -> None:
     else:
         console.print(f"[yellow]no capacity report: {plan.capacity_note}[/]")
 
+    for note in plan.notes:
+        console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
+
     cost = plan.cost
     _rule(console, f"[bold]hourly cost ESTIMATE[/] ({cost.region}, USD, on-demand list prices)")
     table = Table("item", "quantity", "unit price / h", "per hour")
     for line in cost.lines:
         table.add_row(line.item, f"{line.quantity:g} {line.unit}",
-                      "no price data" if line.unit_price_per_hour is None else f"${line.unit_price_per_hour:.5f}",
-                      "—" if line.per_hour is None else f"${line.per_hour:.4f}")
-    table.add_row("[bold]total[/]" if not cost.missing else "[bold]total, priced lines only[/]", "", "",
-                  f"[bold]${cost.per_hour:.2f}[/] (≈ ${cost.per_hour * price_data.HOURS_PER_MONTH:,.0f}"
-                  f" / {price_data.HOURS_PER_MONTH} h month)")
+                      "n/a" if line.unit_price_per_hour is None else f"${line.unit_price_per_hour:.5f}",
+                      "n/a" if line.per_hour is None else f"${line.per_hour:.4f}")
+    if cost.per_hour is None:
+        table.add_row("[bold]total[/]", "", "", "[bold]n/a[/] (a line has no price: see below)")
+    else:
+        table.add_row("[bold]total[/]", "", "",
+                      f"[bold]${cost.per_hour:.2f}[/] (≈ ${cost.per_hour * price_data.HOURS_PER_MONTH:,.0f}"
+                      f" / {price_data.HOURS_PER_MONTH} h month)")
     console.print(table)
     for missing in cost.missing:
         console.print(f"[yellow]not priced: {missing}[/]")

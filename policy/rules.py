@@ -295,7 +295,7 @@ def _restrict_api_endpoint_in_production(args: ResourceValidationArgs, report: R
     open_to = sorted(WORLD_CIDRS.intersection(cidrs)) or ([] if cidrs else ["0.0.0.0/0 (EKS default)"])
     if open_to:
         report(f"production EKS API endpoint is open to {', '.join(open_to)}: set endpointPublicAccess "
-               "false (apiPublicAccessCidrs empty) or list the operator CIDRs")
+               "false (apiPublicAccessCidrs [] with deployFromInsideVpc: true) or list the operator CIDRs")
 
 
 def _require_deletion_protection_in_production(args: ResourceValidationArgs, report: ReportViolation) -> None:

@@ -12,6 +12,7 @@ the real-validator tier (tests that import ray and vllm) keeps them honest.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -19,6 +20,8 @@ from typing import Any
 from facts.images import RAY_SERVE_CONFIG_FEATURES, VLLM_ENGINE_FEATURES, version_tuple
 from facts.instances import InstanceType
 from facts.models import ModelArchitecture, known_model
+from facts.vllm_engine_args import engine_arg_names
+from facts.vllm_engine_args import versions as engine_args_versions
 from serve_app.capacity import SIZED_KV_CACHE_DTYPES, UCX_ON_EFA_BYTES_PER_SECOND, CapacityReport, capacity_report
 from serve_app.config import EFA_KV_BACKEND, KV_BACKENDS, PHASES, ROLES_FOR_PHASE, PDAppConfig, Phase
 from serve_app.errors import ConfigError
@@ -70,6 +73,9 @@ class CheckedApp:
     model: ModelArchitecture | None  # the architecture sized; None when no facts were found
     capacity: Mapping[str, CapacityReport] = field(default_factory=dict)  # phase → report
     notes: tuple[str, ...] = ()  # what was not checked, and why
+    # The notes a preview warns about (pulumi.log.warn) and `pdctl plan --strict` fails on: facts
+    # the checks needed could not be read at all.
+    warnings: tuple[str, ...] = ()
 
     @property
     def pd_serving_args(self) -> Mapping[str, Any]:
@@ -204,6 +210,30 @@ def _check_image_supports_the_render(app: PDAppConfig, target: DeploymentTarget)
     return ()
 
 
+def check_engine_kwargs(app: PDAppConfig, vllm_version: str | None) -> tuple[str, ...]:
+    """Refuse an extra engine argument the image's vLLM does not have (its `EngineArgs` fields,
+    facts/vllm_engine_args.json), naming the closest one; notes for what could not be checked."""
+    known = engine_arg_names(vllm_version) if vllm_version else None
+    if known is None:
+        return (f"extraEngineKwargs not checked against vLLM's engine arguments: no list for the image's vLLM "
+                f"({vllm_version or 'unknown image'}; lists: {list(engine_args_versions())})",)
+    for phase in PHASES:
+        kwargs = app.engine_for(phase).extra_engine_kwargs
+        for name in kwargs:
+            if name in known:
+                continue
+            elsewhere = [v for v in engine_args_versions() if name in (engine_arg_names(v) or ())]
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            why = f"unknown engine argument {name!r}"
+            if close:
+                why += f"; did you mean {close[0]}?"
+            if elsewhere:
+                why += f" (vLLM {', '.join(elsewhere)} has it; the image runs vLLM {vllm_version})"
+            raise ConfigError(engine_setting(app, phase, "extra_engine_kwargs"), {name: kwargs[name]},
+                              f"vLLM {vllm_version} engine arguments (EngineArgs fields)", why)
+    return ()
+
+
 def _kv_cache_dtype(app: PDAppConfig, phase: Phase) -> str:
     return str(app.engine_for(phase).extra_engine_kwargs.get("kv_cache_dtype", "auto"))
 
@@ -276,14 +306,15 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
         raise ConfigError("gpuNodeType", target.gpu_instance.name, "a GPU instance type")
     _check_accelerator(app, target)
     _check_parallelism_and_replicas(app, target)
-    checked = replace(checked, notes=_check_image_supports_the_render(app, target))
+    notes = (*_check_image_supports_the_render(app, target), *check_engine_kwargs(app, target.vllm_version))
+    checked = replace(checked, notes=notes)
     if checked.model is None:
         return replace(checked, notes=(*checked.notes,
             f"capacity not checked: no architecture facts for {app.model.model_source!r} "
-            "(add it to facts/models.py or pass a local config.json)",))
+            "(add it to facts/models.py or pass a local config.json)"))
     unsized = sorted({_kv_cache_dtype(app, phase) for phase in PHASES} - set(SIZED_KV_CACHE_DTYPES))
     if unsized:
         return replace(checked, notes=(*checked.notes,
             f"capacity not checked: kv_cache_dtype {unsized[0]!r} is not sized by serve_app/capacity.py "
-            f"(sized: {list(SIZED_KV_CACHE_DTYPES)})",))
+            f"(sized: {list(SIZED_KV_CACHE_DTYPES)})"))
     return replace(checked, capacity=_check_capacity(app, target, checked.model))

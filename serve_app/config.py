@@ -178,8 +178,8 @@ class EngineSettings(FrozenModel):
     pipeline_parallel_size: int = Field(1, ge=1, description="GPUs one replica splits its layers across.")
     extra_engine_kwargs: Mapping[str, Any] = Field(
         default_factory=dict,
-        description="Further vLLM engine arguments, passed through as given (checked by the real "
-                    "validator tier, not here).",
+        description="Further vLLM engine arguments, passed through as given (names checked against the "
+                    "image's vLLM EngineArgs by serve_app.checks).",
     )
 
     @field_validator("extra_engine_kwargs")

@@ -14,16 +14,26 @@
 - `server`: an OpenAI-compatible endpoint on 127.0.0.1 (stdlib HTTP, streaming SSE) whose first token
   comes TTFT after a request and each next one ITL later, recording what it was sent.
 - `tiny_tokenizer`: a byte-level BPE tokenizer trained here, saved as a transformers tokenizer directory.
+- `hf_cache`: a Hugging Face cache of the test's own (HF_HOME in tmp_path, HF_HUB_OFFLINE=1), to which a
+  test adds a model's config.json and safetensors index; `read_model_facts` then reads them as it
+  reads a user's cache.
+
+The session never reaches the Hugging Face Hub: HF_HUB_OFFLINE=1 and an empty HF_HOME are set here,
+before huggingface_hub is imported, so the preview's model facts come from the shipped fallback
+unless a test fills a cache.
 """
 
 from __future__ import annotations
 
 import functools
 import gzip
+import importlib
 import json
+import os
 import random
 import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -31,11 +41,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="eks-pd-llm-empty-hf-home-")
+
 import pytest
 import yaml
 
 from components.settings import StackSettings, project_name, settings_from_config
-from offline import OfflineRun, run_offline, stack_config
+from offline import OfflineRun, ask_recorded_cloud, run_offline, stack_config
 
 REPO = Path(__file__).resolve().parents[1]
 KUBERAY_DIR = Path(__file__).resolve().parent / "data" / "kuberay-v1.7.0"
@@ -81,7 +94,7 @@ def settings_for() -> Callable[..., StackSettings]:
     def build(stack: str = "dev", **overrides: str) -> StackSettings:
         raw, _secret_keys = stack_config(stack)
         raw.update(overrides)
-        return settings_from_config(raw, project=project_name(), stack=stack)
+        return settings_from_config(raw, project=project_name(), stack=stack, ask_cloud=ask_recorded_cloud)
 
     return build
 
@@ -298,3 +311,35 @@ def tiny_tokenizer(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("tokenizer")
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|end|>").save_pretrained(directory)
     return directory
+
+
+HF_SNAPSHOT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture
+def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """A Hugging Face cache in tmp_path, read offline as a user's would be; returns `add(repo_id,
+    config, index_total_size=None)`, which lays out one model's files the way huggingface_hub
+    stores them (refs/main → snapshots/<commit>/)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    importlib.reload(huggingface_hub.constants)  # huggingface_hub reads its environment at import
+
+    def add(repo_id: str, config: dict[str, Any], index_total_size: int | None = None) -> Path:
+        repo = tmp_path / "hf-home" / "hub" / f"models--{repo_id.replace('/', '--')}"
+        snapshot = repo / "snapshots" / HF_SNAPSHOT
+        snapshot.mkdir(parents=True)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(HF_SNAPSHOT)
+        (snapshot / "config.json").write_text(json.dumps(config))
+        if index_total_size is not None:
+            (snapshot / "model.safetensors.index.json").write_text(
+                json.dumps({"metadata": {"total_size": index_total_size}, "weight_map": {}}))
+        return snapshot
+
+    yield add
+    monkeypatch.undo()
+    importlib.reload(huggingface_hub.constants)

@@ -16,7 +16,7 @@ from components.manifests.image_prepull import image_prepull_manifest
 from components.manifests.ray_service import ray_service_manifest
 from components.model_access import model_reader_subject, read_policy
 from components.node_storage import node_storage, user_data
-from facts.instances import INSTANCE_TYPES, InstanceType
+from facts.instances import RECORDED_EC2_ANSWERS, Ec2Gpu, Ec2InstanceType, instance_type
 from offline import run_offline
 from serve_app.render import serve_config_v2
 
@@ -45,13 +45,15 @@ def test_gpu_launch_template_asks_nodeadm_for_raid0(offline_run):
 
 
 def test_user_data_is_the_same_on_every_run():
-    storage = node_storage(INSTANCE_TYPES["g6.8xlarge"])
+    storage = node_storage(instance_type(RECORDED_EC2_ANSWERS["g6.8xlarge"]))
     assert user_data(storage) == user_data(storage)
 
 
 def test_a_type_without_instance_storage_keeps_ebs_raised_to_gp3s_ceiling():
-    bare = InstanceType("x-gpu.8xlarge", vcpus=32, memory_gib=128, network_gbps=25, efa_interfaces=1, gpus=1,
-                        gpu_model="L4", gpu_memory_mib_usable=22_888)
+    # As EC2 would describe it: no InstanceStorageInfo, so instance_storage_gb stays 0.
+    bare = instance_type(Ec2InstanceType("x-gpu.8xlarge", vcpus=32, memory_mib=128 * 1024,
+                                         gpus=(Ec2Gpu("L4", "NVIDIA", 1, 24_576),), efa_supported=True,
+                                         efa_maximum_interfaces=1, network_cards_gbps=(25,)))
     storage = node_storage(bare)
     assert user_data(storage) is None
     assert (storage.root_iops, storage.root_throughput_mibps) == (4000, 1000)

@@ -44,7 +44,7 @@ def _one_of(*values: str) -> st.SearchStrategy[str]:
 
 # Valid, borderline and wrong values for every stack setting (Pulumi.yaml `config:`).
 VALUES: Mapping[str, st.SearchStrategy[str]] = {
-    "aws:region": _one_of("us-west-2", "us-east-1", "eu-west-1", "mars-north-1", ""),
+    "aws:region": _one_of("us-west-2", "us-east-1", "eu-west-1", "us-west-3", "mars-north-1", ""),
     "clusterName": st.one_of(_one_of("ray-llm", "a" * 41, "Bad_Name", "-x", ""), st.text(max_size=8)),
     "kubernetesVersion": _one_of("1.35", "1.34", "1.20", "2.0", "latest", ""),
     "namespace": _one_of("inference", "serving", "kube-system", "default", "kuberay-system", "Bad", "a" * 64, ""),
@@ -57,7 +57,8 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "gpuNodeType": _one_of("g6.8xlarge", "g6.12xlarge", "g6.16xlarge", "g6.xlarge", "g5.8xlarge", "p5.48xlarge",
                            "m7i.xlarge", "nope", ""),
     "gpuNodeCount": _INTS,
-    "gpuAvailabilityZone": _one_of("", "us-west-2a", "us-west-2b", "us-west-2d", "us-east-1a", "zzz"),
+    "gpuAvailabilityZone": _one_of("", "us-west-2a", "us-west-2b", "us-west-2d", "us-east-1a", "usw2-az3", "use1-az3",
+                                   "zzz"),
     "gpuDiskGiB": _INTS,
     "kuberayChartVersion": _CHART_VERSIONS,
     "nvidiaDevicePluginChartVersion": _CHART_VERSIONS,
@@ -67,6 +68,7 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "adminPrincipalArns": _json_lists([], ["arn:aws:iam::111122223333:role/ops"], ["not-an-arn"], "x", {}, "[1]"),
     "apiPublicAccessCidrs": _json_lists([], ["203.0.113.0/24"], ["0.0.0.0/0"], ["bad"], "not json", ["10.0.0.0/8"]),
     "deletionProtection": _BOOLS,
+    "deployFromInsideVpc": _BOOLS,
     "hfToken": _one_of("", "hf_plaintexttoken"),  # plaintext: must be refused (secrets only)
     "rayServiceName": _one_of("ray-llm", "x" * 48, "Bad", "1abc", "llm-", ""),
     "rayImage": _one_of("", "rayproject/ray-llm:2.60.0-py311-cu128", "rayproject/ray:latest", "rayproject/ray", " "),

@@ -197,7 +197,8 @@ def test_rayservice_reference_numbers_for_g6_8xlarge(run: OfflineRun) -> None:
     workers = cluster["workerGroupSpecs"][0]
     assert workers["replicas"] == workers["minReplicas"] == workers["maxReplicas"] == 2
     limits = workers["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert limits == {"cpu": "30", "memory": "117Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1"}
+    assert limits == {"cpu": "30", "memory": "106Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1",
+                      "hugepages-2Mi": "10256Mi"}
     env = {e["name"]: e for e in workers["template"]["spec"]["containers"][0]["env"]}
     assert env["VLLM_SSM_CONV_STATE_LAYOUT"]["value"] == "DS"  # Qwen3.5 is hybrid (facts/models.py)
     assert cluster["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
@@ -312,7 +313,7 @@ def test_dev_rayservice_is_the_reference_deployment(dev: Any) -> None:
     assert workers["template"]["spec"]["containers"][0]["image"] == image
     assert workers["replicas"] == 2
     assert workers["template"]["spec"]["containers"][0]["resources"]["limits"] == {
-        "cpu": "30", "memory": "117Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1"}
+        "cpu": "30", "memory": "106Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1", "hugepages-2Mi": "10256Mi"}
     apps = yaml.safe_load(body["spec"]["serveConfigV2"])["applications"]
     assert apps[0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
     volumes = {v["name"]: v for v in workers["template"]["spec"]["volumes"]}

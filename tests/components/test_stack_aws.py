@@ -184,8 +184,8 @@ def test_api_endpoint_exposure_per_stack(dev, prod):
     assert prod.one(EKS).inputs["publicAccessCidrs"] == ["203.0.113.0/24"]
 
 
-def test_private_only_endpoint_when_no_cidrs_are_given():
-    run = run_offline("dev", overrides={"apiPublicAccessCidrs": "[]"})
+def test_private_only_endpoint_when_no_cidrs_are_given_and_the_deploy_runs_inside_the_vpc():
+    run = run_offline("dev", overrides={"apiPublicAccessCidrs": "[]", "deployFromInsideVpc": "true"})
     cluster = run.one(EKS).inputs
     assert cluster["endpointPublicAccess"] is False and cluster["endpointPrivateAccess"] is True
     assert "publicAccessCidrs" not in cluster
@@ -370,7 +370,8 @@ def test_outputs_a_client_can_use(each):
     out = each.outputs
     assert set(out) == {"region", "clusterName", "kubeconfig", "namespace", "rayServiceName", "serveServiceName",
                         "servePort", "modelId", "tokenizerSource", "portForwardCommand", "clientConfig",
-                        "gpuAvailabilityZone", "prometheusPortForwardCommand", "grafanaPortForwardCommand"}
+                        "gpuAvailabilityZone", "prometheusPortForwardCommand", "grafanaPortForwardCommand",
+                        "gpuAvailabilityZoneId"}
     assert out["region"] == "us-west-2"
     assert out["serveServiceName"] == f"{out['rayServiceName']}-serve-svc"
     assert out["servePort"] == 8000

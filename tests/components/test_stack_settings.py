@@ -1,5 +1,5 @@
 """Stack configuration: Pulumi.yaml declares every key, the stack files mean what they say, and every
-mistake is refused with a ConfigError naming the key — before any resource (pure, no Pulumi run)."""
+mistake is refused with a ConfigError naming the key — before any resource (EC2 answers recorded, no AWS)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,21 @@ import ipaddress
 import pytest
 from pydantic import ValidationError
 
+from components.discovery import CloudFacts, Zone
 from components.settings import (
     SUPPORTED_KUBERNETES_VERSIONS,
+    GpuNodeSettings,
     StackSettings,
     declared_keys,
     plan_availability_zones,
     project_name,
+    read_config,
     settings_from_config,
 )
 from facts.images import DLC_TAG, PUBLIC_DLC_REPOSITORY, RAY_LLM_DLC_V1_0, serving_stack
-from offline import stack_config
+from offline import ask_recorded_cloud, stack_config
 from serve_app.errors import ConfigError
+from serve_app.stack_keys import from_stack_keys
 
 PROJECT = project_name()
 
@@ -27,7 +31,7 @@ def settings_for(stack: str, **overrides: str) -> StackSettings:
     """What the program gets for `stack` (defaults + stack file, as the CLI merges them) + overrides."""
     raw, _secret_keys = stack_config(stack)
     raw.update(overrides)
-    return settings_from_config(raw, project=PROJECT, stack=stack)
+    return settings_from_config(raw, project=PROJECT, stack=stack, ask_cloud=ask_recorded_cloud)
 
 
 def refusal(key: str, value: str) -> ConfigError:
@@ -76,6 +80,7 @@ ALTERNATIVES = {
     "adminPrincipalArns": '["arn:aws:iam::111122223333:role/admin"]',
     "apiPublicAccessCidrs": '["198.51.100.0/24"]',
     "deletionProtection": "true",
+    "deployFromInsideVpc": "true",
     "hfToken": "hf_abc",
     "rayServiceName": "other-llm",
     "rayImage": "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.0",
@@ -197,7 +202,6 @@ BAD = [
     ("azCount", "7"),
     ("azCount", "two"),
     ("natMode", "perZone"),
-    ("systemNodeType", "g6.8xlarge"),
     ("systemNodeType", "m7i.large"),
     ("systemNodeType", "t3.nano"),
     ("systemNodeCount", "0"),
@@ -261,12 +265,13 @@ def test_other_providers_keys_are_theirs():
 
 def test_gpu_type_without_efa_says_why():
     error = refusal("gpuNodeType", "g6.4xlarge")
-    assert "no EFA interface" in error.why
-    assert "g6.8xlarge" in error.allowed
+    assert error.why == "EC2 says it does not support EFA; prefill/decode KV transfer needs it"
+    assert "NVIDIA GPUs and EFA support" in error.allowed
 
 
 def test_defaults_apply_when_raw_config_is_partial():
-    s = settings_from_config({"aws:region": "us-east-2"}, project=PROJECT, stack="x")
+    s = settings_from_config({"aws:region": "us-east-2", "apiPublicAccessCidrs": '["0.0.0.0/0"]'}, project=PROJECT,
+                             stack="x", ask_cloud=ask_recorded_cloud)
     assert s.region == "us-east-2" and s.gpu_nodes.instance_type == "g6.8xlarge"
 
 
@@ -279,7 +284,8 @@ def test_supported_kubernetes_versions_include_the_reference():
 @pytest.mark.parametrize("prefix", [16, 18, 20])
 @pytest.mark.parametrize("az_count", [2, 3, 6])
 def test_subnets_fit_the_vpc_without_overlap(prefix, az_count):
-    s = settings_for("dev", vpcCidr=f"10.0.0.0/{prefix}", azCount=str(az_count))
+    # us-east-1: the (recorded) region with 6 AZs.
+    s = settings_for("dev", vpcCidr=f"10.0.0.0/{prefix}", azCount=str(az_count), **{"aws:region": "us-east-1"})
     pairs = s.network.subnet_cidrs()
     subnets = [net for pair in pairs for net in pair]
     assert len(pairs) == az_count
@@ -289,39 +295,75 @@ def test_subnets_fit_the_vpc_without_overlap(prefix, az_count):
     assert all(private.num_addresses == 8 * public.num_addresses for private, public in pairs)
 
 
-# ── AZ choice ─────────────────────────────────────────────────────────────────────────────────
+# ── AZ choice (by zone ID, from EC2's answer) ─────────────────────────────────────────────────
 
-ZONES = ["us-west-2d", "us-west-2a", "us-west-2c", "us-west-2b"]
-
-
-def test_auto_gpu_zone_is_the_first_offering_one_and_leads_the_network():
-    plan = plan_availability_zones(settings_for("prod"), ZONES, {"us-west-2c", "us-west-2b"})
-    assert plan.gpu_zone == "us-west-2b"
-    assert plan.network_zones == ("us-west-2b", "us-west-2a", "us-west-2c")
+# Names map to IDs differently in every account: here us-west-2a is usw2-az3 and d is az1.
+ZONES = (Zone("us-west-2a", "usw2-az3"), Zone("us-west-2b", "usw2-az2"), Zone("us-west-2c", "usw2-az4"),
+         Zone("us-west-2d", "usw2-az1"))
 
 
-def test_configured_gpu_zone_is_used_when_it_offers_the_type():
-    plan = plan_availability_zones(settings_for("dev", gpuAvailabilityZone="us-west-2c"), ZONES, {"us-west-2c"})
-    assert plan.gpu_zone == "us-west-2c" and plan.network_zones[0] == "us-west-2c"
+def cloud(zones=ZONES, offering=("us-west-2c", "us-west-2b"), region="us-west-2") -> CloudFacts:
+    g6 = settings_for("dev").serving.gpu_instance
+    return CloudFacts(region=region, zones=tuple(zones), zones_offering_gpu=frozenset(offering), gpu_instance=g6,
+                      system_instance=g6, account_id="210987654321")
+
+
+def gpu(**overrides: str) -> GpuNodeSettings:
+    typed, texts = read_config(overrides, project=PROJECT)
+    return from_stack_keys(GpuNodeSettings, typed, texts)
+
+
+def test_auto_gpu_zone_is_the_first_offering_one_by_zone_id_and_leads_the_network():
+    plan = plan_availability_zones(3, gpu(), cloud())
+    assert plan.gpu_zone == Zone("us-west-2b", "usw2-az2")  # az2 offers it, az1 (us-west-2d) does not
+    assert [z.zone_id for z in plan.network_zones] == ["usw2-az2", "usw2-az1", "usw2-az3"]
+    assert plan.control_plane_zones == plan.network_zones
+
+
+@pytest.mark.parametrize("wanted", ["us-west-2c", "usw2-az4"])
+def test_configured_gpu_zone_is_used_by_name_or_by_id(wanted):
+    plan = plan_availability_zones(2, gpu(gpuAvailabilityZone=wanted), cloud())
+    assert plan.gpu_zone == Zone("us-west-2c", "usw2-az4") and plan.network_zones[0] == plan.gpu_zone
 
 
 def test_configured_gpu_zone_without_the_type_is_refused():
     with pytest.raises(ConfigError) as caught:
-        plan_availability_zones(settings_for("dev", gpuAvailabilityZone="us-west-2a"), ZONES, {"us-west-2b"})
+        plan_availability_zones(2, gpu(gpuAvailabilityZone="us-west-2a"), cloud(offering=("us-west-2b",)))
     assert caught.value.setting == "gpuAvailabilityZone"
-    assert caught.value.allowed == "us-west-2b"
+    assert caught.value.allowed == "us-west-2b (usw2-az2)"
 
 
 def test_gpu_type_offered_nowhere_is_refused():
     with pytest.raises(ConfigError) as caught:
-        plan_availability_zones(settings_for("dev"), ZONES, set())
+        plan_availability_zones(2, gpu(), cloud(offering=()))
     assert caught.value.setting == "gpuNodeType"
 
 
 def test_more_azs_than_the_region_has_is_refused():
     with pytest.raises(ConfigError) as caught:
-        plan_availability_zones(settings_for("dev", azCount="5"), ZONES, {"us-west-2b"})
+        plan_availability_zones(5, gpu(), cloud())
     assert caught.value.setting == "azCount"
+
+
+US_EAST_1 = (Zone("us-east-1a", "use1-az4"), Zone("us-east-1b", "use1-az3"), Zone("us-east-1c", "use1-az1"))
+
+
+def test_the_control_plane_never_gets_an_az_eks_refuses_but_the_gpu_nodes_may():
+    # use1-az3 is the only AZ offering the GPU type: the GPU node group goes there, the control
+    # plane takes the other AZs' subnets, so the VPC needs three AZs.
+    only_az3 = cloud(US_EAST_1, offering=("us-east-1b",), region="us-east-1")
+    with pytest.raises(ConfigError) as caught:
+        plan_availability_zones(2, gpu(**{"aws:region": "us-east-1"}), only_az3)
+    assert caught.value.setting == "azCount" and "us-east-1b (use1-az3)" in str(caught.value)
+    plan = plan_availability_zones(3, gpu(**{"aws:region": "us-east-1"}), only_az3)
+    assert plan.gpu_zone.zone_id == "use1-az3"
+    assert [z.zone_id for z in plan.control_plane_zones] == ["use1-az1", "use1-az4"]
+
+
+def test_an_az_eks_refuses_is_the_last_one_the_network_takes():
+    plan = plan_availability_zones(2, gpu(**{"aws:region": "us-east-1"}),
+                                   cloud(US_EAST_1, offering=("us-east-1a",), region="us-east-1"))
+    assert [z.zone_id for z in plan.network_zones] == ["use1-az4", "use1-az1"]  # az3 skipped although lower
 
 
 # ── Ray image ↔ rayVersion ───────────────────────────────────────────────────────────────────
@@ -368,3 +410,61 @@ def test_unpinned_images_are_refused(image):
 def test_digest_pins_an_image():
     image = "rayproject/ray-llm@sha256:" + "a" * 64
     assert settings_for("dev", rayImage=image, rayVersion="2.60.0").serving.ray_version == "2.60.0"
+
+
+# ── Stack files read strictly ────────────────────────────────────────────────────────────────
+
+def test_a_typo_in_the_aws_namespace_is_refused_with_the_key_it_meant():
+    error = refusal("aws:regoin", "us-west-2")
+    assert error.setting == "aws:regoin" and "did you mean aws:region?" in str(error)
+    # A key the AWS provider does read passes through to it.
+    assert settings_for("dev", **{"aws:profile": "ops", "aws:skipMetadataApiCheck": "false"}).region == "us-west-2"
+
+
+def test_the_aws_keys_come_from_the_installed_provider_sdk():
+    from components.settings import provider_config_keys
+
+    keys = provider_config_keys("pulumi_aws")
+    assert {"region", "profile", "assumeRoles", "defaultTags", "skipRegionValidation"} <= keys
+    assert "regoin" not in keys and len(keys) > 25
+
+
+def test_a_version_yaml_turned_into_a_number_gets_a_hint_to_quote_it():
+    # `kubernetesVersion: 1.30` unquoted reaches the program as "1.3".
+    error = refusal("kubernetesVersion", "1.3")
+    assert 'quote it ("1.30")' in str(error)
+    assert "quote" not in str(refusal("kubernetesVersion", "1.36"))
+
+
+# ── No silent private endpoint; placeholders refused by a real preview ──────────────────────
+
+def test_an_empty_api_cidr_list_is_refused_unless_the_deploy_runs_inside_the_vpc():
+    error = refusal("apiPublicAccessCidrs", "[]")
+    assert error.setting == "apiPublicAccessCidrs" and "deployFromInsideVpc: true" in error.allowed
+    private = settings_for("dev", apiPublicAccessCidrs="[]", deployFromInsideVpc="true")
+    assert private.cluster.endpoint_public_access is False
+
+
+def real_account(stack: str, **overrides: str) -> StackSettings:
+    """Settings as a preview on a real account (not the offline mock cloud's) would judge them."""
+    from offline.mock_cloud import CloudMocks
+
+    raw, _ = stack_config(stack)
+    raw.update(overrides)
+    return settings_from_config(raw, project=PROJECT, stack=stack, ask_cloud=lambda query: ask_recorded_cloud(
+        query, mocks=CloudMocks(query.region, account_id="210987654321")))
+
+
+def test_prods_placeholders_pass_offline_and_are_refused_on_a_real_account():
+    assert settings_for("prod").cluster.api_public_access_cidrs == ("203.0.113.0/24",)  # offline
+    with pytest.raises(ConfigError) as caught:
+        real_account("prod")
+    assert caught.value.setting == "apiPublicAccessCidrs" and "RFC 5737" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        real_account("prod", apiPublicAccessCidrs='["198.18.4.0/24"]')
+    assert caught.value.setting == "adminPrincipalArns" and "111122223333" in str(caught.value)
+    filled_in = real_account("prod", apiPublicAccessCidrs='["198.18.4.0/24"]',
+                             adminPrincipalArns='["arn:aws:iam::210987654321:role/platform-admin"]')
+    assert filled_in.cluster.api_public_access_cidrs == ("198.18.4.0/24",)
+    # 0.0.0.0/0 contains the documentation ranges and is no placeholder (the policy pack judges it).
+    assert real_account("dev").cluster.api_public_access_cidrs == ("0.0.0.0/0",)

@@ -125,3 +125,21 @@ def test_the_mock_cloud_records_what_it_makes_up_and_nothing_the_stack_chose():
 
 def test_mocks_that_keep_no_record_leave_it_empty(project: Path):
     assert try_run_offline("dev", project_dir=project, mocks=EchoMocks()).invented == {}
+
+
+def test_a_key_set_twice_in_a_stack_file_is_refused_naming_it_and_both_lines(project: Path):
+    from serve_app.errors import ConfigError
+
+    (project / "Pulumi.twice.yaml").write_text(textwrap.dedent("""\
+        config:
+          demo:count: 3
+          aws:region: eu-west-1
+          demo:count: 4
+        """))
+    with pytest.raises(ConfigError) as caught:
+        stack_config("twice", project)
+    assert caught.value.setting == "demo:count"
+    assert "lines 2 and 4" in str(caught.value) and "Pulumi.twice.yaml" in str(caught.value)
+    # The same key in two different mappings is no duplicate.
+    (project / "Pulumi.nested.yaml").write_text("config:\n  demo:count: 3\nmeta:\n  demo:count: 1\n")
+    assert stack_config("nested", project)[0]["demo:count"] == "3"

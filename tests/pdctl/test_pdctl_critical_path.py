@@ -163,15 +163,17 @@ def test_hourly_cost_recomputed_from_price_table():
 def test_unknown_type_or_region_is_reported_not_guessed():
     estimate = hourly_cost(CostInputs("us-west-2", [NodeGroupCost("x", "g7.huge", 1, 10.0)], 0, 1))
     assert estimate.missing == ["EC2 g7.huge in us-west-2"]
-    assert estimate.per_hour == pytest.approx(
-        prices.PRICES["us-west-2"].eks_cluster_per_hour + 10 * 0.08 / prices.HOURS_PER_MONTH)
-    assert estimate.to_dict()["complete"] is False  # the total is a lower bound, and says so
+    # No total at all: a sum without the GPU nodes would read as the stack's price.
+    assert estimate.per_hour is None
+    doc = estimate.to_dict()
+    assert doc["complete"] is False and doc["per_hour"] is None and doc["per_month"] is None
+    assert doc["lines"][0]["per_hour"] is None  # the unpriced line itself
     nowhere = hourly_cost(CostInputs("mars-north-1", [], 1, 1))
-    assert nowhere.per_hour == 0 and nowhere.missing == ["no price data for region mars-north-1"]
+    assert nowhere.per_hour is None and nowhere.missing == ["no price data for region mars-north-1"]
 
 
 def test_every_priced_instance_type_is_a_known_instance_type():
-    from facts.instances import INSTANCE_TYPES
+    from facts.instances import RECORDED_EC2_ANSWERS
 
     for region, table in prices.PRICES.items():
-        assert set(table.ec2_on_demand_per_hour) <= set(INSTANCE_TYPES), region
+        assert set(table.ec2_on_demand_per_hour) <= set(RECORDED_EC2_ANSWERS), region

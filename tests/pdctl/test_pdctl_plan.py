@@ -124,6 +124,17 @@ def test_cost_is_recomputed_from_the_price_data(dev_plan):
     assert cost["per_month"] == pytest.approx(expected * prices.HOURS_PER_MONTH, abs=0.01)
 
 
+def test_a_region_without_prices_prints_n_a_never_a_zero_total():
+    # eu-west-1 is a region EC2 knows (the offline cloud records it) and facts/prices.py does not price.
+    result = invoke("plan", "--set", "aws:region=eu-west-1")
+    assert result.exit_code == 0, result.output
+    total = next(line for line in result.stdout.splitlines() if line.lstrip("│ ").startswith("total"))
+    assert "n/a" in total and "$" not in total
+    assert "not priced: no price data for region eu-west-1" in result.stdout
+    doc = json.loads(invoke("plan", "--set", "aws:region=eu-west-1", "--output", "json").stdout)
+    assert doc["cost"]["per_hour"] is None and doc["cost"]["complete"] is False
+
+
 # ------------------------------------------------------------------------ critical path
 
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
@@ -193,6 +204,21 @@ def test_plan_text_shows_every_section(cached_dev):
                     "deploy critical path", "stack outputs"):
         assert heading in result.stdout
     assert "kubeconfig = [secret]" in result.stdout
+
+
+@pytest.mark.parametrize(("setting", "value", "rule"), [
+    ("apiPublicAccessCidrs", '["0.0.0.0/0"]', "prod-api-endpoint-not-public"),
+    ("deletionProtection", "false", "prod-deletion-protection"),
+])
+def test_a_policy_violation_fails_the_plan_naming_the_rule_and_the_resource(setting, value, rule):
+    result = invoke("plan", "--stack", "prod", "--set", f"{setting}={value}")
+    assert result.exit_code == 1
+    assert f"policy {rule}: cluster-eks:" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_the_stacks_as_shipped_pass_every_policy(dev_plan, prod_plan):
+    assert dev_plan["policy"]["violations"] == [] and prod_plan["policy"]["violations"] == []
 
 
 def test_bad_setting_exits_2_with_the_config_error():
@@ -345,7 +371,7 @@ def test_values_the_offline_mock_made_up_are_marked_and_the_stacks_own_are_not(p
     assert set(gpu["offline"]) == {"subnets"} and "subnet" in gpu["offline"]["subnets"]
     subnets = [n for n in nodes if n["type"] == "aws:ec2/subnet:Subnet"]
     assert all(set(n["offline"]) == {"az"} for n in subnets)
-    assert set(prod_plan["offline_outputs"]) == {"gpuAvailabilityZone"}
+    assert set(prod_plan["offline_outputs"]) == {"gpuAvailabilityZone", "gpuAvailabilityZoneId"}
     text = prod_texts[0]
     assert f"gpuAvailabilityZone = {prod_plan['outputs']['gpuAvailabilityZone']} (offline)" in text
     assert "clusterName = ray-llm-prod\n" in text
@@ -358,3 +384,20 @@ def test_resource_options_and_masked_inputs_are_in_the_json(prod_plan):
     assert ray["inputs"]["metadata"]["name"] == "ray-llm"
     provider = next(n for n in _walk(prod_plan["tree"]) if n["type"] == "pulumi:providers:kubernetes")
     assert provider["inputs"]["kubeconfig"] == "[secret]"
+
+
+def test_model_facts_nobody_can_read_warn_and_fail_only_a_strict_plan(hf_cache):
+    unknown = ("--set", "modelSource=acme/not-anywhere", "--set", "modelId=x")
+    relaxed = invoke("plan", *unknown)
+    assert relaxed.exit_code == 0
+    assert "warning: modelSource 'acme/not-anywhere'" in relaxed.stderr
+    strict = invoke("plan", *unknown, "--strict")
+    assert strict.exit_code == 1 and "--strict: 1 warning(s)" in strict.stderr
+    assert invoke("plan", "--strict").exit_code == 0  # Qwen3.5-9B: the shipped facts are the fallback
+
+
+def test_the_plan_shows_zone_ids_beside_names(dev_plan):
+    zones = dev_plan["availability_zones"]
+    assert zones["gpu"] == {"name": "us-west-2b", "id": "usw2-az2"}
+    assert [(z["name"], z["id"], z["control_plane"]) for z in zones["network"]] == [
+        ("us-west-2b", "usw2-az2", True), ("us-west-2a", "usw2-az1", True)]

@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ import yaml
 from components import scheduling
 from components.manifests.serving_namespace import namespace_manifest
 from offline import run_offline
+from pdctl.policy_check import Options, PolicyResource, policy_resources, run_rules
 from policy import rules
 
 PROJECT = "eks-pd-llm"
@@ -35,50 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 POLICY_PYTHON = REPO / ".venv-policy" / "bin" / "python"
 
 
-# --- Running policies the way the analyzer does --------------------------------------------------
-
-@dataclass
-class Options:
-    """pulumi_policy.PolicyResourceOptions, the part the rules read."""
-
-    protect: bool = False
-
-
-@dataclass(eq=False)
-class PolicyResource:
-    """pulumi_policy.PolicyResource look-alike (same attribute names)."""
-
-    resource_type: str
-    props: dict[str, Any]
-    urn: str
-    name: str
-    opts: Options = field(default_factory=Options)
-    dependencies: list[PolicyResource] = field(default_factory=list)
-    property_dependencies: dict[str, list[PolicyResource]] = field(default_factory=dict)
-    parent: PolicyResource | None = None
-
-
-@dataclass
-class ResourceValidationArgs:
-    resource_type: str
-    props: Mapping[str, Any]
-    urn: str
-    name: str
-    opts: Options
-    config: Mapping[str, Any]
-
-    def get_config(self) -> Mapping[str, Any]:
-        return self.config
-
-
-@dataclass
-class StackValidationArgs:
-    resources: list[PolicyResource]
-    config: Mapping[str, Any]
-
-    def get_config(self) -> Mapping[str, Any]:
-        return self.config
-
+# --- Running policies the way the analyzer does (pdctl.policy_check's look-alikes) ---------------
 
 def make_resource(stack: str, type_: str, name: str, props: Mapping[str, Any],
                   dependencies: Sequence[PolicyResource] = (), protect: bool = False) -> PolicyResource:
@@ -89,28 +46,7 @@ def make_resource(stack: str, type_: str, name: str, props: Mapping[str, Any],
 def violations(policy_name: str, resources: Sequence[PolicyResource],
                config: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
     """(urn, message) for each violation `policy_name` reports on `resources`."""
-    rule = next(r for r in rules.RULES if r.name == policy_name)
-    found: list[tuple[str, str]] = []
-    if rule.scope == "stack":
-        rule.validate(StackValidationArgs(list(resources), dict(config or {})),
-                      lambda message, urn=None: found.append((urn or "<stack>", message)))
-    else:
-        for r in resources:
-            args = ResourceValidationArgs(r.resource_type, r.props, r.urn, r.name, r.opts, dict(config or {}))
-            rule.validate(args, lambda message, urn=None, r=r: found.append((r.urn, message)))
-    return found
-
-
-def from_offline(run) -> list[PolicyResource]:
-    """PolicyResources from offline's RegisteredResources (inputs as the engine got them)."""
-    # The offline run records each registration's `protect` option, as the analyzer would see it.
-    resources = {r.urn: PolicyResource(r.type, copy.deepcopy(dict(r.inputs)), r.urn, r.name, Options(r.protect))
-                 for r in run.resources}
-    for registered in run.resources:
-        resource = resources[registered.urn]
-        resource.parent = resources.get(registered.parent)
-        resource.dependencies = [resources[u] for u in registered.dependencies if u in resources]
-    return list(resources.values())
+    return [(v.urn, v.message) for v in run_rules(resources, dict(config or {}), names=[policy_name])]
 
 
 # --- Looking things up ------------------------------------------------------------------------------
@@ -140,7 +76,7 @@ def head_container(ray_service: PolicyResource) -> dict[str, Any]:
 @pytest.fixture(scope="module", params=["dev", "prod"])
 def registered(request) -> tuple[str, list[PolicyResource]]:
     """(stack, resources) as the real program registers them under mocks."""
-    return request.param, from_offline(run_offline(request.param))
+    return request.param, policy_resources(run_offline(request.param))
 
 
 @pytest.fixture

@@ -6,14 +6,19 @@ import json
 
 import pytest
 
-from facts.instances import INSTANCE_TYPES
+from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import KNOWN_MODELS, known_model, load_architecture
 from serve_app.capacity import capacity_report
 from serve_app.checks import DeploymentTarget, check_app
 from serve_app.config import EngineSettings, PDAppConfig
 
+
+def recorded(name: str) -> InstanceType:
+    """A type as the offline cloud's recorded EC2 answer describes it."""
+    return instance_type(RECORDED_EC2_ANSWERS[name])
+
 MIB = 1024 * 1024
-G6_8X = INSTANCE_TYPES["g6.8xlarge"]
+G6_8X = recorded("g6.8xlarge")
 QWEN35_9B = KNOWN_MODELS["Qwen/Qwen3.5-9B"]
 
 
@@ -122,7 +127,7 @@ def test_fp8_kv_cache_halves_bytes_per_token():
 
 
 def test_tensor_parallel_splits_weights_across_gpus():
-    report = capacity_report(QWEN35_9B, INSTANCE_TYPES["g6.12xlarge"], dtype="bfloat16", max_model_len=4096,
+    report = capacity_report(QWEN35_9B, recorded("g6.12xlarge"), dtype="bfloat16", max_model_len=4096,
                              gpu_memory_utilization=0.90, enforce_eager=True, tensor_parallel_size=2)
     # Per GPU: 19,306,216,416 / 2 = 9,653,108,208 B; budget 2 × (21,599,826,739 − 9,653,108,208 − 1,073,741,824)
     assert report.weight_bytes_per_gpu == 9_653_108_208

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from components.settings import project_name, read_config
-from facts.instances import INSTANCE_TYPES
+from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import KNOWN_MODELS
 from serve_app.checks import (
     LLM_CONFIG_KEYS,
@@ -22,8 +22,14 @@ from serve_app.render import pd_serving_args
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import from_stack_keys
 
-G6_8X = INSTANCE_TYPES["g6.8xlarge"]
-REFERENCE_TARGET = DeploymentTarget(gpu_instance=G6_8X, gpu_node_count=2, efa=True)
+
+def recorded(name: str) -> InstanceType:
+    """A type as the offline cloud's recorded EC2 answer describes it."""
+    return instance_type(RECORDED_EC2_ANSWERS[name])
+
+G6_8X = recorded("g6.8xlarge")
+# The reference image's vLLM (Ray LLM DLC serve-llm-cuda-v1.0).
+REFERENCE_TARGET = DeploymentTarget(gpu_instance=G6_8X, gpu_node_count=2, efa=True, vllm_version="0.26.0")
 
 
 def from_stack(**keys: str) -> PDAppConfig:
@@ -50,6 +56,37 @@ def test_unknown_model_skips_capacity_and_says_so():
     result = check_app(app, REFERENCE_TARGET)
     assert result.capacity == {}
     assert "acme/secret-model" in result.notes[0]
+
+
+# ── Engine arguments against vLLM's own list ───────────────────────────────────────────────
+
+def test_a_misspelt_engine_argument_is_refused_with_the_one_it_meant():
+    error = refused(from_stack(extraEngineKwargs='{"max_num_seq": 64}'))
+    assert error.setting == "extraEngineKwargs" and error.value == {"max_num_seq": 64}
+    assert "did you mean max_num_seqs?" in str(error) and "vLLM 0.26.0" in str(error)
+    assert check_app(from_stack(extraEngineKwargs='{"max_num_seqs": 64}'), REFERENCE_TARGET).config
+
+
+def test_an_engine_argument_is_judged_by_the_vllm_inside_the_image():
+    # max_num_queued_reqs arrived after 0.26 (the DLC image's vLLM); 0.29 has it.
+    app = from_stack(extraEngineKwargs='{"max_num_queued_reqs": 8}')
+    error = refused(app)
+    assert "vLLM 0.29.0 has it; the image runs vLLM 0.26.0" in str(error)
+    newer = DeploymentTarget(G6_8X, 2, efa=True, vllm_version="0.29.0")
+    assert check_app(app, newer).config.engine.extra_engine_kwargs == {"max_num_queued_reqs": 8}
+
+
+def test_a_per_phase_engine_argument_is_named_by_its_phase():
+    app = PDAppConfig(decode=PhaseSettings(engine_id="decode", kv_role="kv_consumer",
+                                           engine=EngineOverrides(extra_engine_kwargs={"enable_chunked_prefil": True})))
+    error = refused(app)
+    assert error.setting == "decode.engine.extra_engine_kwargs" and "enable_chunked_prefill" in str(error)
+
+
+def test_an_image_whose_vllm_has_no_list_is_not_checked_and_says_so():
+    unknown = DeploymentTarget(G6_8X, 2, efa=True, vllm_version=None)
+    result = check_app(from_stack(extraEngineKwargs='{"anything_at_all": 1}'), unknown)
+    assert any("extraEngineKwargs not checked" in note and "unknown image" in note for note in result.notes)
 
 
 # ── KV transfer ─────────────────────────────────────────────────────────────────────────────
@@ -140,7 +177,7 @@ def test_per_phase_parallel_override_is_named_by_its_path():
 
 
 def test_tensor_parallel_fits_a_four_gpu_node():
-    target = DeploymentTarget(INSTANCE_TYPES["g6.12xlarge"], 1, efa=True)
+    target = DeploymentTarget(recorded("g6.12xlarge"), 1, efa=True)
     result = check_app(from_stack(tensorParallelSize="2"), target)
     assert result.capacity["prefill"].gpus_per_replica == 2
 
@@ -170,7 +207,7 @@ def test_accelerator_type_must_match_the_gpu():
 
 
 def test_cpu_node_type_is_refused():
-    target = DeploymentTarget(INSTANCE_TYPES["m7i.xlarge"], 2, efa=True)
+    target = DeploymentTarget(recorded("m7i.xlarge"), 2, efa=True)
     assert refused(PDAppConfig(), target).setting == "gpuNodeType"
 
 

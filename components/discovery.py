@@ -1,0 +1,131 @@
+"""What AWS says, asked once at preview before any resource: `discover(query) -> CloudFacts`.
+
+The region (is it one the account has?), its AZs by name and zone ID, which AZs offer the GPU type,
+what EC2 says about the GPU and system node types, and who the caller is. The settings are judged
+against these answers (components/settings.py), the way `pulumi preview` on a real account would;
+the offline plan gets the same invokes answered from recorded data (offline/mock_cloud.py).
+
+An invoke that fails is a user's mistake here (a region the account does not have, a type EC2 does
+not know): it becomes a ConfigError naming the setting, with the error AWS gave. pulumi_aws is
+imported only when AWS is asked: the data classes travel where Pulumi is not installed (the lab).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from facts.aws import OFFLINE_ACCOUNT_ID
+from facts.instances import Ec2Gpu, Ec2InstanceType, InstanceType, instance_type
+from serve_app.errors import ConfigError
+
+REGION_KEY = "aws:region"
+Answer = TypeVar("Answer")
+
+
+@dataclass(frozen=True)
+class CloudQuery:
+    """The settings discovery needs, as the user wrote them."""
+
+    region: str
+    gpu_node_type: str
+    system_node_type: str
+
+
+@dataclass(frozen=True)
+class Zone:
+    name: str  # account-specific: us-east-1a is not the same AZ in two accounts
+    zone_id: str  # the same AZ in every account (use1-az3)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.zone_id})"
+
+
+@dataclass(frozen=True)
+class CloudFacts:
+    region: str
+    zones: tuple[Zone, ...]  # available AZs that need no opt-in, in EC2's order
+    zones_offering_gpu: frozenset[str]  # names of the AZs that offer the GPU node type
+    gpu_instance: InstanceType
+    system_instance: InstanceType
+    account_id: str
+
+    @property
+    def offline(self) -> bool:
+        """The caller is the offline mock cloud's account (facts/aws.py says why that is safe)."""
+        return self.account_id == OFFLINE_ACCOUNT_ID
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+
+
+def _ask(setting: str, value: str, allowed: str, call: Callable[[], Answer]) -> Answer:
+    try:
+        return call()
+    except ConfigError:
+        raise
+    except Exception as error:  # the provider's error, handed to the user in one line
+        raise ConfigError(setting, value, allowed, f"AWS says: {_first_line(error)}") from None
+
+
+def _get(item: Any, name: str) -> Any:
+    """A field of an invoke result's nested object (typed output class or plain dict alike)."""
+    return item.get(name) if isinstance(item, dict) and name in item else getattr(item, name, None)
+
+
+def _ec2_instance_type(result: Any) -> Ec2InstanceType:
+    return Ec2InstanceType(
+        name=result.instance_type,
+        vcpus=int(result.default_vcpus or 0),
+        memory_mib=int(result.memory_size or 0),
+        architectures=tuple(result.supported_architectures or ()),
+        gpus=tuple(Ec2Gpu(name=str(_get(g, "name")), manufacturer=str(_get(g, "manufacturer")),
+                          count=int(_get(g, "count") or 0), memory_mib=int(_get(g, "memory_size") or 0))
+                   for g in result.gpuses or ()),
+        efa_supported=bool(result.efa_supported),
+        efa_maximum_interfaces=int(result.efa_maximum_interfaces or 0),
+        network_cards_gbps=tuple(float(_get(c, "baseline_bandwidth") or 0) for c in result.network_cards or ()),
+        instance_storage_gb=int(result.total_instance_storage or 0),
+    )
+
+
+def describe_instance_type(setting: str, name: str, region: str) -> InstanceType:
+    import pulumi_aws as aws
+
+    result = _ask(setting, name, f"an EC2 instance type offered in {region}",
+                  lambda: aws.ec2.get_instance_type(instance_type=name))
+    return instance_type(_ec2_instance_type(result))
+
+
+def discover(query: CloudQuery) -> CloudFacts:
+    """Ask AWS what the settings need; a failed answer is a ConfigError naming the setting."""
+    import pulumi_aws as aws
+
+    region = query.region
+    regions = _ask(REGION_KEY, region, "an AWS region", lambda: aws.get_regions().names)
+    if region not in regions:
+        raise ConfigError(REGION_KEY, region, "a region enabled for this account: " + ", ".join(sorted(regions)),
+                          "EC2 does not list it")
+    zones = _ask(REGION_KEY, region, "a region enabled for this account", lambda: aws.get_availability_zones(
+        state="available",
+        # Local Zones and Wavelength Zones need opting in and have no GPU capacity to speak of.
+        filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
+    ))
+    gpu = describe_instance_type("gpuNodeType", query.gpu_node_type, region)
+    system = describe_instance_type("systemNodeType", query.system_node_type, region)
+    offerings = _ask("gpuNodeType", query.gpu_node_type, f"an instance type offered in {region}",
+                     lambda: aws.ec2.get_instance_type_offerings(
+                         location_type="availability-zone",
+                         filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(
+                             name="instance-type", values=[query.gpu_node_type])]))
+    identity = _ask(REGION_KEY, region, "a region the caller's credentials reach", aws.get_caller_identity)
+    return CloudFacts(
+        region=region,
+        zones=tuple(Zone(name, zone_id) for name, zone_id in zip(zones.names, zones.zone_ids, strict=True)),
+        zones_offering_gpu=frozenset(offerings.locations),
+        gpu_instance=gpu,
+        system_instance=system,
+        account_id=identity.account_id,
+    )

@@ -1,0 +1,107 @@
+"""The model's own facts, read at preview: `read_model_facts(model_source) -> ModelFacts`.
+
+What the GPU-fit check needs is in two small files of the checkpoint: `config.json` (layers, heads,
+KV heads, head_dim, layer types, dtype, experts) and `model.safetensors.index.json` (the weights'
+exact byte size, every expert included). They are read through `huggingface_hub`, so the preview
+behaves as the user's other Hugging Face tools do: `HF_HOME`/`HF_HUB_CACHE` choose the cache (a
+file already there is not downloaded again), `HF_HUB_OFFLINE=1` reads only the cache, and the token
+is the user's own (`HF_TOKEN`, or `hf auth login`), which a gated repo (meta-llama/*) needs. A
+`modelSource` that is a local directory is read directly. Parsing is facts.models' (pure).
+
+A single-file checkpoint has no index: its size then comes from the safetensors header on the Hub
+(`get_safetensors_metadata`, online only). Without either, a dense model's size is estimated from
+its shapes; a hybrid or MoE model's cannot be, and is not sized.
+
+When nothing can be read, `architecture` is None and `problem` says why: the caller falls back to
+the shipped facts (facts/models.py) or warns that the fit is not checked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from facts.models import ModelArchitecture, architecture_from_hf_config, load_architecture
+
+CONFIG_FILE = "config.json"
+INDEX_FILE = "model.safetensors.index.json"
+# safetensors dtype names → bytes per element (the header's names, not torch's).
+_SAFETENSORS_DTYPE_BYTES = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "BF16": 2, "F16": 2, "I16": 2,
+                            "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "BOOL": 1}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    source: str  # modelSource as given
+    architecture: ModelArchitecture | None
+    origin: str  # where the architecture was read
+    problem: str | None = None  # why it could not be read, when it could not
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+def _hub_checkpoint_bytes(repo_id: str) -> int | None:
+    """Weight bytes of a Hub checkpoint without an index, from its safetensors header (online)."""
+    from huggingface_hub import get_safetensors_metadata
+
+    metadata = get_safetensors_metadata(repo_id)
+    counts = {dtype: count for file in metadata.files_metadata.values()
+              for dtype, count in file.parameter_count.items()}
+    if any(dtype not in _SAFETENSORS_DTYPE_BYTES for dtype in counts):
+        return None
+    return sum(count * _SAFETENSORS_DTYPE_BYTES[dtype] for dtype, count in counts.items())
+
+
+def _read_hub(repo_id: str) -> ModelArchitecture:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    config = json.loads(Path(hf_hub_download(repo_id, CONFIG_FILE)).read_text(encoding="utf-8"))
+    checkpoint_bytes: int | None = None
+    try:
+        index = json.loads(Path(hf_hub_download(repo_id, INDEX_FILE)).read_text(encoding="utf-8"))
+        checkpoint_bytes = int(index["metadata"]["total_size"])
+    except (EntryNotFoundError, LocalEntryNotFoundError):
+        try:
+            checkpoint_bytes = _hub_checkpoint_bytes(repo_id)
+        except Exception:  # offline, or no safetensors: the size stays unknown
+            checkpoint_bytes = None
+    files = f"config.json and {INDEX_FILE}" if checkpoint_bytes else "config.json"
+    return architecture_from_hf_config(config, hf_id=repo_id, checkpoint_bytes=checkpoint_bytes,
+                                       source=f"{repo_id} {files} via huggingface_hub")
+
+
+def read_model_facts(model_source: str) -> ModelFacts:
+    """The architecture of `model_source` (a Hugging Face id or a local directory), from its own files."""
+    if Path(model_source).is_dir():
+        try:
+            return ModelFacts(model_source, load_architecture(model_source, hf_id=model_source),
+                              f"local directory {model_source}")
+        except (OSError, ValueError, KeyError) as error:
+            return ModelFacts(model_source, None, "none", f"{model_source}: {_first_line(error)}")
+    if model_source.startswith("/") or model_source.count("/") != 1:
+        return ModelFacts(model_source, None, "none",
+                          "not a Hugging Face id (org/name) and not a directory on this machine")
+    try:
+        return ModelFacts(model_source, _read_hub(model_source), "huggingface_hub (the local cache or the Hub)")
+    except Exception as error:  # any failure to read is reported, never raised
+        return ModelFacts(model_source, None, "none", _hub_problem(error))
+
+
+def _hub_problem(error: Exception) -> str:
+    """What a user can act on, for the errors huggingface_hub raises most."""
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    if isinstance(error, GatedRepoError):
+        return "a gated repo: HF_TOKEN (or `hf auth login`) must be a token with access to it"
+    if isinstance(error, RepositoryNotFoundError):
+        return "no such repo on the Hub, or a private one and no token with access"
+    if isinstance(error, LocalEntryNotFoundError):
+        return "not in the Hugging Face cache, and the Hub was not reachable (or HF_HUB_OFFLINE=1)"
+    return f"{type(error).__name__}: {_first_line(error)}"
+
+
+__all__ = ["ModelFacts", "read_model_facts"]
