@@ -183,8 +183,11 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token == "aws:ec2/getInstanceType:getInstanceType":
             answer = self.instance_types.get(inputs.get("instanceType", ""))
             if answer is None:
+                # Worded as AWS words it, plus what an offline user needs to know: the real EC2 may have it.
                 raise _Refused("instanceType", "InvalidInstanceType: The following supplied instance types do not "
-                                               f"exist: [{inputs.get('instanceType')}]")
+                                               f"exist: [{inputs.get('instanceType')}] (offline plan: the mock cloud "
+                                               "knows only the types recorded in facts/instances.py; "
+                                               "`pulumi preview` asks EC2)")
             return describe_instance_type(answer)
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             return self._instance_type_offerings(inputs)
