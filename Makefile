@@ -7,7 +7,7 @@ STACK ?= dev
 # Pulumi program and tools/. Not policy/ or bootstrap/: Pulumi projects with environments of their own.
 TYPED := $(wildcard facts serve_app components offline measure pdctl lab) __main__.py tools
 
-.PHONY: plan test lint typecheck docs clean promtool
+.PHONY: plan test lint typecheck zizmor docs clean promtool
 
 # The Pulumi program's requirements plus the CLI's, and the package itself (editable: the `pdctl`
 # command, and the version `pdctl --version` prints). Pulumi.yaml names this .venv as the program's.
@@ -46,8 +46,12 @@ promtool:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || \
 		{ echo "promtool is needed: install Prometheus's promtool (Debian/Ubuntu: apt-get install prometheus)"; exit 1; }
 
-# Ruff, then mypy, then promtool, then pytest: make builds the prerequisites left to right.
-test: lint typecheck promtool
+# The GitHub Actions security linter, offline (no GitHub API audits): any finding fails `make test`.
+zizmor: $(VENV)/.installed-dev
+	$(VENV)/bin/zizmor --offline .github/
+
+# Ruff, then mypy, then promtool, then zizmor, then pytest: make builds the prerequisites left to right.
+test: lint typecheck promtool zizmor
 	$(VENV)/bin/python -m pytest -q
 
 # README.md's Settings and Outputs tables, from Pulumi.yaml and the program's outputs.

@@ -24,6 +24,13 @@ from packaging.requirements import Requirement
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / ".github" / "workflows"
 SETUP_ACTION = REPO / ".github" / "actions" / "pulumi-setup" / "action.yml"
+# GitHub's self-repository syntax: the action or workflow of this repository at the run's commit,
+# whatever a step wrote into the workspace (https://docs.zizmor.sh/audits/#self-repository).
+SETUP_ACTION_USES = "$/.github/actions/pulumi-setup"
+PULUMI_UP_USES = "$/.github/workflows/pulumi-up.yml"
+CHECKOUT = "actions/checkout"
+READ = {"contents": "read"}
+OIDC = {"contents": "read", "id-token": "write"}
 STACKS = ["dev", "prod"]
 DEPLOY_ROLE = "${{ vars.AWS_DEPLOY_ROLE_ARN }}"
 PREVIEW_ROLE = "${{ vars.AWS_PREVIEW_ROLE_ARN }}"
@@ -250,11 +257,8 @@ def test_zizmor_finds_nothing_in_the_plan_comment_path():
     [ignored] = _zizmor(WORKFLOWS / "plan-comment.yml", extra=("--no-ignores",))
     assert ignored["ident"] == "dangerous-triggers"
     assert "zizmor: ignore[dangerous-triggers] -- runs no PR code" in (WORKFLOWS / "plan-comment.yml").read_text()
-    # pull-request.yml: nothing of medium severity or more. (Its one low finding is the preview's
-    # `./.github/actions/pulumi-setup`, for which zizmor suggests a syntax not verified here.)
-    assert _zizmor(WORKFLOWS / "pull-request.yml", extra=("--min-severity", "medium")) == []
-    low = _zizmor(WORKFLOWS / "pull-request.yml")
-    assert {f["ident"] for f in low} <= {"self-repository"}
+    # pull-request.yml: nothing either (its preview loads the setup action as `$/.github/...`).
+    assert _zizmor(WORKFLOWS / "pull-request.yml") == []
 
 
 def test_zizmor_does_flag_a_fork_write_token_pattern(tmp_path):
@@ -304,19 +308,23 @@ def test_previews_of_one_pr_and_stack_replace_each_other(pr):
 
 def test_only_pushes_to_main_deploy(deploy):
     assert deploy["on"] == {"push": {"branches": ["main"]}}
-    assert deploy["permissions"] == {"contents": "read", "id-token": "write"}
+    assert deploy["permissions"] == {}
+    assert deploy["jobs"]["test"]["permissions"] == READ
 
 
 def test_dev_deploys_after_the_tests_and_prod_only_after_dev(deploy):
     jobs = deploy["jobs"]
     assert [s["run"] for s in jobs["test"]["steps"] if "run" in s] == ["make test"]
-    assert jobs["up-dev"] == {"needs": "test", "uses": "./.github/workflows/pulumi-up.yml", "with": {"stack": "dev"}}
-    assert jobs["up-prod"] == {"needs": "up-dev", "uses": "./.github/workflows/pulumi-up.yml",
-                               "with": {"stack": "prod"}}
+    # A called workflow gets at most what its caller job grants: the OIDC token, nothing else.
+    assert jobs["up-dev"] == {"needs": "test", "uses": PULUMI_UP_USES, "with": {"stack": "dev"},
+                              "permissions": OIDC}
+    assert jobs["up-prod"] == {"needs": "up-dev", "uses": PULUMI_UP_USES, "with": {"stack": "prod"},
+                               "permissions": OIDC}
 
 
 def test_each_update_runs_in_its_stacks_environment_one_at_a_time(pulumi_up):
     assert set(pulumi_up["on"]) == {"workflow_call"}
+    assert pulumi_up["permissions"] == {} and pulumi_up["jobs"]["up"]["permissions"] == OIDC
     assert pulumi_up["on"]["workflow_call"]["inputs"]["stack"]["required"] is True
     job = pulumi_up["jobs"]["up"]
     # environment `prod` has required reviewers: that is the manual approval (docs/DELIVERY.md).
@@ -341,12 +349,12 @@ def test_aws_credentials_come_only_from_github_oidc(setup_action, pr, pulumi_up)
     # as long as the job needs and no longer than the bootstrap lets that role be held (STS refuses more).
     for job, role, seconds in ((pr["jobs"]["preview"], PREVIEW_ROLE, bootstrap_policies.PREVIEW_SESSION_SECONDS),
                                (pulumi_up["jobs"]["up"], DEPLOY_ROLE, bootstrap_policies.DEPLOY_SESSION_SECONDS)):
-        [setup] = steps_using(job["steps"], "./.github/actions/pulumi-setup")
+        [setup] = steps_using(job["steps"], SETUP_ACTION_USES)
         assert setup["with"]["role-to-assume"] == role
         assert setup["with"]["role-duration-seconds"] == seconds
         assert job["timeout-minutes"] * 60 <= seconds  # the credentials outlive the job
         checkout_at = next(i for i, s in enumerate(job["steps"]) if s.get("uses", "").startswith("actions/checkout@"))
-        assert checkout_at < job["steps"].index(setup)  # a local action needs the checkout first
+        assert checkout_at < job["steps"].index(setup)  # it installs the checked-out project's dependencies
 
 
 def test_each_job_presents_the_oidc_subject_its_role_trusts_and_no_other(pr, pulumi_up, deploy):
@@ -407,13 +415,100 @@ def test_no_static_keys_and_no_secret_but_the_github_token(path):
             assert re.fullmatch(r"\$\{\{ (vars|inputs)\.[A-Za-z_-]+ \}\}", value), (key, value)
 
 
+def uses_lines(path: Path) -> list[str]:
+    """Every `uses:` line of a workflow or action file, as written (the version comment included)."""
+    return [line.split("uses:", 1)[1].strip() for line in path.read_text().splitlines()
+            if re.match(r"\s*(- )?uses:", line)]
+
+
+def third_party_uses(path: Path) -> list[str]:
+    return [u for u in uses_lines(path) if not u.startswith(("$/", "./"))]
+
+
 @pytest.mark.parametrize("path", [*workflow_files(), SETUP_ACTION], ids=lambda p: p.name)
-def test_third_party_actions_are_pinned(path):
-    for key, value in walk(load(path)):
-        if key != "uses" or value.startswith("./"):
-            continue
-        action, _, ref = value.partition("@")
-        assert re.fullmatch(r"v\d+(\.\d+){0,2}|[0-9a-f]{40}", ref), f"{action} pinned to {ref!r}"
+def test_third_party_actions_are_pinned_to_a_commit_with_its_release_in_a_comment(path):
+    """A tag can be moved by whoever controls the action's repository; a commit cannot."""
+    assert third_party_uses(path)
+    for uses in third_party_uses(path):
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+", uses), uses
+
+
+@pytest.mark.parametrize("path", [*workflow_files(), SETUP_ACTION], ids=lambda p: p.name)
+def test_this_repositorys_actions_and_workflows_use_the_self_repository_form(path):
+    assert not [u for u in uses_lines(path) if u.startswith("./")]
+
+
+@pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)
+def test_every_job_names_its_permissions_and_no_workflow_grants_any(path):
+    workflow = load(path)
+    assert workflow["permissions"] == {}
+    assert all("permissions" in job for job in workflow["jobs"].values())
+
+
+@pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)
+def test_checkouts_leave_no_git_credentials_behind(path):
+    """Nothing after the checkout pushes; a persisted token would sit in .git/config for every later step."""
+    checkouts = [step for job in load(path)["jobs"].values() for step in steps_using(job.get("steps", []), CHECKOUT)]
+    assert checkouts and all(step["with"]["persist-credentials"] is False for step in checkouts)
+
+
+def test_make_test_runs_zizmor_on_the_workflows_first():
+    """zizmor's findings fail `make test` (and so CI) before pytest starts."""
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^test: .*\bzizmor\b", makefile, re.M)
+    assert re.search(r"^zizmor:.*\n\t\$\(VENV\)/bin/zizmor --offline \.github/$", makefile, re.M)
+
+
+# --- The pins and the bump script (.github/pin_actions.py) --------------------------------------------
+
+def _load_pin_actions():
+    spec = importlib.util.spec_from_file_location("pin_actions", REPO / ".github" / "pin_actions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pin_actions = _load_pin_actions()
+# `git ls-remote --tags` of each action's repository, release tags only, recorded 2026-12-01.
+LS_REMOTE = REPO / "tests" / "delivery" / "fixtures"
+
+
+def recorded_tags(action: str) -> dict[str, str]:
+    return pin_actions.release_commits((LS_REMOTE / f"ls-remote-{action.replace('/', '-')}.txt").read_text())
+
+
+@pytest.mark.parametrize("path", [*workflow_files(), SETUP_ACTION], ids=lambda p: p.name)
+def test_each_pin_is_the_commit_of_the_release_its_comment_names(path):
+    for uses in third_party_uses(path):
+        action, _, rest = uses.partition("@")
+        sha, _, tag = rest.partition("  # ")
+        assert recorded_tags(action)[tag] == sha, uses
+
+
+@pytest.mark.parametrize("path", [*workflow_files(), SETUP_ACTION], ids=lambda p: p.name)
+def test_the_bump_script_keeps_the_pins_at_the_newest_release_of_their_major(path):
+    text = path.read_text()
+    assert pin_actions.repin(text, recorded_tags) == (text, [])
+
+
+def test_the_bump_script_pins_a_tag_reference_and_peels_annotated_tags():
+    text = "steps:\n  - uses: actions/checkout@v6\n  - uses: $/.github/actions/pulumi-setup\n"
+    pinned, changes = pin_actions.repin(text, recorded_tags)
+    checkout = recorded_tags("actions/checkout")
+    newest = pin_actions.newest_release(checkout, 6)
+    assert pinned == (f"steps:\n  - uses: actions/checkout@{checkout[newest]}  # {newest}\n"
+                      "  - uses: $/.github/actions/pulumi-setup\n")
+    assert len(changes) == 1
+    # v6.0.3 is an annotated tag: ls-remote lists the tag object and, as `^{}`, its commit.
+    raw = (LS_REMOTE / "ls-remote-actions-checkout.txt").read_text()
+    tag_object = next(line.split()[0] for line in raw.splitlines() if line.endswith("refs/tags/v6.0.3"))
+    assert checkout["v6.0.3"] != tag_object
+    assert f"{checkout['v6.0.3']} refs/tags/v6.0.3^{{}}" in raw
+
+
+def test_the_bump_script_refuses_a_pin_with_no_version_to_stay_within():
+    with pytest.raises(LookupError, match="actions/checkout"):
+        pin_actions.repin("uses: actions/checkout@" + "a" * 40 + "\n", recorded_tags)
 
 
 def test_ci_installs_the_pulumi_cli_matching_the_sdk(setup_action):
