@@ -5,8 +5,12 @@ Creates, in the account and region of the AWS credentials running it:
 - the KMS key behind the stacks' `awskms://` secrets provider (and the bucket's encryption);
 - GitHub's OIDC provider and the two roles the workflows assume: a read-only preview role trusted
   only for this repository's pull requests, and the deploy role trusted only for its deploy
-  environments.
-Its outputs are what the repository variables and `pulumi stack init` need.
+  environments;
+- the deploy role's least-privilege managed policy and the permissions boundary every role the
+  stack creates must carry (deploy_permissions.py), unless `deployWithAdministratorAccess` opts
+  into AdministratorAccess.
+Its outputs are what the repository variables, `pulumi stack init` and the stacks'
+`iamPermissionsBoundaryArn` need.
 """
 
 import json
@@ -14,8 +18,15 @@ import json
 import pulumi
 import pulumi_aws as aws
 
+from deploy_permissions import (
+    BOUNDARY_POLICY_NAME,
+    DEPLOY_POLICY_NAME,
+    ROLE_PATH,
+    deploy_policy,
+    workload_boundary_policy,
+)
 from policies import (
-    DEFAULT_DEPLOY_POLICY_ARN,
+    ADMINISTRATOR_ACCESS_ARN,
     DEPLOY_SESSION_SECONDS,
     GITHUB_OIDC_URL,
     PREVIEW_POLICY_ARN,
@@ -32,6 +43,9 @@ config = pulumi.Config()
 repository = config.require("githubRepository")
 environments = config.get_object("deployEnvironments") or ["dev", "prod"]
 region = pulumi.Config("aws").require("region")
+administrator = config.get_bool("deployWithAdministratorAccess") or False
+partition = aws.get_partition().partition
+account_id = aws.get_caller_identity().account_id
 # Checked before anything is registered: a bad repository or environment list stops the run here.
 preview_trust = preview_subjects(repository)
 deploy_trust = deploy_subjects(repository, environments)
@@ -91,8 +105,8 @@ else:
     ).arn
 
 
-def github_role(name: str, purpose: str, subjects: list[str], session_seconds: int, policy_arn: str,
-                write_state: bool) -> aws.iam.Role:
+def github_role(name: str, purpose: str, subjects: list[str], session_seconds: int,
+                policy_arn: pulumi.Input[str], write_state: bool) -> aws.iam.Role:
     """An IAM role GitHub jobs with exactly `subjects` may assume, with `policy_arn` and state access."""
     role = aws.iam.Role(
         name,
@@ -113,13 +127,32 @@ def github_role(name: str, purpose: str, subjects: list[str], session_seconds: i
 # Pull requests run code anyone with branch push rights wrote: they get a role that can look, not touch.
 preview_role = github_role(
     "github-preview", "preview", preview_trust, PREVIEW_SESSION_SECONDS, PREVIEW_POLICY_ARN, write_state=False)
+# The most a role the stack creates may do; the deploy role can create roles only with it attached.
+boundary = aws.iam.Policy(
+    "workload-boundary",
+    name=BOUNDARY_POLICY_NAME,
+    path=ROLE_PATH,
+    description="Permissions boundary of every IAM role the eks-pd-llm stacks create",
+    policy=json.dumps(workload_boundary_policy(partition=partition)),
+)
+if administrator:
+    deploy_policy_arn: pulumi.Input[str] = ADMINISTRATOR_ACCESS_ARN
+else:
+    deploy_policy_arn = aws.iam.Policy(
+        "deploy",
+        name=DEPLOY_POLICY_NAME,
+        path=ROLE_PATH,
+        description="What pulumi up/destroy of the eks-pd-llm stacks needs, and no more",
+        policy=json.dumps(deploy_policy(partition=partition, account_id=account_id), separators=(",", ":")),
+    ).arn
 # Only jobs of the deploy environments (merged code; prod also approved) may change the account.
 deploy_role = github_role(
-    "github-deploy", "deploy", deploy_trust, DEPLOY_SESSION_SECONDS,
-    config.get("deployPolicyArn") or DEFAULT_DEPLOY_POLICY_ARN, write_state=True)
+    "github-deploy", "deploy", deploy_trust, DEPLOY_SESSION_SECONDS, deploy_policy_arn, write_state=True)
 
 pulumi.export("stateBackendUrl", state_bucket.bucket.apply(lambda name: f"s3://{name}"))
 pulumi.export("secretsProvider", state_key_alias.name.apply(lambda alias: f"awskms://{alias}?region={region}"))
 pulumi.export("deployRoleArn", deploy_role.arn)
 pulumi.export("previewRoleArn", preview_role.arn)
 pulumi.export("awsRegion", region)
+# Each stack's `iamPermissionsBoundaryArn` (the deploy role can create no role without it).
+pulumi.export("workloadPermissionsBoundaryArn", boundary.arn)

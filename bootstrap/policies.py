@@ -4,7 +4,8 @@ Two roles, split by what may trigger them:
 - the preview role: pull-request jobs, i.e. code anyone with branch push rights can write. Read-only
   on AWS (`ReadOnlyAccess`), read-only on the state, decrypt-only on the key;
 - the deploy role: jobs of the protected `dev`/`prod` GitHub environments, i.e. code already merged
-  to `main` (and, for prod, approved). Administrator by default.
+  to `main` (and, for prod, approved). What the stack needs and no more (deploy_permissions.py);
+  AdministratorAccess only when the bootstrap is told so.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ STS_AUDIENCE = "sts.amazonaws.com"
 DEPLOY_SESSION_SECONDS = 3 * 3600
 # A preview changes nothing and is done within its job's 30 min; IAM's default (and minimum) maximum.
 PREVIEW_SESSION_SECONDS = 3600
-DEFAULT_DEPLOY_POLICY_ARN = "arn:aws:iam::aws:policy/AdministratorAccess"
+ADMINISTRATOR_ACCESS_ARN = "arn:aws:iam::aws:policy/AdministratorAccess"
 # `pulumi preview` reads what exists (Describe/Get/List of EC2, EKS, IAM, KMS...) and writes nothing.
 PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/ReadOnlyAccess"
 

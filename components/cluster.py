@@ -35,7 +35,14 @@ NODE_POLICIES = (
     "AmazonSSMManagedInstanceCore",
 )
 
+# What pulumi-eks attached to the cluster role it made itself (nodejs/eks/cluster/cluster.ts).
+CLUSTER_ROLE_POLICIES = ("AmazonEKSClusterPolicy",)
+
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+
+# Every IAM role the stack creates lives under this path: the deploy role may manage and pass
+# roles under it only (bootstrap/deploy_permissions.py).
+IAM_ROLE_PATH = "/eks-pd-llm/"
 
 # EKS would create its log group itself, with no expiry; created here first, it gets one.
 CONTROL_PLANE_LOG_RETENTION_DAYS = 90
@@ -111,23 +118,17 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-secrets", name=f"alias/{settings.name}-eks-secrets", target_key_id=self.secrets_key.key_id,
             opts=child)
 
-        self.node_role = aws.iam.Role(
-            f"{name}-node",
-            description=f"EC2 role of the nodes of EKS cluster {settings.name}",
-            assume_role_policy=json.dumps({
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
-                               "Action": "sts:AssumeRole"}],
-            }),
-            tags=tags,
-            opts=child,
-        )
-        self.node_role_policies = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-{policy}", role=self.node_role.name,
-                policy_arn=f"arn:{partition}:iam::aws:policy/{policy}", opts=child)
-            for policy in args.node_policies
-        ]
+        # Both roles of the cluster are made here, under one path and the permissions boundary the
+        # deploy role requires (bootstrap/deploy_permissions.py): pulumi-eks's own cluster role
+        # would take neither.
+        boundary = settings.iam_permissions_boundary_arn
+        self.cluster_role, cluster_role_policies = _service_role(
+            # The trust pulumi-eks gave its cluster role (TagSession: EKS tags its sessions).
+            f"{name}-eks", "eks.amazonaws.com", ["sts:AssumeRole", "sts:TagSession"],
+            f"Service role of EKS cluster {settings.name}", CLUSTER_ROLE_POLICIES, boundary, partition, tags, child)
+        self.node_role, self.node_role_policies = _service_role(
+            f"{name}-node", "ec2.amazonaws.com", ["sts:AssumeRole"],
+            f"EC2 role of the nodes of EKS cluster {settings.name}", args.node_policies, boundary, partition, tags, child)
 
         # The name EKS writes control-plane logs to; it must exist before the cluster does.
         control_plane_logs = aws.cloudwatch.LogGroup(
@@ -169,8 +170,10 @@ class Cluster(pulumi.ComponentResource):
             # The VPC CNI add-on's network policy agent: without it the serving namespace's
             # NetworkPolicies (components/inference.py) are accepted and not enforced.
             vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
+            service_role=self.cluster_role,
             tags=tags,
-            opts=pulumi.ResourceOptions.merge(protected, pulumi.ResourceOptions(depends_on=[control_plane_logs])),
+            opts=pulumi.ResourceOptions.merge(protected, pulumi.ResourceOptions(
+                depends_on=[control_plane_logs, *cluster_role_policies])),
         )
 
         # The name is ours (set above); deriving it from the cluster's URN makes every consumer wait
@@ -196,6 +199,31 @@ class Cluster(pulumi.ComponentResource):
             "oidc_provider_arn": self.oidc_provider_arn,
             "node_role_arn": self.node_role.arn,
         })
+
+
+def _service_role(name: str, service: str, trust_actions: list[str], description: str,
+                  managed_policies: tuple[str, ...], permissions_boundary: str | None, partition: str,
+                  tags: dict[str, str], opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
+    """A role `service` assumes, with AWS managed policies attached, under IAM_ROLE_PATH."""
+    role = aws.iam.Role(
+        name,
+        path=IAM_ROLE_PATH,
+        description=description,
+        assume_role_policy=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": service},
+                           "Action": trust_actions}],
+        }),
+        permissions_boundary=permissions_boundary,
+        tags=tags,
+        opts=opts,
+    )
+    attachments = [
+        aws.iam.RolePolicyAttachment(
+            f"{name}-{policy}", role=role.name, policy_arn=f"arn:{partition}:iam::aws:policy/{policy}", opts=opts)
+        for policy in managed_policies
+    ]
+    return role, attachments
 
 
 @dataclass(frozen=True)

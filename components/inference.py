@@ -16,10 +16,14 @@ import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies
 from components.manifests.ray_service import (
+    GCS_STORE_SECRET_KEY,
     HF_TOKEN_SECRET_KEY,
     HF_TOKEN_SECRET_NAME,
     MODEL_READER_SERVICE_ACCOUNT,
     SERVE_PORT,
+    GcsStoreRef,
+    SecretKeyRef,
+    gcs_store_secret_name,
     ray_service_manifest,
 )
 from components.manifests.serving_namespace import serving_namespace_manifest, serving_network_policies
@@ -35,6 +39,14 @@ AWAIT_MARGIN_SECONDS = 10 * 60
 
 
 @dataclass(frozen=True)
+class GcsStoreConnection:
+    """How the Ray head reaches its GCS store: `rediss://host:port` and the AUTH token (a secret)."""
+
+    address: pulumi.Input[str]
+    auth_token: pulumi.Input[str]
+
+
+@dataclass(frozen=True)
 class InferenceServiceArgs:
     """Inputs of `InferenceService`.
 
@@ -44,12 +56,15 @@ class InferenceServiceArgs:
     hf_token: Hugging Face token (a Pulumi secret) for gated models; None = no Secret, no env.
     model_reader_role_arn: the S3 mirror's IAM role (components/model_access.py), exactly when
       `modelSource` is an s3:// mirror; the Ray pods run as its ServiceAccount.
+    gcs_store: the GCS fault tolerance store (components/gcs_store.py), exactly when the serving
+      settings turn GCS fault tolerance on; its token goes into a Secret the RayService refers to.
     """
 
     provider: k8s.Provider
     serving: ServingSettings
     hf_token: pulumi.Input[str] | None = None
     model_reader_role_arn: pulumi.Input[str] | None = None
+    gcs_store: GcsStoreConnection | None = None
 
 
 class InferenceService(pulumi.ComponentResource):
@@ -70,6 +85,8 @@ class InferenceService(pulumi.ComponentResource):
         spec = args.serving  # checked by settings_from_config before any resource
         if spec.hf_token_configured != (args.hf_token is not None):
             raise ValueError("hf_token must be given exactly when the serving settings say a token is configured")
+        if spec.gcs_fault_tolerance != (args.gcs_store is not None):
+            raise ValueError("gcs_store must be given exactly when the serving settings turn GCS fault tolerance on")
         super().__init__("eks-pd-llm:inference:InferenceService", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
@@ -113,13 +130,27 @@ class InferenceService(pulumi.ComponentResource):
             )
             ray_service_deps.append(self.model_reader)
 
+        gcs_store: GcsStoreRef | None = None
+        if args.gcs_store is not None:
+            password = SecretKeyRef(gcs_store_secret_name(spec), GCS_STORE_SECRET_KEY)
+            self.gcs_store_secret = k8s.core.v1.Secret(
+                f"{name}-gcs-store",
+                metadata={"name": password.name, "namespace": spec.namespace},
+                type="Opaque",
+                string_data={password.key: pulumi.Output.secret(args.gcs_store.auth_token)},
+                opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(
+                    additional_secret_outputs=["data", "stringData"])),
+            )
+            ray_service_deps.append(self.gcs_store_secret)
+            gcs_store = GcsStoreRef(args.gcs_store.address, password)
+
         if spec.upgrade_strategy == "NewCluster":
             pulumi.log.warn(
                 f"upgradeStrategy NewCluster: a RayService cluster change starts a second RayCluster that needs "
                 f"{spec.gpu_node_count} more {spec.gpu_instance.name} nodes; with a fixed GPU node group it stays "
                 "Pending and the old cluster keeps serving the old version", resource=self)
 
-        body = ray_service_manifest(spec, args.model_reader_role_arn)
+        body = ray_service_manifest(spec, args.model_reader_role_arn, gcs_store)
         metadata = dict(body["metadata"])
         metadata["annotations"] = {**metadata["annotations"], WAIT_FOR_ANNOTATION: WAIT_FOR_READY}
         await_limit = f"{int(duration_seconds(spec.initializing_timeout) or 0) + AWAIT_MARGIN_SECONDS}s"

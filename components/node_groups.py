@@ -64,9 +64,12 @@ def _launch_template(
     network_interfaces: Sequence[aws.ec2.LaunchTemplateNetworkInterfaceArgs] | None = None,
     placement_group: pulumi.Input[str] | None = None,
     storage: NodeStorage | None = None,
+    security_group_ids: Sequence[pulumi.Input[str]] = (),
 ) -> aws.ec2.LaunchTemplate:
-    """A managed-node-group launch template: IMDSv2, encrypted gp3 root; EFA, placement and node-local
-    storage (nodeadm user data, the root's IOPS and throughput) optional."""
+    """A managed-node-group launch template: IMDSv2, encrypted gp3 root; EFA, placement, node-local
+    storage (nodeadm user data, the root's IOPS and throughput) and security groups optional
+    (security groups named here replace the cluster security group EKS would add, so pass it among
+    them)."""
     return aws.ec2.LaunchTemplate(
         name,
         description=f"EKS managed nodes: {name}",
@@ -80,6 +83,7 @@ def _launch_template(
                 throughput=storage.root_throughput_mibps if storage else None),
         )],
         network_interfaces=list(network_interfaces) if network_interfaces else None,
+        vpc_security_group_ids=list(security_group_ids) or None,
         placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group) if placement_group else None,
         user_data=user_data(storage) if storage else None,
         tag_specifications=[
@@ -143,12 +147,15 @@ class SystemNodeGroupArgs:
     cluster: the cluster to join (its node role and core data).
     network: nodes go to its private subnets, in every AZ.
     disk_gib: root volume size; default 50 GiB (operator, Ray head image, logs).
+    extra_security_group_ids: further security groups of the nodes, beside the cluster's (the GCS
+        store's client group, which lets the Ray head reach the store); none by default.
     """
 
     settings: SystemNodeSettings
     cluster: Cluster
     network: Network
     disk_gib: int = 50
+    extra_security_group_ids: tuple[pulumi.Input[str], ...] = ()
 
 
 class SystemNodeGroup(pulumi.ComponentResource):
@@ -161,7 +168,11 @@ class SystemNodeGroup(pulumi.ComponentResource):
         super().__init__("eks-pd-llm:nodes:SystemNodeGroup", name, None, opts)
         cluster = args.cluster
         tags = {"eks-pd-llm/node-role": SYSTEM_ROLE}
-        self.launch_template = _launch_template(f"{name}-lt", disk_gib=args.disk_gib, tags=tags, parent=self)
+        # EKS adds the cluster security group only to nodes whose launch template names none.
+        security_groups = (cluster.cluster_security_group_id, *args.extra_security_group_ids) \
+            if args.extra_security_group_ids else ()
+        self.launch_template = _launch_template(
+            f"{name}-lt", disk_gib=args.disk_gib, tags=tags, parent=self, security_group_ids=security_groups)
         self.node_group = _managed_node_group(
             name, cluster=cluster, ami_type=SYSTEM_AMI_TYPE, instance_type=args.settings.instance_type,
             count=args.settings.count, subnet_ids=args.network.private_subnet_ids, role=SYSTEM_ROLE,

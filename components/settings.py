@@ -75,6 +75,7 @@ _AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d[a-z]$")
 _ZONE_ID = re.compile(r"^[a-z]{3,7}\d-az\d+$")
 # EKS access entries take IAM roles and users (not STS assumed-role session ARNs).
 _IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
+_IAM_POLICY_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:policy/[\w+=,.@/-]{1,512}$")
 _CHART_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 
 
@@ -237,6 +238,21 @@ class ClusterSettings(_Settings):
                     "[] (private only) needs deployFromInsideVpc: true")
     deploy_from_inside_vpc: bool = Field(alias="deployFromInsideVpc", description="true or false")
     protect: bool = Field(alias="deletionProtection", description="true or false")
+    iam_permissions_boundary_arn: str | None = Field(
+        alias="iamPermissionsBoundaryArn",
+        description='"" or a customer managed policy ARN (arn:aws:iam::<12-digit account>:policy/<name>)')
+
+    @field_validator("iam_permissions_boundary_arn", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return value or None
+
+    @field_validator("iam_permissions_boundary_arn")
+    @classmethod
+    def _policy_arn(cls, value: str | None) -> str | None:
+        if value is not None and not _IAM_POLICY_ARN.match(value):
+            raise ValueError("not a customer managed IAM policy ARN")
+        return value
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -495,6 +511,7 @@ class RayServiceSettings(_Settings):
         f"a Go duration (e.g. '30m', '1h') or integer seconds, at least {MIN_INITIALIZING_TIMEOUT_SECONDS // 60}m"))
     upgrade_strategy: str = Field(alias="upgradeStrategy", description=", ".join(UPGRADE_STRATEGIES_THIS_STACK_RUNS))
     image_carries_runai_streamer: bool = Field(alias="rayImageCarriesRunaiStreamer", description="true or false")
+    gcs_fault_tolerance: bool = Field(alias="gcsFaultTolerance", description="true or false")
 
     @field_validator("namespace")
     @classmethod
@@ -608,6 +625,10 @@ class ServingSettings:
     @property
     def upgrade_strategy(self) -> str:
         return self.ray_service.upgrade_strategy
+
+    @property
+    def gcs_fault_tolerance(self) -> bool:
+        return self.ray_service.gcs_fault_tolerance
 
     @property
     def serve_config_v2(self) -> Mapping[str, Any]:

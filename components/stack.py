@@ -31,7 +31,8 @@ from components.addons import (
     RayImagePrePullArgs,
 )
 from components.cluster import Cluster, ClusterArgs, CoreDns, CoreDnsArgs
-from components.inference import InferenceService, InferenceServiceArgs
+from components.gcs_store import GcsStore, GcsStoreArgs
+from components.inference import GcsStoreConnection, InferenceService, InferenceServiceArgs
 from components.model_access import ModelReadAccess, ModelReadAccessArgs
 from components.network import Network, NetworkArgs
 from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, SystemNodeGroup, SystemNodeGroupArgs
@@ -86,6 +87,7 @@ class InferenceStack:
     inference: InferenceService
     storage: BlockStorage
     observability: Observability
+    gcs_store: GcsStore | None
 
     @property
     def outputs(self) -> dict[str, Any]:
@@ -128,7 +130,12 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
     network = Network("network", NetworkArgs(settings.network, [z.name for z in zones.network_zones]))
     cluster = Cluster("cluster", ClusterArgs(
         settings.cluster, network, control_plane_zones=tuple(z.name for z in zones.control_plane_zones)))
-    system_nodes = SystemNodeGroup("system-nodes", SystemNodeGroupArgs(settings.system_nodes, cluster, network))
+    gcs_store = GcsStore("gcs-store", GcsStoreArgs(settings.cluster.name, network)) \
+        if settings.serving.gcs_fault_tolerance else None
+    system_nodes = SystemNodeGroup("system-nodes", SystemNodeGroupArgs(
+        settings.system_nodes, cluster, network,
+        # The Ray head runs on these nodes: only they may reach the GCS store.
+        extra_security_group_ids=(gcs_store.client_security_group.id,) if gcs_store else ()))
     gpu_nodes = GpuNodeGroup("gpu-nodes", GpuNodeGroupArgs(
         settings.gpu_nodes, cluster, network, availability_zone=zones.gpu_zone.name,
         instance=settings.serving.gpu_instance))
@@ -157,8 +164,10 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
                                             oidc_issuer=cluster.oidc_issuer))
     inference = InferenceService(
         "inference",
-        InferenceServiceArgs(provider=cluster.provider, serving=settings.serving, hf_token=hf_token,
-                             model_reader_role_arn=model_access.role_arn if model_access else None),
+        InferenceServiceArgs(
+            provider=cluster.provider, serving=settings.serving, hf_token=hf_token,
+            model_reader_role_arn=model_access.role_arn if model_access else None,
+            gcs_store=GcsStoreConnection(gcs_store.address, gcs_store.auth_token) if gcs_store else None),
         opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, image_prepull, gpu_nodes]),
     )
     storage = BlockStorage("block-storage", BlockStorageArgs(cluster),
@@ -175,4 +184,5 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         gpu_nodes=gpu_nodes, coredns=coredns, device_plugins=device_plugins, kuberay=kuberay,
         image_prepull=image_prepull, model_access=model_access, inference=inference,
         storage=storage, observability=observability,
+        gcs_store=gcs_store,
     )

@@ -11,7 +11,7 @@ rather than guessed. Revisit when AWS changes a price.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SOURCE = (
     "AWS public pricing pages (EC2 On-Demand Linux, VPC NAT gateway + public IPv4, EKS standard "
@@ -31,6 +31,9 @@ class RegionPrices:
     public_ipv4_per_hour: float
     eks_cluster_per_hour: float
     ebs_per_gb_month: dict[str, float]  # by EBS volume type
+    # ElastiCache on-demand nodes by node type; none read from AWS's price list yet, so the GCS
+    # store's nodes are reported as not priced rather than guessed.
+    elasticache_node_per_hour: dict[str, float] = field(default_factory=dict)
 
 
 _US_EC2 = {

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import os
 import runpy
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +53,7 @@ class RegisteredResource:
     secret_paths: frozenset[str] = frozenset()
     protect: bool = False  # `pulumi destroy` refuses while set
     replace_on_changes: tuple[str, ...] = ()
+    ignore_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
     custom_timeouts: Any = None  # the engine's CustomTimeouts message (create/update/delete strings)
     additional_secret_outputs: tuple[str, ...] = ()
@@ -61,6 +64,7 @@ class OfflineRun:
     stack: str
     config: dict[str, str]
     resources: list[RegisteredResource] = field(default_factory=list)
+    invokes: list[str] = field(default_factory=list)  # provider function tokens, in call order
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: set[str] = field(default_factory=set)
     error: BaseException | None = None
@@ -181,11 +185,55 @@ def _unwrap_secrets(value: Any, path: str, secret_paths: set[str]) -> Any:
     return value
 
 
+# Pulumi's mock monitor runs on a thread of its own with its own event loop. Deserialising a
+# resource reference there (a Role passed to a component, e.g. eks.Cluster's service_role) would
+# re-create the resource on that loop, and the program's loop then fails on it ("attached to a
+# different loop"). Inside the monitor a resource reference stays its URN (or id), which is all a
+# mock and the recording need; the program's own thread still gets resources back.
+_monitor_call = threading.local()
+
+
+def _references_stay_urns_inside_the_monitor() -> None:
+    from pulumi.runtime import rpc
+
+    if getattr(rpc, "_offline_harness_patched", False):
+        return
+    real_module, real_package = rpc.get_resource_module, rpc.get_resource_package
+
+    def get_resource_module(*args: Any) -> Any:
+        return None if getattr(_monitor_call, "active", False) else real_module(*args)
+
+    def get_resource_package(*args: Any) -> Any:
+        return None if getattr(_monitor_call, "active", False) else real_package(*args)
+
+    rpc.get_resource_module, rpc.get_resource_package = get_resource_module, get_resource_package
+    rpc._offline_harness_patched = True
+
+
+def _inside_monitor(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(*args: Any) -> Any:
+        _monitor_call.active = True
+        try:
+            return method(*args)
+        finally:
+            _monitor_call.active = False
+    return call
+
+
 def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
     from pulumi.runtime import mocks as pulumi_mocks
     from pulumi.runtime import rpc
 
+    _references_stay_urns_inside_the_monitor()
+
     class RecordingMonitor(pulumi_mocks.MockMonitor):
+        @_inside_monitor
+        def Invoke(self, request):
+            run.invokes.append(request.tok)
+            return super().Invoke(request)
+
+        @_inside_monitor
         def RegisterResource(self, request):
             response = super().RegisterResource(request)
             secret_paths: set[str] = set()
@@ -203,6 +251,7 @@ def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
                     secret_paths=frozenset(secret_paths),
                     protect=bool(request.protect),
                     replace_on_changes=tuple(request.replaceOnChanges),
+                    ignore_changes=tuple(request.ignoreChanges),
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     custom_timeouts=request.customTimeouts,
                     additional_secret_outputs=tuple(request.additionalSecretOutputs),

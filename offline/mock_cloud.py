@@ -341,6 +341,21 @@ class CloudMocks(pulumi.runtime.Mocks):
         name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
         return name, {"name": name, "arn": self._arn("logs", f"log-group:{name}")}
 
+    def _aws_elasticache_subnetGroup_SubnetGroup(self, args):
+        name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
+        return name, {"name": name, "arn": self._arn("elasticache", f"subnetgroup:{name}")}
+
+    def _aws_elasticache_replicationGroup_ReplicationGroup(self, args):
+        group = args.inputs.get("replicationGroupId") or f"{args.name}-{_digest(args.name, length=7)}"
+        suffix = f"{_digest('cache', group, length=6)}.{self.region.replace('-', '')[:4]}.cache.amazonaws.com"
+        return group, {
+            "replicationGroupId": group,
+            "arn": self._arn("elasticache", f"replicationgroup:{group}"),
+            "primaryEndpointAddress": f"master.{group}.{suffix}",
+            "readerEndpointAddress": f"replica.{group}.{suffix}",
+            "memberClusters": [f"{group}-00{i + 1}" for i in range(int(args.inputs.get("numCacheClusters") or 1))],
+        }
+
     def _eks_index_Cluster(self, args):
         """pulumi-eks Cluster: the outputs a program reads (names follow the eks schema, camelCase)."""
         name = args.inputs.get("name") or f"{args.name}-eksCluster-{_digest(args.name, length=7)}"

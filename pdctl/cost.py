@@ -32,6 +32,7 @@ class CostInputs:
     nat_gateways: int
     eks_clusters: int
     volumes: list[VolumeCost] = field(default_factory=list)
+    cache_nodes: dict[str, int] = field(default_factory=dict)  # ElastiCache node type → count
 
 
 @dataclass(frozen=True)
@@ -125,4 +126,9 @@ def hourly_cost(inputs: CostInputs, prices: dict[str, price_data.RegionPrices] |
     if inputs.eks_clusters:
         lines.append(CostLine("EKS control plane", inputs.eks_clusters, "cluster",
                               table.eks_cluster_per_hour))
+    for node_type, count in sorted(inputs.cache_nodes.items()):
+        price = table.elasticache_node_per_hour.get(node_type)
+        if price is None:
+            missing.append(f"ElastiCache {node_type} in {inputs.region}")
+        lines.append(CostLine(f"ElastiCache {node_type} (GCS store)", count, "node", price))
     return CostEstimate(region=inputs.region, lines=lines, missing=missing)

@@ -20,6 +20,7 @@ import yaml
 
 from components.cold_start import ColdStart, cold_start
 from facts.durations import CreateDuration
+from facts.fault_tolerance import HEAD_RESTART, HeadRestart
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
 from pdctl.policy_check import Violation, policy_resources, run_rules
@@ -34,6 +35,7 @@ CLUSTER_TYPES = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
 SUBNET_TYPE = "aws:ec2/subnet:Subnet"
 RAY_SERVICE_TYPE = "kubernetes:ray.io/v1:RayService"
 HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
+REPLICATION_GROUP_TYPE = "aws:elasticache/replicationGroup:ReplicationGroup"
 # EKS gives a managed node group without a launch-template disk a 20 GiB root volume.
 EKS_DEFAULT_DISK_GIB = 20.0
 
@@ -70,12 +72,17 @@ KEY_SETTINGS: dict[str, tuple[tuple[str, str], ...]] = {
     "kubernetes:helm.sh/v3:Release": (("chart", "chart"), ("version", "version"),
                                       ("repo", "repositoryOpts.repo"), ("namespace", "namespace")),
     "kubernetes:core/v1:Namespace": (("name", "metadata.name"), ("labels", "metadata.labels")),
+    REPLICATION_GROUP_TYPE: (
+        ("engine", "engine"), ("version", "engineVersion"), ("node type", "nodeType"),
+        ("nodes", "numCacheClusters"), ("multi-AZ", "multiAzEnabled"), ("TLS", "transitEncryptionMode"),
+        ("encrypted at rest", "atRestEncryptionEnabled")),
     RAY_SERVICE_TYPE: (("name", "metadata.name"), ("namespace", "metadata.namespace"),
                        ("annotations", "metadata.annotations"),
                        ("upgrade", "spec.upgradeStrategy.type"),
                        ("ray", "spec.rayClusterConfig.rayVersion"),
                        ("image", "spec.rayClusterConfig.headGroupSpec.template.spec.containers.0.image"),
-                       ("worker replicas", "spec.rayClusterConfig.workerGroupSpecs.*.replicas")),
+                       ("worker replicas", "spec.rayClusterConfig.workerGroupSpecs.*.replicas"),
+                       ("GCS store", "spec.rayClusterConfig.gcsFaultToleranceOptions.redisAddress")),
 }
 
 
@@ -308,11 +315,17 @@ def cost_inputs(resources: list, region: str) -> CostInputs:
         ))
     clusters = sum(1 for r in resources if r.type == CLUSTER_TYPES[0]) or sum(
         1 for r in resources if r.type == CLUSTER_TYPES[1])
+    cache_nodes: dict[str, int] = {}
+    for r in resources:
+        if r.type == REPLICATION_GROUP_TYPE:
+            node_type = r.inputs.get("nodeType", "unknown")
+            cache_nodes[node_type] = cache_nodes.get(node_type, 0) + int(r.inputs.get("numCacheClusters") or 1)
     return CostInputs(
         region=region, node_groups=groups,
         nat_gateways=sum(1 for r in resources if r.type == NAT_GATEWAY_TYPE),
         eks_clusters=clusters,
         volumes=prometheus_volumes(resources),
+        cache_nodes=cache_nodes,
     )
 
 
@@ -331,6 +344,14 @@ def prometheus_volumes(resources: list) -> list[VolumeCost]:
         if size.endswith("Gi"):
             volumes.append(VolumeCost(name=f"{r.name} Prometheus", gib=float(size[:-2])))
     return volumes
+
+
+def head_restart(resources: Iterable) -> HeadRestart | None:
+    """What a head restart does to requests, for the RayService the stack registers (None: none)."""
+    found = [r for r in resources if r.type == RAY_SERVICE_TYPE]
+    if not found:
+        return None
+    return HEAD_RESTART[lookup(found[0].inputs, "spec.rayClusterConfig.gcsFaultToleranceOptions") is not None]
 
 
 def checked_app(run) -> CheckedApp | None:
@@ -412,6 +433,7 @@ class Plan:
     warnings: list[str]
     notes: list[str]
     cold_start: ColdStart | None = None
+    head_restart: HeadRestart | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -426,6 +448,7 @@ class Plan:
             "cost": self.cost.to_dict(),
             "critical_path": self.critical_path.to_dict(),
             "cold_start": self.cold_start.to_dict() if self.cold_start else None,
+            "head_restart": self.head_restart.to_dict() if self.head_restart else None,
             "outputs": self.outputs,
             "offline_outputs": self.offline_outputs,
             "policy": {"violations": [v.to_dict() for v in self.policy_violations]},
@@ -470,4 +493,5 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         warnings=plan_warnings(app),
         notes=list(app.notes) if app is not None else [],
         cold_start=start,
+        head_restart=head_restart(resources),
     )

@@ -154,6 +154,13 @@ def render_plan(console: Console, plan) -> None:
         f"(how the reference scripts run)", highlight=False)
     if plan.cold_start is not None:
         _render_cold_start(console, plan.cold_start)
+    if plan.head_restart:
+        restart = plan.head_restart
+        _rule(console, "[bold]while the Ray head restarts[/] (documented by Ray/KubeRay, not measured)")
+        for label, text in (("in flight", restart.in_flight), ("new requests", restart.new_requests),
+                            ("meanwhile", restart.meanwhile)):
+            console.print(f"[cyan]{label}[/]: {escape(text)}", highlight=False)
+        console.print(f"[dim]sources: {' '.join(restart.to_dict()['sources'])}[/]")
     if plan.outputs:
         _rule(console, "[bold]stack outputs[/]")
         for key, value in plan.outputs.items():

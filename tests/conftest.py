@@ -17,6 +17,8 @@
 - `hf_cache`: a Hugging Face cache of the test's own (HF_HOME in tmp_path, HF_HUB_OFFLINE=1), to which a
   test adds a model's config.json and safetensors index; `read_model_facts` then reads them as it
   reads a user's cache.
+- `bootstrap_run(**config)`: the real bootstrap/__main__.py run offline for repository
+  `BOOTSTRAP_REPOSITORY`, its Pulumi.yaml defaults merged with `config` (cached per config).
 
 The session never reaches the Hugging Face Hub: HF_HUB_OFFLINE=1 and an empty HF_HOME are set here,
 before huggingface_hub is imported, so the preview's model facts come from the shipped fallback
@@ -33,6 +35,7 @@ import os
 import random
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -343,3 +346,63 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., P
     yield add
     monkeypatch.undo()
     importlib.reload(huggingface_hub.constants)
+BOOTSTRAP_REPOSITORY = "acme/eks-pd-llm"
+BOOTSTRAP_ACCOUNT = "111122223333"
+
+
+def _bootstrap_arn(resource_type: str, name: str, inputs: dict) -> str:
+    """ARNs shaped like AWS's, so the policies that embed them read as they will in the account."""
+    iam = f"arn:aws:iam::{BOOTSTRAP_ACCOUNT}"
+    return {
+        "aws:s3/bucket:Bucket": lambda: f"arn:aws:s3:::{inputs.get('bucket', name)}",
+        "aws:kms/key:Key": lambda: f"arn:aws:kms:us-west-2:{BOOTSTRAP_ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+        "aws:iam/role:Role": lambda: f"{iam}:role/{name}",
+        "aws:iam/policy:Policy": lambda: f"{iam}:policy{inputs.get('path', '/')}{inputs.get('name', name)}",
+        "aws:iam/openIdConnectProvider:OpenIdConnectProvider":
+            lambda: f"{iam}:oidc-provider/token.actions.githubusercontent.com",
+    }.get(resource_type, lambda: f"arn:aws:mock:::{name}")()
+
+
+class _BootstrapMocks:
+    """Fake AWS for the bootstrap: resources echo their inputs, with their name and an AWS-shaped ARN."""
+
+    def new_resource(self, args):
+        arn = _bootstrap_arn(args.typ, args.name, args.inputs)
+        return [f"{args.name}-id", {"arn": arn, "name": args.name, **args.inputs}]
+
+    def call(self, args):
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": BOOTSTRAP_ACCOUNT, "arn": f"arn:aws:iam::{BOOTSTRAP_ACCOUNT}:user/admin",
+                    "userId": "AIDABOOTSTRAP", "id": BOOTSTRAP_ACCOUNT}
+        if args.token == "aws:index/getPartition:getPartition":
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+        return {}
+
+
+@pytest.fixture(scope="session")
+def bootstrap_run(tmp_path_factory) -> Callable[..., OfflineRun]:
+    """The real bootstrap/__main__.py under Pulumi mocks, its Pulumi.yaml defaults merged."""
+    runs: dict[tuple, OfflineRun] = {}
+
+    def run(**config: str) -> OfflineRun:
+        key = tuple(sorted(config.items()))
+        if key in runs:
+            return runs[key]
+        project = tmp_path_factory.mktemp("bootstrap")
+        sources = sorted((REPO / "bootstrap").glob("*.py")) + [REPO / "bootstrap" / "Pulumi.yaml"]
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.syspath_prepend(str(project))  # the Pulumi Python host puts the program's folder there
+            for source in sources:
+                if source.stem != "__main__":  # its modules (policies, …), fresh for this run
+                    monkeypatch.delitem(sys.modules, source.stem, raising=False)
+                (project / source.name).write_text(source.read_text())
+            (project / "Pulumi.ci.yaml").write_text(yaml.safe_dump({"config": {
+                "aws:region": "us-west-2",
+                "eks-pd-llm-bootstrap:githubRepository": BOOTSTRAP_REPOSITORY,
+                "eks-pd-llm-bootstrap:stateBucketName": "acme-pulumi-state",
+                **{f"eks-pd-llm-bootstrap:{k}": v for k, v in config.items()},
+            }}))
+            runs[key] = run_offline("ci", project_dir=project, mocks=_BootstrapMocks())
+        return runs[key]
+
+    return run

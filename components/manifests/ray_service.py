@@ -71,6 +71,14 @@ HEAD_RESOURCES = {
 # the RayCluster, whose name KubeRay generates, not the RayService.
 RAY_SERVICE_POD_LABEL = "eks-pd-llm/ray-service"
 
+# Ray's GCS checks the store's TLS certificate against this bundle (Ray config REDIS_CA_CERT, read
+# from RAY_REDIS_CA_CERT; src/ray/gcs/store_client/redis_context.cc). It is the Debian/Ubuntu path
+# of the system CA bundle, which holds the Amazon roots that sign ElastiCache's certificates; the
+# Ray LLM DLC is an Ubuntu image. A custom rayImage on another distribution needs it there too.
+REDIS_CA_CERT_ENV = "RAY_REDIS_CA_CERT"
+SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+GCS_STORE_SECRET_KEY = "password"
+
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_FILE = "token"
 HF_TOKEN_SECRET_NAME = "hf-token"
@@ -83,6 +91,20 @@ class SecretKeyRef:
 
     name: str
     key: str
+
+
+@dataclass(frozen=True)
+class GcsStoreRef:
+    """Where the GCS keeps its state (RayService gcsFaultToleranceOptions): the store's address
+    (`rediss://host:port`, a Pulumi output when the stack creates the store) and the Secret key
+    holding its AUTH token."""
+
+    address: Any
+    password: SecretKeyRef
+
+
+def gcs_store_secret_name(serving: ServingSettings) -> str:
+    return f"{serving.name}-gcs-store"
 
 
 def hf_token_ref(serving: ServingSettings) -> SecretKeyRef | None:
@@ -170,7 +192,9 @@ def _pod_spec(node_selector: Mapping[str, str], container: dict[str, Any], volum
     return spec
 
 
-def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None) -> dict[str, Any]:
+def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None,
+                gcs_store: GcsStoreRef | None) -> dict[str, Any]:
+    redis_ca = [{"name": REDIS_CA_CERT_ENV, "value": SYSTEM_CA_BUNDLE}] if gcs_store else []
     container: dict[str, Any] = {
         "name": HEAD_CONTAINER,
         "image": serving.image,
@@ -181,7 +205,7 @@ def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None) ->
             _metrics_port(),
         ],
         "env": [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(hf_token_ref(serving)),
-                *_model_reader_env(role_arn, serving.region)],
+                *_model_reader_env(role_arn, serving.region), *redis_ca],
         "resources": {bound: dict(amounts) for bound, amounts in HEAD_RESOURCES.items()},
         # The head needs no privilege. Capabilities beyond NET_RAW stay: the default image (the Ray
         # LLM DLC) has a user not verified here (rayproject/ray images run as `ray`, uid 1000), and
@@ -194,7 +218,11 @@ def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None) ->
         container["volumeMounts"] = mounts
     return {
         # num-gpus "0": the head lands on a system node, and nothing GPU-bound may be scheduled there.
-        "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0",
+        # num-cpus "0": no Serve replica either (the OpenAI ingress would otherwise fit there): a
+        # replica on the head dies with it, and while the head restarts nothing can replace it. The
+        # controller and the proxy need no CPU reservation. KubeRay's RayService HA example does
+        # the same (ray-service.high-availability.yaml).
+        "rayStartParams": {"num-gpus": "0", "num-cpus": "0", "dashboard-host": "0.0.0.0",
                            METRICS_EXPORT_PORT_PARAM: str(METRICS_PORT)},
         "template": {
             "metadata": {"labels": ray_pod_labels(serving.name)},
@@ -299,13 +327,32 @@ def _worker_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None) 
     }
 
 
-def ray_service_manifest(serving: ServingSettings,
-                         model_reader_role_arn: pulumi.Input[str] | None = None) -> dict[str, Any]:
+def _gcs_fault_tolerance(gcs_store: GcsStoreRef) -> dict[str, Any]:
+    """KubeRay >= 1.3 gcsFaultToleranceOptions: it sets the head's RAY_REDIS_ADDRESS and
+    --redis-password from these, and injects RAY_gcs_rpc_server_reconnect_timeout_s=600 into the
+    workers so they outlive a head restart (KubeRay 1.7.0 controllers/ray/common/pod.go)."""
+    return {
+        "redisAddress": gcs_store.address,
+        "redisPassword": {"valueFrom": {"secretKeyRef": {
+            "name": gcs_store.password.name, "key": gcs_store.password.key}}},
+    }
+
+
+def ray_service_manifest(serving: ServingSettings, model_reader_role_arn: pulumi.Input[str] | None = None,
+                         gcs_store: GcsStoreRef | None = None) -> dict[str, Any]:
     """The whole RayService object (ray.io/v1), ready for the API server or `kubectl apply`.
     `model_reader_role_arn`: the S3 mirror's role (components/model_access.py), given exactly when
-    the model comes from one."""
+    the model comes from one. `gcs_store`: where the GCS keeps its state when fault tolerance is on
+    (None: in the head's memory)."""
     if (model_reader_role_arn is not None) != (serving.app.config.model.s3_mirror is not None):
         raise ValueError("a model reader role is given exactly when the model comes from an S3 mirror")
+    cluster: dict[str, Any] = {
+        "rayVersion": serving.ray_version,
+        "headGroupSpec": _head_group(serving, model_reader_role_arn, gcs_store),
+        "workerGroupSpecs": [_worker_group(serving, model_reader_role_arn)],
+    }
+    if gcs_store is not None:
+        cluster["gcsFaultToleranceOptions"] = _gcs_fault_tolerance(gcs_store)
     return {
         "apiVersion": RAY_SERVICE_API_VERSION,
         "kind": RAY_SERVICE_KIND,
@@ -317,11 +364,7 @@ def ray_service_manifest(serving: ServingSettings,
         "spec": {
             "upgradeStrategy": {"type": serving.upgrade_strategy},
             "serveConfigV2": yaml.safe_dump(dict(serving.serve_config_v2), sort_keys=False),
-            "rayClusterConfig": {
-                "rayVersion": serving.ray_version,
-                "headGroupSpec": _head_group(serving, model_reader_role_arn),
-                "workerGroupSpecs": [_worker_group(serving, model_reader_role_arn)],
-            },
+            "rayClusterConfig": cluster,
         },
     }
 

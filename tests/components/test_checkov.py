@@ -133,14 +133,14 @@ def stack_findings(scan) -> list[dict[str, Any]]:
 
 
 def test_every_object_the_stacks_apply_is_scanned(scan):
-    for stack in STACKS:
+    for stack, secrets in (("dev", ["Secret"]), ("prod", ["Secret", "Secret"])):
         kinds = sorted(o["kind"] for o in scan["objects"][stack])
         # the Ray image pre-pull DaemonSet; serving, KubeRay and monitoring namespaces, the serving
-        # namespace's five NetworkPolicies, the HF token Secret, the RayService and its two pod
-        # templates; the PD dashboard ConfigMap, the Ray PodMonitor, the PD PrometheusRule and the gp3
-        # StorageClass
+        # namespace's five NetworkPolicies, the HF token Secret (prod: and the GCS store's token), the
+        # RayService and its two pod templates; the PD dashboard ConfigMap, the Ray PodMonitor, the PD
+        # PrometheusRule and the gp3 StorageClass
         assert kinds == ["ConfigMap", "DaemonSet", "Deployment", "Deployment", *["Namespace"] * 3,
-                         *["NetworkPolicy"] * 5, "PodMonitor", "PrometheusRule", "RayService", "Secret",
+                         *["NetworkPolicy"] * 5, "PodMonitor", "PrometheusRule", "RayService", *secrets,
                          "StorageClass"], kinds
     assert scan["summary"]["parsing_errors"] == 0
     # checkov counts every built-in object it parsed (the RayService, a CRD, is covered through its

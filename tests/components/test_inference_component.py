@@ -330,7 +330,8 @@ def test_dev_only_the_serving_namespace_is_privileged(dev: Any) -> None:
 def test_prod_waits_longer_for_the_first_start(prod: Any) -> None:
     ray_service = prod.one(RAY_SERVICE)
     assert ray_service.inputs["metadata"]["annotations"]["ray.io/initializing-timeout"] == "45m"
-    assert prod.all(SECRET) == []  # no hfToken in the prod stack file
+    # No hfToken in the prod stack file: the one Secret holds the GCS store's token.
+    assert [s.name for s in prod.all(SECRET)] == ["inference-gcs-store"]
 
 
 @pytest.mark.parametrize(("key", "value"), [

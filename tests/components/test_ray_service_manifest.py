@@ -187,7 +187,9 @@ def test_serve_config_travels_as_yaml_text_of_the_rendered_app(manifest: dict[st
 
 def test_head_is_cpu_only_on_system_nodes_with_reference_ports_and_sizes(manifest: dict[str, Any]) -> None:
     head = head_of(manifest)
-    assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0", "metrics-export-port": "8080"}
+    # No GPU and no CPU for Ray to schedule on: no Serve replica may live (and die) with the head.
+    assert head["rayStartParams"] == {"num-gpus": "0", "num-cpus": "0", "dashboard-host": "0.0.0.0",
+                                      "metrics-export-port": "8080"}
     pod = head["template"]["spec"]
     assert schedulable(pod, SYSTEM_NODE)
     assert not schedulable(pod, GPU_NODE)

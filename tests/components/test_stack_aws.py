@@ -209,6 +209,31 @@ def test_node_role_has_the_standard_node_policies(each):
                         "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore"}
 
 
+def test_the_stack_makes_the_clusters_own_role_and_hands_it_to_eks(each):
+    """pulumi-eks would make its own cluster role, under no path and with no boundary."""
+    role = each.one(ROLE, "cluster-eks")
+    assert json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Principal"] == {"Service": "eks.amazonaws.com"}
+    cluster = each.one(EKS)
+    assert cluster.inputs["serviceRole"].startswith("cluster-eks-")  # the role, by the id the mock gave it
+    assert each.waits_for(cluster, role)
+    policies = [a.inputs["policyArn"] for a in each.all(ATTACHMENT) if each.waits_for(a, role)]
+    assert policies == ["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"]
+    assert all(each.waits_for(cluster, a) for a in each.all(ATTACHMENT) if each.waits_for(a, role))
+
+
+def test_every_role_the_stack_creates_sits_under_its_path_without_a_boundary_by_default(each):
+    roles = each.all(ROLE)
+    assert {r.name for r in roles} == {"cluster-eks", "cluster-node"}
+    assert all(r.inputs["path"] == "/eks-pd-llm/" and "permissionsBoundary" not in r.inputs for r in roles)
+
+
+def test_a_configured_permissions_boundary_bounds_every_role_the_stack_creates():
+    boundary = "arn:aws:iam::123456789012:policy/eks-pd-llm/workload-boundary"
+    run = run_stack("dev", overrides={"iamPermissionsBoundaryArn": boundary})
+    assert {r.name: r.inputs["permissionsBoundary"] for r in run.all(ROLE)} == {
+        "cluster-eks": boundary, "cluster-node": boundary}
+
+
 def test_one_kubernetes_provider_from_the_secret_kubeconfig(each):
     provider = each.one(K8S_PROVIDER)
     assert "kubeconfig" in provider.secret_paths
@@ -306,7 +331,7 @@ def test_gpu_launch_template_has_the_efa_interface_and_placement_group(each):
 def test_efa_security_group_allows_all_traffic_within_itself(each):
     group = each.one(SECURITY_GROUP, "gpu-nodes-efa")
     assert "ingress" not in group.inputs and "egress" not in group.inputs  # rules are their own resources
-    for rule in (each.one(INGRESS), each.one(EGRESS)):
+    for rule in (each.one(INGRESS, "gpu-nodes-efa-ingress"), each.one(EGRESS, "gpu-nodes-efa-egress")):
         assert rule.inputs["ipProtocol"] == "-1"
         assert rule.inputs["referencedSecurityGroupId"] == rule.inputs["securityGroupId"]
         assert each.waits_for(rule, group)

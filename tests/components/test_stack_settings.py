@@ -81,6 +81,8 @@ ALTERNATIVES = {
     "apiPublicAccessCidrs": '["198.51.100.0/24"]',
     "deletionProtection": "true",
     "deployFromInsideVpc": "true",
+    "iamPermissionsBoundaryArn": "arn:aws:iam::111122223333:policy/eks-pd-llm/workload-boundary",
+    "gcsFaultTolerance": "true",
     "hfToken": "hf_abc",
     "rayServiceName": "other-llm",
     "rayImage": "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.0",
@@ -227,6 +229,8 @@ BAD = [
     ("apiPublicAccessCidrs", '["banana"]'),
     ("apiPublicAccessCidrs", "0.0.0.0/0"),
     ("deletionProtection", "yes"),
+    ("iamPermissionsBoundaryArn", "arn:aws:iam::aws:policy/AdministratorAccess"),  # AWS managed: not a boundary we made
+    ("iamPermissionsBoundaryArn", "arn:aws:iam::111122223333:role/boundary"),
     ("rayServiceName", "a" * 48),
     ("rayServiceName", "Ray-LLM"),
     ("initializingTimeout", "5m"),

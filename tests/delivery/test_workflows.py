@@ -594,38 +594,9 @@ def test_state_bucket_refuses_plain_http():
     assert statement["Resource"] == ["arn:aws:s3:::state", "arn:aws:s3:::state/*"]
 
 
-class _BootstrapMocks:
-    """Fake AWS for the bootstrap: resources echo their inputs, with an ARN and their name."""
-
-    def new_resource(self, args):
-        return [f"{args.name}-id", {"arn": f"arn:aws:mock:::{args.name}", "name": args.name, **args.inputs}]
-
-    def call(self, args):
-        return {}
-
-
-@pytest.fixture(scope="module")
-def bootstrap_run(tmp_path_factory):
-    """The real bootstrap/__main__.py under Pulumi mocks, its Pulumi.yaml defaults merged."""
-    from offline import run_offline
-
-    project = tmp_path_factory.mktemp("bootstrap")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.syspath_prepend(str(project))  # the Pulumi Python host puts the program's folder there
-        monkeypatch.delitem(sys.modules, "policies", raising=False)
-        for source in ("Pulumi.yaml", "__main__.py", "policies.py"):
-            (project / source).write_text((REPO / "bootstrap" / source).read_text())
-        (project / "Pulumi.ci.yaml").write_text(yaml.safe_dump({"config": {
-            "aws:region": "us-west-2",
-            "eks-pd-llm-bootstrap:githubRepository": REPOSITORY,
-            "eks-pd-llm-bootstrap:stateBucketName": "acme-pulumi-state",
-        }}))
-        yield run_offline("ci", project_dir=project, mocks=_BootstrapMocks())
-
-
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pulumi_aws's deprecated aliases, on import
 def test_bootstrap_program_registers_a_locked_down_state_bucket(bootstrap_run):
-    run = bootstrap_run
+    run = bootstrap_run()
     [versioning] = run.all("aws:s3/bucketVersioning:BucketVersioning")
     assert versioning.inputs["versioningConfiguration"]["status"] == "Enabled"
     [encryption] = run.all(
@@ -654,7 +625,7 @@ def _role_grants(run, role) -> tuple[list[str], list[str], set[str]]:
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_bootstrap_gives_pull_requests_a_read_only_role_and_environments_the_deploy_role(bootstrap_run):
-    run = bootstrap_run
+    run = bootstrap_run()
     roles = {role.name: role for role in run.all("aws:iam/role:Role")}
     assert set(roles) == {"github-preview", "github-deploy"}
 
@@ -666,9 +637,10 @@ def test_bootstrap_gives_pull_requests_a_read_only_role_and_environments_the_dep
 
     subjects, attached, inline = _role_grants(run, roles["github-deploy"])
     assert subjects == ["repo:acme/eks-pd-llm:environment:dev", "repo:acme/eks-pd-llm:environment:prod"]
-    assert attached == ["arn:aws:iam::aws:policy/AdministratorAccess"]  # deployPolicyArn's default
+    # The least-privilege policy (tests/delivery/test_deploy_permissions.py), not AdministratorAccess.
+    assert attached == ["arn:aws:iam::111122223333:policy/eks-pd-llm/eks-pd-llm-deploy"]
     assert inline >= STATE_WRITES
     assert roles["github-deploy"].inputs["maxSessionDuration"] == bootstrap_policies.DEPLOY_SESSION_SECONDS
 
-    assert run.outputs["previewRoleArn"] == "arn:aws:mock:::github-preview"
-    assert run.outputs["deployRoleArn"] == "arn:aws:mock:::github-deploy"
+    assert run.outputs["previewRoleArn"] == "arn:aws:iam::111122223333:role/github-preview"
+    assert run.outputs["deployRoleArn"] == "arn:aws:iam::111122223333:role/github-deploy"

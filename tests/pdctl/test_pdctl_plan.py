@@ -201,7 +201,7 @@ def test_plan_text_shows_every_section(cached_dev):
     result = invoke("plan")
     assert result.exit_code == 0, result.output
     for heading in ("resources by component", "capacity per replica", "hourly cost ESTIMATE",
-                    "deploy critical path", "stack outputs"):
+                    "deploy critical path", "while the Ray head restarts", "stack outputs"):
         assert heading in result.stdout
     assert "kubeconfig = [secret]" in result.stdout
 
@@ -401,3 +401,18 @@ def test_the_plan_shows_zone_ids_beside_names(dev_plan):
     assert zones["gpu"] == {"name": "us-west-2b", "id": "usw2-az2"}
     assert [(z["name"], z["id"], z["control_plane"]) for z in zones["network"]] == [
         ("us-west-2b", "usw2-az2", True), ("us-west-2a", "usw2-az1", True)]
+def test_the_plan_states_what_a_head_restart_does_to_requests(dev_plan, prod_plan):
+    """As Ray/KubeRay document it (facts/fault_tolerance.py): prod keeps its workers serving, dev loses them."""
+    assert prod_plan["head_restart"]["basis"] == dev_plan["head_restart"]["basis"] == \
+        "documented by Ray/KubeRay, not measured here"
+    assert "continue" in prod_plan["head_restart"]["in_flight"]
+    assert "KubeRay restarts every worker pod" in dev_plan["head_restart"]["in_flight"]
+    assert all(s.startswith("https://docs.ray.io/") for s in prod_plan["head_restart"]["sources"])
+
+
+def test_prods_gcs_store_is_listed_and_not_priced_rather_than_guessed(prod_plan, dev_plan):
+    [line] = [x for x in prod_plan["cost"]["lines"] if x["item"].startswith("ElastiCache")]
+    assert (line["quantity"], line["unit_price_per_hour"]) == (2, None)
+    assert prod_plan["cost"]["complete"] is False
+    assert prod_plan["cost"]["missing"] == ["ElastiCache cache.t4g.small in us-west-2"]
+    assert dev_plan["cost"]["complete"] is True

@@ -1,0 +1,318 @@
+"""The deploy role's least privilege, as plain data: what `pulumi up`/`destroy` of the eks-pd-llm stack
+does in AWS, by the resource types and provider functions the program registers and calls.
+
+`tests/delivery/test_deploy_permissions.py` runs the real program offline for dev and prod and fails when it
+registers a resource type or calls a provider function this module does not cover, so a new
+resource cannot reach AWS on a role that lacks its permissions.
+
+- `RESOURCE_ACTIONS`: per Pulumi resource type, the IAM actions its provider's create, read,
+  update and delete (tags included) call. Read from the Terraform AWS provider's resource
+  implementations (internal/service/<service>/<resource>.go) that pulumi-aws 7.x wraps, and from
+  the services' Authorization References.
+- `COMPONENT_CHILDREN` / `COMPONENT_INVOKES`: pulumi-eks's `Cluster` and `ManagedNodeGroup` are
+  remote components, one opaque resource each under Pulumi's mocks; what they create and call with
+  this stack's arguments is read from pulumi-eks's source (nodejs/eks/cluster/cluster.ts,
+  nodes/nodegroup.ts, addons/cni-addon.ts, servicerole.ts; commit 7bf0c1b1, after v4.3.0).
+  With `service_role` given, `skip_default_node_group` and `skip_default_security_groups`, a
+  Cluster creates the EKS cluster, its kube-proxy and VPC CNI add-ons, the access entries, the OIDC
+  provider and a Kubernetes provider; a ManagedNodeGroup with a launch template and a node role
+  creates the node group only.
+- `INVOKE_ACTIONS`: per provider function, what it calls.
+- IAM is granted apart, with conditions, so that the deploy role cannot make an administrator:
+  it creates and changes roles only under `ROLE_PATH`, only with the workload permissions boundary
+  attached (`iam:PermissionsBoundary`), attaches only the AWS managed policies the stack attaches
+  (`iam:PolicyARN`), passes roles only from that path and only to EKS, and has no action that
+  writes a policy (no PutRolePolicy, CreatePolicy, CreatePolicyVersion, DeleteRolePermissionsBoundary).
+  The boundary (`workload_boundary_policy`) caps any role so made at what those managed policies
+  need.
+
+What only AWS can show: that this list is complete for every code path of the providers (a
+missing action fails `pulumi up` with AccessDenied naming it; CloudTrail shows it). The policy
+linter checks that every action, resource and condition key here exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# Every IAM role the stack creates lives here (components/cluster.py IAM_ROLE_PATH).
+ROLE_PATH = "/eks-pd-llm/"
+BOUNDARY_POLICY_NAME = "eks-pd-llm-workload-boundary"
+DEPLOY_POLICY_NAME = "eks-pd-llm-deploy"
+# The AWS managed policies the stack attaches to its roles (components/cluster.py).
+ATTACHABLE_MANAGED_POLICIES = (
+    "AmazonEKSClusterPolicy",
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+# Service-linked roles AWS creates on the caller's behalf the first time the account uses the
+# service: EKS clusters, EKS managed node groups, ElastiCache.
+SERVICE_LINKED_ROLE_SERVICES = ("eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "elasticache.amazonaws.com")
+# The services the stack passes its roles to: EKS (the cluster role; the node role for node groups).
+PASS_ROLE_TO = ("eks.amazonaws.com",)
+
+_EC2_TAGS = ("ec2:CreateTags", "ec2:DeleteTags")
+
+# Resource types whose IAM is granted by `_iam_statements`, not by RESOURCE_ACTIONS.
+IAM_ROLE_TYPES = ("aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+
+RESOURCE_ACTIONS: dict[str, tuple[str, ...]] = {
+    # ── network (components/network.py) ──
+    "aws:ec2/vpc:Vpc": (
+        "ec2:CreateVpc", "ec2:DeleteVpc", "ec2:DescribeVpcs", "ec2:DescribeVpcAttribute", "ec2:ModifyVpcAttribute",
+        # The provider reads the VPC's default route table, network ACL and security group.
+        "ec2:DescribeRouteTables", "ec2:DescribeNetworkAcls", "ec2:DescribeSecurityGroups", *_EC2_TAGS),
+    "aws:ec2/internetGateway:InternetGateway": (
+        "ec2:CreateInternetGateway", "ec2:DeleteInternetGateway", "ec2:DescribeInternetGateways",
+        "ec2:AttachInternetGateway", "ec2:DetachInternetGateway", *_EC2_TAGS),
+    "aws:ec2/subnet:Subnet": (
+        "ec2:CreateSubnet", "ec2:DeleteSubnet", "ec2:DescribeSubnets", "ec2:ModifySubnetAttribute",
+        # Deleting a subnet waits for the ENIs in it to go.
+        "ec2:DescribeNetworkInterfaces", *_EC2_TAGS),
+    "aws:ec2/routeTable:RouteTable": (
+        "ec2:CreateRouteTable", "ec2:DeleteRouteTable", "ec2:DescribeRouteTables",
+        "ec2:CreateRoute", "ec2:ReplaceRoute", "ec2:DeleteRoute", *_EC2_TAGS),
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": (
+        "ec2:AssociateRouteTable", "ec2:DisassociateRouteTable", "ec2:ReplaceRouteTableAssociation",
+        "ec2:DescribeRouteTables"),
+    "aws:ec2/eip:Eip": (
+        "ec2:AllocateAddress", "ec2:ReleaseAddress", "ec2:DescribeAddresses", "ec2:DescribeAddressesAttribute",
+        "ec2:DisassociateAddress", *_EC2_TAGS),
+    "aws:ec2/natGateway:NatGateway": (
+        "ec2:CreateNatGateway", "ec2:DeleteNatGateway", "ec2:DescribeNatGateways", *_EC2_TAGS),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": (
+        "ec2:CreateVpcEndpoint", "ec2:DeleteVpcEndpoints", "ec2:DescribeVpcEndpoints", "ec2:ModifyVpcEndpoint",
+        # A gateway endpoint's prefix list, and its route table associations.
+        "ec2:DescribePrefixLists", "ec2:DescribeRouteTables", *_EC2_TAGS),
+    # ── security groups (node groups, the GCS store) ──
+    "aws:ec2/securityGroup:SecurityGroup": (
+        "ec2:CreateSecurityGroup", "ec2:DeleteSecurityGroup", "ec2:DescribeSecurityGroups",
+        # The provider removes the default allow-all egress rule of a new group.
+        "ec2:RevokeSecurityGroupEgress", "ec2:RevokeSecurityGroupIngress",
+        "ec2:DescribeNetworkInterfaces", *_EC2_TAGS),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": (
+        "ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress", "ec2:ModifySecurityGroupRules",
+        "ec2:DescribeSecurityGroupRules", *_EC2_TAGS),
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": (
+        "ec2:AuthorizeSecurityGroupEgress", "ec2:RevokeSecurityGroupEgress", "ec2:ModifySecurityGroupRules",
+        "ec2:DescribeSecurityGroupRules", *_EC2_TAGS),
+    # ── nodes (components/node_groups.py) ──
+    "aws:ec2/placementGroup:PlacementGroup": (
+        "ec2:CreatePlacementGroup", "ec2:DeletePlacementGroup", "ec2:DescribePlacementGroups", *_EC2_TAGS),
+    "aws:ec2/launchTemplate:LaunchTemplate": (
+        "ec2:CreateLaunchTemplate", "ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate",
+        "ec2:DeleteLaunchTemplate", "ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions",
+        *_EC2_TAGS),
+    "aws:eks/nodeGroup:NodeGroup": (
+        "eks:CreateNodegroup", "eks:DeleteNodegroup", "eks:DescribeNodegroup", "eks:UpdateNodegroupConfig",
+        "eks:UpdateNodegroupVersion", "eks:DescribeUpdate", "eks:TagResource", "eks:UntagResource",
+        # EKS checks that the caller may read the launch template the group uses.
+        "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeSubnets"),
+    # ── cluster (components/cluster.py, pulumi-eks Cluster) ──
+    "aws:kms/key:Key": (
+        "kms:CreateKey", "kms:DescribeKey", "kms:GetKeyPolicy", "kms:PutKeyPolicy", "kms:GetKeyRotationStatus",
+        "kms:EnableKeyRotation", "kms:DisableKeyRotation", "kms:UpdateKeyDescription", "kms:ListResourceTags",
+        "kms:TagResource", "kms:UntagResource", "kms:ScheduleKeyDeletion"),
+    "aws:kms/alias:Alias": ("kms:CreateAlias", "kms:DeleteAlias", "kms:UpdateAlias", "kms:ListAliases"),
+    "aws:cloudwatch/logGroup:LogGroup": (
+        "logs:CreateLogGroup", "logs:DeleteLogGroup", "logs:DescribeLogGroups", "logs:PutRetentionPolicy",
+        "logs:DeleteRetentionPolicy", "logs:TagResource", "logs:UntagResource", "logs:ListTagsForResource"),
+    "aws:eks/cluster:Cluster": (
+        "eks:CreateCluster", "eks:DeleteCluster", "eks:DescribeCluster", "eks:UpdateClusterConfig",
+        "eks:UpdateClusterVersion", "eks:DescribeUpdate", "eks:TagResource", "eks:UntagResource",
+        "eks:ListTagsForResource",
+        # Secrets encryption: EKS creates a grant on the customer key in the caller's name.
+        "kms:DescribeKey", "kms:CreateGrant",
+        # EKS reads the subnets and security groups it is given.
+        "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeVpcs"),
+    "aws:eks/addon:Addon": (
+        "eks:CreateAddon", "eks:DeleteAddon", "eks:DescribeAddon", "eks:UpdateAddon", "eks:DescribeAddonVersions",
+        "eks:DescribeUpdate", "eks:TagResource", "eks:UntagResource"),
+    "aws:eks/accessEntry:AccessEntry": (
+        "eks:CreateAccessEntry", "eks:DeleteAccessEntry", "eks:DescribeAccessEntry", "eks:UpdateAccessEntry",
+        "eks:TagResource", "eks:UntagResource"),
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": (
+        "eks:AssociateAccessPolicy", "eks:DisassociateAccessPolicy", "eks:ListAssociatedAccessPolicies"),
+    "aws:iam/openIdConnectProvider:OpenIdConnectProvider": (
+        "iam:CreateOpenIDConnectProvider", "iam:DeleteOpenIDConnectProvider", "iam:GetOpenIDConnectProvider",
+        "iam:UpdateOpenIDConnectProviderThumbprint", "iam:AddClientIDToOpenIDConnectProvider",
+        "iam:RemoveClientIDFromOpenIDConnectProvider", "iam:TagOpenIDConnectProvider",
+        "iam:UntagOpenIDConnectProvider"),
+    # ── the GCS store (components/gcs_store.py) ──
+    "aws:elasticache/subnetGroup:SubnetGroup": (
+        "elasticache:CreateCacheSubnetGroup", "elasticache:DeleteCacheSubnetGroup",
+        "elasticache:DescribeCacheSubnetGroups", "elasticache:ModifyCacheSubnetGroup",
+        "elasticache:AddTagsToResource", "elasticache:RemoveTagsFromResource", "elasticache:ListTagsForResource"),
+    "aws:elasticache/replicationGroup:ReplicationGroup": (
+        "elasticache:CreateReplicationGroup", "elasticache:DeleteReplicationGroup",
+        "elasticache:DescribeReplicationGroups", "elasticache:ModifyReplicationGroup",
+        "elasticache:DescribeCacheClusters", "elasticache:AddTagsToResource",
+        "elasticache:RemoveTagsFromResource", "elasticache:ListTagsForResource"),
+}
+
+# Remote components: one resource under mocks, these resources (and RESOURCE_ACTIONS) in AWS.
+COMPONENT_CHILDREN: dict[str, tuple[str, ...]] = {
+    "eks:index:Cluster": (
+        "aws:eks/cluster:Cluster", "aws:eks/addon:Addon", "aws:eks/accessEntry:AccessEntry",
+        "aws:eks/accessPolicyAssociation:AccessPolicyAssociation",
+        "aws:iam/openIdConnectProvider:OpenIdConnectProvider"),
+    "eks:index:ManagedNodeGroup": ("aws:eks/nodeGroup:NodeGroup",),
+}
+# Provider functions the remote components call (add-on versions; the region for the OIDC URL).
+COMPONENT_INVOKES: dict[str, tuple[str, ...]] = {
+    "eks:index:Cluster": ("aws:eks/getAddonVersion:getAddonVersion", "aws:index/getRegion:getRegion",
+                          "aws:index/getPartition:getPartition"),
+    "eks:index:ManagedNodeGroup": (),
+}
+
+INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
+    "aws:index/getAvailabilityZones:getAvailabilityZones": ("ec2:DescribeAvailabilityZones",),
+    "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": ("ec2:DescribeInstanceTypeOfferings",),
+    "aws:eks/getAddonVersion:getAddonVersion": ("eks:DescribeAddonVersions",),
+    # Answered from the provider's own configuration and endpoint data: no AWS call.
+    "aws:index/getPartition:getPartition": (),
+    "aws:index/getRegion:getRegion": (),
+}
+
+# Registered types that are no AWS resource: Pulumi's own, Kubernetes objects (reached through the
+# cluster's API with the EKS access the cluster creator gets, not through IAM) and this project's
+# component resources.
+NOT_AWS_PREFIXES = ("pulumi:", "kubernetes:", "eks-pd-llm:")
+
+
+def aws_resource_types(registered_types: Iterable[str]) -> set[str]:
+    """The AWS resource types behind `registered_types`: remote components expanded, the rest dropped."""
+    found: set[str] = set()
+    for type_ in registered_types:
+        if type_.startswith(NOT_AWS_PREFIXES):
+            continue
+        found |= set(COMPONENT_CHILDREN.get(type_, (type_,)))
+    return found
+
+
+def invokes_behind(registered_types: Iterable[str], invoked: Iterable[str]) -> set[str]:
+    """The provider functions a run calls: its own and those of the remote components it registers."""
+    return set(invoked) | {i for t in registered_types for i in COMPONENT_INVOKES.get(t, ())}
+
+
+def resource_actions(types: Iterable[str]) -> set[str]:
+    """Actions the non-IAM resource types need; KeyError for a type this module does not know."""
+    return {a for t in types if t not in IAM_ROLE_TYPES for a in RESOURCE_ACTIONS[t]}
+
+
+def _arn(partition: str, account_id: str, resource: str) -> str:
+    return f"arn:{partition}:iam::{account_id}:{resource}"
+
+
+def boundary_arn(partition: str, account_id: str) -> str:
+    return _arn(partition, account_id, f"policy{ROLE_PATH}{BOUNDARY_POLICY_NAME}")
+
+
+def _iam_statements(partition: str, account_id: str) -> list[dict]:
+    roles = _arn(partition, account_id, f"role{ROLE_PATH}*")
+    boundary = {"iam:PermissionsBoundary": boundary_arn(partition, account_id)}
+    return [
+        {"Sid": "CreateOnlyBoundedRolesUnderThePath", "Effect": "Allow",
+         "Action": ["iam:CreateRole", "iam:PutRolePermissionsBoundary"],
+         "Resource": roles, "Condition": {"ArnEquals": boundary}},
+        {"Sid": "AttachOnlyTheStacksManagedPoliciesToBoundedRoles", "Effect": "Allow",
+         "Action": ["iam:AttachRolePolicy", "iam:DetachRolePolicy"], "Resource": roles,
+         "Condition": {"ArnEquals": {**boundary, "iam:PolicyARN": [
+             f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]}}},
+        {"Sid": "ManageTheRolesUnderThePath", "Effect": "Allow",
+         "Action": ["iam:GetRole", "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription",
+                    "iam:UpdateAssumeRolePolicy", "iam:TagRole", "iam:UntagRole", "iam:ListRolePolicies",
+                    "iam:ListAttachedRolePolicies", "iam:ListInstanceProfilesForRole"],
+         "Resource": roles},
+        {"Sid": "PassTheRolesUnderThePathToEks", "Effect": "Allow", "Action": "iam:PassRole",
+         "Resource": roles, "Condition": {"StringEquals": {"iam:PassedToService": list(PASS_ROLE_TO)}}},
+        {"Sid": "ServiceLinkedRolesOfTheServicesUsed", "Effect": "Allow", "Action": "iam:CreateServiceLinkedRole",
+         "Resource": _arn(partition, account_id, "role/aws-service-role/*"),
+         "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLE_SERVICES)}}},
+    ]
+
+
+def deploy_policy(*, partition: str, account_id: str) -> dict:
+    """The deploy role's managed policy: every resource type and provider function above."""
+    actions = resource_actions(RESOURCE_ACTIONS) | {a for calls in INVOKE_ACTIONS.values() for a in calls}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            # Resource "*": these services' create calls take no ARN yet, and the stack names its
+            # resources after the cluster, which a stack setting chooses.
+            {"Sid": "TheStacksResources", "Effect": "Allow", "Action": sorted(actions), "Resource": "*"},
+            *_iam_statements(partition, account_id),
+        ],
+    }
+
+
+# What the attachable managed policies grant (read from AWS's published versions as recorded by
+# the zoph-io/MAMIP repository, 2026-03-07; tests/delivery/fixtures/aws-managed-policies.json keeps that
+# copy and the tests check this list against it). When AWS extends one of them, a role keeps what
+# this list allows until it is updated here and the bootstrap is run again.
+BOUNDARY_ACTIONS = (
+    # AmazonEKSClusterPolicy
+    "autoscaling:DescribeAutoScalingGroups", "autoscaling:UpdateAutoScalingGroup",
+    "ec2:AttachVolume", "ec2:AuthorizeSecurityGroupIngress", "ec2:CreateRoute", "ec2:CreateSecurityGroup",
+    "ec2:CreateTags", "ec2:CreateVolume", "ec2:DeleteRoute", "ec2:DeleteSecurityGroup", "ec2:DeleteVolume",
+    "ec2:DescribeAccountAttributes", "ec2:DescribeAddresses", "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeDhcpOptions", "ec2:DescribeInstanceTopology", "ec2:DescribeInstances",
+    "ec2:DescribeInternetGateways", "ec2:DescribeNetworkInterfaces", "ec2:DescribeRouteTables",
+    "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVolumes", "ec2:DescribeVolumesModifications",
+    "ec2:DescribeVpcs", "ec2:DetachVolume", "ec2:ModifyInstanceAttribute", "ec2:ModifyVolume",
+    "ec2:RevokeSecurityGroupIngress", "ec2:DeleteNetworkInterface", "kms:DescribeKey",
+    "elasticloadbalancing:AddTags", "elasticloadbalancing:ApplySecurityGroupsToLoadBalancer",
+    "elasticloadbalancing:AttachLoadBalancerToSubnets", "elasticloadbalancing:ConfigureHealthCheck",
+    "elasticloadbalancing:CreateListener", "elasticloadbalancing:CreateLoadBalancer",
+    "elasticloadbalancing:CreateLoadBalancerListeners", "elasticloadbalancing:CreateLoadBalancerPolicy",
+    "elasticloadbalancing:CreateTargetGroup", "elasticloadbalancing:DeleteListener",
+    "elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:DeleteLoadBalancerListeners",
+    "elasticloadbalancing:DeleteTargetGroup", "elasticloadbalancing:DeregisterInstancesFromLoadBalancer",
+    "elasticloadbalancing:DeregisterTargets", "elasticloadbalancing:DescribeListeners",
+    "elasticloadbalancing:DescribeLoadBalancerAttributes", "elasticloadbalancing:DescribeLoadBalancerPolicies",
+    "elasticloadbalancing:DescribeLoadBalancers", "elasticloadbalancing:DescribeTargetGroupAttributes",
+    "elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetHealth",
+    "elasticloadbalancing:DetachLoadBalancerFromSubnets", "elasticloadbalancing:ModifyListener",
+    "elasticloadbalancing:ModifyLoadBalancerAttributes", "elasticloadbalancing:ModifyTargetGroup",
+    "elasticloadbalancing:ModifyTargetGroupAttributes", "elasticloadbalancing:RegisterInstancesWithLoadBalancer",
+    "elasticloadbalancing:RegisterTargets", "elasticloadbalancing:SetLoadBalancerPoliciesForBackendServer",
+    "elasticloadbalancing:SetLoadBalancerPoliciesOfListener",
+    # AmazonEKSWorkerNodePolicy
+    "ec2:DescribeInstanceTypes", "eks-auth:AssumeRoleForPodIdentity", "eks:DescribeCluster",
+    # AmazonEKS_CNI_Policy
+    "ec2:AssignPrivateIpAddresses", "ec2:AttachNetworkInterface", "ec2:CreateNetworkInterface",
+    "ec2:DescribeTags", "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute",
+    "ec2:UnassignPrivateIpAddresses",
+    # AmazonEC2ContainerRegistryReadOnly
+    "ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:DescribeImageScanFindings", "ecr:DescribeImages",
+    "ecr:DescribeRepositories", "ecr:GetAuthorizationToken", "ecr:GetDownloadUrlForLayer", "ecr:GetLifecyclePolicy",
+    "ecr:GetLifecyclePolicyPreview", "ecr:GetRepositoryPolicy", "ecr:ListImages", "ecr:ListTagsForResource",
+    # AmazonSSMManagedInstanceCore
+    "ssm:DescribeAssociation", "ssm:DescribeDocument", "ssm:GetDeployablePatchSnapshotForInstance",
+    "ssm:GetDocument", "ssm:GetManifest", "ssm:GetParameter", "ssm:GetParameters", "ssm:ListAssociations",
+    "ssm:ListInstanceAssociations", "ssm:PutComplianceItems", "ssm:PutConfigurePackageResult", "ssm:PutInventory",
+    "ssm:UpdateAssociationStatus", "ssm:UpdateInstanceAssociationStatus", "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel", "ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage",
+    "ec2messages:FailMessage", "ec2messages:GetEndpoint", "ec2messages:GetMessages", "ec2messages:SendReply",
+)
+
+
+def workload_boundary_policy(*, partition: str) -> dict:
+    """The most any role the deploy role creates may do: exactly what the attachable managed policies
+    grant (their conditions are theirs to keep; a boundary only caps). The deploy role may attach no
+    other policy, so the boundary is the second wall: against a mistake here, or a wider policy
+    attached by hand. In IAM only the load balancers' service-linked role, as AmazonEKSClusterPolicy has it.
+    """
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "WhatTheClusterAndNodeRolesPoliciesGrant", "Effect": "Allow", "Resource": "*",
+             "Action": sorted(set(BOUNDARY_ACTIONS))},
+            {"Sid": "LoadBalancerServiceLinkedRole", "Effect": "Allow", "Action": "iam:CreateServiceLinkedRole",
+             "Resource": f"arn:{partition}:iam::*:role/aws-service-role/elasticloadbalancing.amazonaws.com/*",
+             "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}},
+        ],
+    }

@@ -1,0 +1,164 @@
+"""The deploy role's least privilege (bootstrap/deploy_permissions.py) against what the stack really
+registers and calls: the dev and prod programs run offline, every AWS resource type (pulumi-eks's
+remote components expanded) and every provider function must be covered, and nothing is granted
+for a type no stack registers. The IAM statements must keep the deploy role from making an
+administrator: roles only under the path, only with the boundary, only the stack's managed
+policies; the boundary caps such a role at what those policies grant."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+ACCOUNT = "111122223333"
+ROLE_TYPE = "aws:iam/role:Role"
+ATTACHMENT_TYPE = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+# IAM's limit for a managed policy document, whitespace not counted.
+MANAGED_POLICY_MAX_CHARS = 6144
+# Actions that write a policy or lift a boundary: with any of them the deploy role could give a
+# role it creates (or itself) more than the boundary allows.
+POLICY_WRITES = {
+    "iam:PutRolePolicy", "iam:CreatePolicy", "iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion",
+    "iam:DeletePolicyVersion", "iam:DeleteRolePermissionsBoundary", "iam:PutUserPolicy", "iam:AttachUserPolicy",
+    "iam:CreateUser", "iam:CreateAccessKey", "iam:PutGroupPolicy", "iam:AttachGroupPolicy",
+    "iam:CreateLoginProfile",
+}
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bootstrap_{name}", REPO / "bootstrap" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+permissions = _load("deploy_permissions")
+
+
+@pytest.fixture(scope="module")
+def stacks(offline_run):
+    return [offline_run(stack) for stack in ("dev", "prod")]
+
+
+def registered_types(run) -> set[str]:
+    return {r.type for r in run.resources}
+
+
+def uncovered(types: set[str], invokes: set[str]) -> set[str]:
+    """What a run needs that the deploy policy does not grant."""
+    known = set(permissions.RESOURCE_ACTIONS) | set(permissions.IAM_ROLE_TYPES)
+    return ((permissions.aws_resource_types(types) - known)
+            | (permissions.invokes_behind(types, invokes) - set(permissions.INVOKE_ACTIONS)))
+
+
+def test_every_aws_type_and_function_the_stacks_use_is_granted(stacks):
+    for run in stacks:
+        assert uncovered(registered_types(run), set(run.invokes)) == set(), run.stack
+
+
+def test_a_type_the_policy_does_not_cover_is_caught():
+    assert uncovered({"aws:s3/bucket:Bucket", "eks:index:Cluster"}, {"aws:rds/getEngineVersion:getEngineVersion"}) == {
+        "aws:s3/bucket:Bucket", "aws:rds/getEngineVersion:getEngineVersion"}
+
+
+def test_nothing_is_granted_for_a_type_or_function_no_stack_uses(stacks):
+    types = set().union(*(permissions.aws_resource_types(registered_types(r)) for r in stacks))
+    invokes = set().union(*(permissions.invokes_behind(registered_types(r), r.invokes) for r in stacks))
+    assert set(permissions.RESOURCE_ACTIONS) | set(permissions.IAM_ROLE_TYPES) == types
+    assert set(permissions.INVOKE_ACTIONS) == invokes
+
+
+def test_the_deploy_role_may_attach_exactly_the_managed_policies_the_stack_attaches(stacks):
+    attached = {a.inputs["policyArn"].rsplit("/", 1)[1] for run in stacks for a in run.all(ATTACHMENT_TYPE)}
+    assert attached == set(permissions.ATTACHABLE_MANAGED_POLICIES) == {*CLUSTER_ROLE_POLICIES, *NODE_POLICIES}
+
+
+def test_every_role_the_stack_creates_is_under_the_path_the_deploy_role_may_manage(stacks):
+    assert permissions.ROLE_PATH == IAM_ROLE_PATH
+    assert all(r.inputs["path"] == IAM_ROLE_PATH for run in stacks for r in run.all(ROLE_TYPE))
+
+
+@pytest.fixture(scope="module")
+def policy() -> dict:
+    return permissions.deploy_policy(partition="aws", account_id=ACCOUNT)
+
+
+def statements(policy: dict, action: str) -> list[dict]:
+    return [s for s in policy["Statement"]
+            if action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])]
+
+
+def test_the_deploy_policy_grants_no_policy_writing_and_no_wildcard_action(policy):
+    actions = {a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert not actions & POLICY_WRITES
+    assert not [a for a in actions if "*" in a]
+    assert all(s["Effect"] == "Allow" for s in policy["Statement"])
+
+
+def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
+    boundary = f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"
+    assert permissions.boundary_arn("aws", ACCOUNT) == boundary
+    for action in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:AttachRolePolicy", "iam:DetachRolePolicy"):
+        [statement] = statements(policy, action)
+        assert statement["Resource"] == f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/*"
+        assert statement["Condition"]["ArnEquals"]["iam:PermissionsBoundary"] == boundary
+    [attach] = statements(policy, "iam:AttachRolePolicy")
+    assert attach["Condition"]["ArnEquals"]["iam:PolicyARN"] == [
+        f"arn:aws:iam::aws:policy/{name}" for name in permissions.ATTACHABLE_MANAGED_POLICIES]
+    [pass_role] = statements(policy, "iam:PassRole")
+    assert pass_role["Resource"] == f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/*"
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": ["eks.amazonaws.com"]}}
+    # Every other IAM action is on the stack's own roles, the service-linked roles or OIDC providers.
+    for statement in policy["Statement"]:
+        iam = [a for a in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+               if a.startswith("iam:")]
+        if statement["Resource"] == "*":
+            assert all("OpenIDConnectProvider" in a for a in iam), iam
+
+
+def test_the_deploy_policy_fits_in_one_managed_policy(policy):
+    assert len(json.dumps(policy, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS
+
+
+def test_the_boundary_allows_exactly_what_the_attachable_managed_policies_grant():
+    recorded = json.loads((FIXTURES / "aws-managed-policies.json").read_text())["policies"]
+    assert set(recorded) == set(permissions.ATTACHABLE_MANAGED_POLICIES)
+    granted = {a for doc in recorded.values() for s in doc["Statement"]
+               for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    boundary = permissions.workload_boundary_policy(partition="aws")
+    allowed = {a for s in boundary["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert allowed == granted
+    [slr] = [s for s in boundary["Statement"] if s["Action"] == "iam:CreateServiceLinkedRole"]
+    assert slr["Condition"] == {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_bootstrap_gives_the_deploy_role_the_derived_policy_and_the_boundary(bootstrap_run):
+    run = bootstrap_run()
+    policies = {p.name: p for p in run.all("aws:iam/policy:Policy")}
+    assert set(policies) == {"deploy", "workload-boundary"}
+    assert json.loads(policies["deploy"].inputs["policy"]) == permissions.deploy_policy(partition="aws", account_id=ACCOUNT)
+    assert json.loads(policies["workload-boundary"].inputs["policy"]) == permissions.workload_boundary_policy(
+        partition="aws")
+    assert policies["workload-boundary"].inputs["name"] == permissions.BOUNDARY_POLICY_NAME
+    assert policies["workload-boundary"].inputs["path"] == permissions.ROLE_PATH
+    attached = {a.inputs["role"]: a.inputs["policyArn"] for a in run.all(ATTACHMENT_TYPE)}
+    assert attached["github-deploy"] == f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-deploy"
+    # The ARN the deploy policy's conditions name is the one the bootstrap creates.
+    assert run.outputs["workloadPermissionsBoundaryArn"] == permissions.boundary_arn("aws", ACCOUNT)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_administrator_access_only_when_asked_for(bootstrap_run):
+    run = bootstrap_run(deployWithAdministratorAccess="true")
+    attached = {a.inputs["role"]: a.inputs["policyArn"] for a in run.all(ATTACHMENT_TYPE)}
+    assert attached["github-deploy"] == "arn:aws:iam::aws:policy/AdministratorAccess"
+    assert attached["github-preview"] == "arn:aws:iam::aws:policy/ReadOnlyAccess"
+    assert {p.name for p in run.all("aws:iam/policy:Policy")} == {"workload-boundary"}
