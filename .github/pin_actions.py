@@ -17,8 +17,8 @@ import argparse
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 GITHUB_DIR = Path(__file__).resolve().parent
 USES = re.compile(

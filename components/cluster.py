@@ -128,7 +128,8 @@ class Cluster(pulumi.ComponentResource):
             f"Service role of EKS cluster {settings.name}", CLUSTER_ROLE_POLICIES, boundary, partition, tags, child)
         self.node_role, self.node_role_policies = _service_role(
             f"{name}-node", "ec2.amazonaws.com", ["sts:AssumeRole"],
-            f"EC2 role of the nodes of EKS cluster {settings.name}", args.node_policies, boundary, partition, tags, child)
+            f"EC2 role of the nodes of EKS cluster {settings.name}", args.node_policies, boundary, partition, tags,
+            child)
 
         # The name EKS writes control-plane logs to; it must exist before the cluster does.
         control_plane_logs = aws.cloudwatch.LogGroup(
@@ -203,7 +204,8 @@ class Cluster(pulumi.ComponentResource):
 
 def _service_role(name: str, service: str, trust_actions: list[str], description: str,
                   managed_policies: tuple[str, ...], permissions_boundary: str | None, partition: str,
-                  tags: dict[str, str], opts: pulumi.ResourceOptions) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
+                  tags: dict[str, str], opts: pulumi.ResourceOptions,
+                  ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
     """A role `service` assumes, with AWS managed policies attached, under IAM_ROLE_PATH."""
     role = aws.iam.Role(
         name,

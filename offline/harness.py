@@ -200,14 +200,14 @@ def _references_stay_urns_inside_the_monitor() -> None:
         return
     real_module, real_package = rpc.get_resource_module, rpc.get_resource_package
 
-    def get_resource_module(*args: Any) -> Any:
-        return None if getattr(_monitor_call, "active", False) else real_module(*args)
+    def get_resource_module(pkg: str, mod: str, version: str) -> rpc.ResourceModule | None:
+        return None if getattr(_monitor_call, "active", False) else real_module(pkg, mod, version)
 
-    def get_resource_package(*args: Any) -> Any:
-        return None if getattr(_monitor_call, "active", False) else real_package(*args)
+    def get_resource_package(pkg: str, version: str) -> rpc.ResourcePackage | None:
+        return None if getattr(_monitor_call, "active", False) else real_package(pkg, version)
 
     rpc.get_resource_module, rpc.get_resource_package = get_resource_module, get_resource_package
-    rpc._offline_harness_patched = True
+    setattr(rpc, "_offline_harness_patched", True)  # noqa: B010 (a marker of ours on Pulumi's module)
 
 
 def _inside_monitor(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -348,6 +348,7 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., P
     importlib.reload(huggingface_hub.constants)
 BOOTSTRAP_REPOSITORY = "acme/eks-pd-llm"
 BOOTSTRAP_ACCOUNT = "111122223333"
+BOOTSTRAP_KEY_ID = "1234abcd-12ab-34cd-56ef-1234567890ab"
 
 
 def _bootstrap_arn(resource_type: str, name: str, inputs: dict) -> str:
@@ -355,7 +356,7 @@ def _bootstrap_arn(resource_type: str, name: str, inputs: dict) -> str:
     iam = f"arn:aws:iam::{BOOTSTRAP_ACCOUNT}"
     return {
         "aws:s3/bucket:Bucket": lambda: f"arn:aws:s3:::{inputs.get('bucket', name)}",
-        "aws:kms/key:Key": lambda: f"arn:aws:kms:us-west-2:{BOOTSTRAP_ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+        "aws:kms/key:Key": lambda: f"arn:aws:kms:us-west-2:{BOOTSTRAP_ACCOUNT}:key/{BOOTSTRAP_KEY_ID}",
         "aws:iam/role:Role": lambda: f"{iam}:role/{name}",
         "aws:iam/policy:Policy": lambda: f"{iam}:policy{inputs.get('path', '/')}{inputs.get('name', name)}",
         "aws:iam/openIdConnectProvider:OpenIdConnectProvider":
@@ -389,7 +390,7 @@ def bootstrap_run(tmp_path_factory) -> Callable[..., OfflineRun]:
         if key in runs:
             return runs[key]
         project = tmp_path_factory.mktemp("bootstrap")
-        sources = sorted((REPO / "bootstrap").glob("*.py")) + [REPO / "bootstrap" / "Pulumi.yaml"]
+        sources = [*sorted((REPO / "bootstrap").glob("*.py")), REPO / "bootstrap" / "Pulumi.yaml"]
         with pytest.MonkeyPatch.context() as monkeypatch:
             monkeypatch.syspath_prepend(str(project))  # the Pulumi Python host puts the program's folder there
             for source in sources:

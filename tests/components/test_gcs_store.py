@@ -22,7 +22,8 @@ SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SECRET = "kubernetes:core/v1:Secret"
-STORE = GcsStoreRef("rediss://master.gcs.example.cache.amazonaws.com:6379", SecretKeyRef("ray-llm-gcs-store", "password"))
+STORE = GcsStoreRef("rediss://master.gcs.example.cache.amazonaws.com:6379",
+                    SecretKeyRef("ray-llm-gcs-store", "password"))
 
 
 def head_container(body: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +63,8 @@ def test_the_head_follows_kuberays_rules_for_gcs_fault_tolerance(manifest):
 
 
 def test_the_head_checks_the_stores_certificate_only_when_there_is_a_store(settings_for, manifest):
-    assert {"name": "RAY_REDIS_CA_CERT", "value": "/etc/ssl/certs/ca-certificates.crt"} in head_container(manifest)["env"]
+    ca_bundle = {"name": "RAY_REDIS_CA_CERT", "value": "/etc/ssl/certs/ca-certificates.crt"}
+    assert ca_bundle in head_container(manifest)["env"]
     without = ray_service_manifest(settings_for("dev").serving)
     assert "gcsFaultToleranceOptions" not in without["spec"]["rayClusterConfig"]
     assert "RAY_REDIS_CA_CERT" not in {e["name"] for e in head_container(without)["env"]}
@@ -150,6 +152,7 @@ def test_the_rayservice_reaches_the_store_over_tls_with_the_token_from_a_secret(
     assert "stringData" in secret.secret_paths
     ray_service = prod.one(RAY_SERVICE)
     options = ray_service.inputs["spec"]["rayClusterConfig"]["gcsFaultToleranceOptions"]
-    assert options["redisAddress"].startswith(f"rediss://master.{group.name}-") and options["redisAddress"].endswith(":6379")
+    address = options["redisAddress"]
+    assert address.startswith(f"rediss://master.{group.name}-") and address.endswith(":6379")
     assert options["redisPassword"]["valueFrom"]["secretKeyRef"] == {"name": "ray-llm-gcs-store", "key": "password"}
     assert prod.depends_on(ray_service, secret) and prod.depends_on(ray_service, group)

@@ -17,7 +17,8 @@ from parliament import analyze_policy_string  # noqa: E402
 
 
 def main() -> None:
-    documents = json.load(open(sys.argv[1]))
+    with open(sys.argv[1]) as handle:
+        documents = json.load(handle)
     found = []
     for name, document in sorted(documents.items()):
         policy = analyze_policy_string(json.dumps(document), include_community_auditors=True)

@@ -90,13 +90,17 @@ def policy() -> dict:
     return permissions.deploy_policy(partition="aws", account_id=ACCOUNT)
 
 
+def actions_of(statement: dict) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else action
+
+
 def statements(policy: dict, action: str) -> list[dict]:
-    return [s for s in policy["Statement"]
-            if action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])]
+    return [s for s in policy["Statement"] if action in actions_of(s)]
 
 
 def test_the_deploy_policy_grants_no_policy_writing_and_no_wildcard_action(policy):
-    actions = {a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    actions = {a for s in policy["Statement"] for a in actions_of(s)}
     assert not actions & POLICY_WRITES
     assert not [a for a in actions if "*" in a]
     assert all(s["Effect"] == "Allow" for s in policy["Statement"])
@@ -117,8 +121,7 @@ def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": ["eks.amazonaws.com"]}}
     # Every other IAM action is on the stack's own roles, the service-linked roles or OIDC providers.
     for statement in policy["Statement"]:
-        iam = [a for a in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
-               if a.startswith("iam:")]
+        iam = [a for a in actions_of(statement) if a.startswith("iam:")]
         if statement["Resource"] == "*":
             assert all("OpenIDConnectProvider" in a for a in iam), iam
 
@@ -130,10 +133,9 @@ def test_the_deploy_policy_fits_in_one_managed_policy(policy):
 def test_the_boundary_allows_exactly_what_the_attachable_managed_policies_grant():
     recorded = json.loads((FIXTURES / "aws-managed-policies.json").read_text())["policies"]
     assert set(recorded) == set(permissions.ATTACHABLE_MANAGED_POLICIES)
-    granted = {a for doc in recorded.values() for s in doc["Statement"]
-               for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    granted = {a for doc in recorded.values() for s in doc["Statement"] for a in actions_of(s)}
     boundary = permissions.workload_boundary_policy(partition="aws")
-    allowed = {a for s in boundary["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    allowed = {a for s in boundary["Statement"] for a in actions_of(s)}
     assert allowed == granted
     [slr] = [s for s in boundary["Statement"] if s["Action"] == "iam:CreateServiceLinkedRole"]
     assert slr["Condition"] == {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}
@@ -144,7 +146,8 @@ def test_bootstrap_gives_the_deploy_role_the_derived_policy_and_the_boundary(boo
     run = bootstrap_run()
     policies = {p.name: p for p in run.all("aws:iam/policy:Policy")}
     assert set(policies) == {"deploy", "workload-boundary"}
-    assert json.loads(policies["deploy"].inputs["policy"]) == permissions.deploy_policy(partition="aws", account_id=ACCOUNT)
+    deploy = json.loads(policies["deploy"].inputs["policy"])
+    assert deploy == permissions.deploy_policy(partition="aws", account_id=ACCOUNT)
     assert json.loads(policies["workload-boundary"].inputs["policy"]) == permissions.workload_boundary_policy(
         partition="aws")
     assert policies["workload-boundary"].inputs["name"] == permissions.BOUNDARY_POLICY_NAME

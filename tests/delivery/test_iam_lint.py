@@ -71,7 +71,7 @@ def test_every_policy_document_is_linted(documents):
     """Both stacks' roles, and the bootstrap's roles, inline, managed and bucket policies."""
     names = set(documents)
     for stack in ("dev", "prod"):
-        assert {f"stack {stack}: cluster-eks assumeRolePolicy", f"stack {stack}: cluster-node assumeRolePolicy"} <= names
+        assert {f"stack {stack}: cluster-{role} assumeRolePolicy" for role in ("eks", "node")} <= names
     assert {f"bootstrap: {name}" for name in (
         "deploy policy", "workload-boundary policy", "pulumi-state policy", "github-deploy assumeRolePolicy",
         "github-preview assumeRolePolicy", "github-deploy-state policy", "github-preview-state policy")} <= names
