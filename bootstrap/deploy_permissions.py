@@ -11,8 +11,7 @@ resource cannot reach AWS on a role that lacks its permissions.
   the services' Authorization References.
 - `COMPONENT_CHILDREN` / `COMPONENT_INVOKES`: pulumi-eks's `Cluster` and `ManagedNodeGroup` are
   remote components, one opaque resource each under Pulumi's mocks; what they create and call with
-  this stack's arguments is read from pulumi-eks's source (nodejs/eks/cluster/cluster.ts,
-  nodes/nodegroup.ts, addons/cni-addon.ts, servicerole.ts; commit 7bf0c1b1, after v4.3.0).
+  this stack's arguments is read from pulumi-eks's source (docs/SOURCES.md#pulumi-eks-internals).
   With `service_role` given, `skip_default_node_group` and `skip_default_security_groups`, a
   Cluster creates the EKS cluster, its kube-proxy and VPC CNI add-ons, the access entries, the OIDC
   provider and a Kubernetes provider; a ManagedNodeGroup with a launch template and a node role
@@ -248,10 +247,10 @@ def deploy_policy(*, partition: str, account_id: str) -> dict:
     }
 
 
-# What the attachable managed policies grant (read from AWS's published versions as recorded by
-# the zoph-io/MAMIP repository, 2026-03-07; tests/delivery/fixtures/aws-managed-policies.json keeps that
-# copy and the tests check this list against it). When AWS extends one of them, a role keeps what
-# this list allows until it is updated here and the bootstrap is run again.
+# What the attachable managed policies grant (docs/SOURCES.md#aws-managed-eks-policies;
+# tests/delivery/fixtures/aws-managed-policies.json keeps the copy the tests check this list
+# against). When AWS extends one of them, a role keeps what this list allows until it is updated
+# here and the bootstrap is run again.
 BOUNDARY_ACTIONS = (
     # AmazonEKSClusterPolicy
     "autoscaling:DescribeAutoScalingGroups", "autoscaling:UpdateAutoScalingGroup",

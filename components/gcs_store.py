@@ -1,7 +1,6 @@
 """The Ray head's fault tolerance store: an ElastiCache (Redis OSS) replication group KubeRay points
 the GCS at (RayService `gcsFaultToleranceOptions`), so a head restart reloads the cluster state
-instead of KubeRay restarting every worker (Ray docs, "GCS fault tolerance in KubeRay":
-https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/kuberay-gcs-ft.html).
+instead of KubeRay restarting every worker (docs/SOURCES.md#gcs-fault-tolerance).
 
 - Redis OSS, cluster mode disabled: KubeRay's GCS FT guide requires a single-shard Redis (one
   primary, replicas for failover). Redis OSS rather than Valkey: Ray and KubeRay document and

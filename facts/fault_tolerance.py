@@ -1,7 +1,8 @@
 """What happens to requests while the Ray head restarts, as Ray and KubeRay document it.
 
 `HEAD_RESTART[gcs_fault_tolerance]` is stated by `pdctl plan` for the stack's RayService and in the
-README's "What survives what". These are the projects' documented behaviours, not measurements.
+README's "What survives what". These are the projects' documented behaviours, not measurements
+(docs/SOURCES.md#gcs-fault-tolerance).
 
 Sources (read 2026-12):
 - Ray Serve, "Add End-to-End Fault Tolerance", sections "Head node recovery: Ray GCS fault

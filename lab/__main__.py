@@ -7,6 +7,9 @@
   compare-greedy  greedy PD == colocated across a split run's two results files
   bench-compare  `pdctl bench` beside `vllm bench serve` against one running endpoint (within 5%?)
   report      the results JSON as a markdown table
+  faults      kill replicas, engine processes and the Serve controller under load (lab/faults.py)
+  soak        a long steady load, memory sampled (lab/soak.py)
+  bad-requests  the requests clients get wrong, a burst, then a normal one (lab/bad_requests.py)
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from lab.faults import FAULTS
 from serve_app.errors import ConfigError
 
 MODEL_KINDS = ("tiny", "llama3-8b-shape")
@@ -182,6 +186,25 @@ def cmd_bench_compare(args) -> int:
     return 0 if (result.get("comparison") or {}).get("agree") else 1
 
 
+def cmd_resilience(args) -> int:
+    from lab import faults
+    from lab.resilience import run_resilience
+
+    names = tuple(f for f in args.faults.split(",") if f) if args.command == "faults" else ()
+    unknown = set(names) - set(faults.FAULTS)
+    if unknown:
+        raise ConfigError("--faults", args.faults, f"a comma-separated subset of {', '.join(faults.FAULTS)}")
+    rendered, source = _render_args(args.stack)
+    [model] = _lab_models(["tiny"], Path(args.model_dir), args.seed, [])
+    load = faults.LoadSpec(concurrency=args.concurrency, long_prompt_tokens=args.long_prompt_tokens, seed=args.seed)
+    data = run_resilience(args.command, rendered_args=rendered, source=source, model=model, out_dir=Path(args.out),
+                          fault_names=names or faults.FAULTS, load=load,
+                          times=faults.FaultTimes(recover_s=args.recover_s), duration_s=args.duration_s,
+                          sample_every_s=args.sample_every_s, ready_timeout_s=args.ready_timeout_s)
+    print(json.dumps({"kind": args.command, "verdict": data.get("verdict")}, indent=2))
+    return 0 if (data.get("verdict") or {}).get("passed") else 1
+
+
 def cmd_report(args) -> int:
     from lab.report import markdown_report
 
@@ -259,6 +282,23 @@ def main(argv: list[str] | None = None) -> int:
     side.add_argument("--seed", type=int, default=0)
     side.add_argument("--out", default=".lab/out/side-by-side", help="results folder (.lab/ is git-ignored)")
     side.set_defaults(func=cmd_bench_compare)
+
+    for kind, text in (("faults", "kill replicas, engine processes and the Serve controller under a steady load"),
+                       ("soak", "a long steady mixed load; failed requests and memory over time"),
+                       ("bad-requests", "bad requests, a burst and a normal request against the PD app")):
+        resilience = sub.add_parser(kind, help=text)
+        resilience.add_argument("--stack", default="dev")
+        resilience.add_argument("--out", default=".lab/out", help="results folder (.lab/ is git-ignored)")
+        resilience.add_argument("--model-dir", default="/tmp/lab-models")
+        resilience.add_argument("--seed", type=int, default=0)
+        resilience.add_argument("--concurrency", type=int, default=4, help="clients of the steady load")
+        resilience.add_argument("--long-prompt-tokens", type=int, default=2048, help="every 4th request's prompt")
+        resilience.add_argument("--faults", default=",".join(FAULTS), help="faults to inject, in order")
+        resilience.add_argument("--recover-s", type=float, default=240.0, help="longest wait for a fault to heal")
+        resilience.add_argument("--duration-s", type=float, default=600.0, help="soak: how long the load runs")
+        resilience.add_argument("--sample-every-s", type=float, default=5.0, help="soak: memory sampling interval")
+        resilience.add_argument("--ready-timeout-s", type=float, default=420)
+        resilience.set_defaults(func=cmd_resilience)
 
     report = sub.add_parser("report", help="markdown table of a results JSON")
     report.add_argument("result")

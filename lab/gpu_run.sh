@@ -3,6 +3,8 @@
 #   1. bundle parts (lab/build-bundle.sh → .bundle/part.NN, SHA256) copied to $PARTS on the host
 #   2. bash lab/gpu_run.sh [extra `python -m lab run` options]
 # Results (lab-result.json, lab-report.md, run.log, ray-log-excerpt.txt) go to $OUT (default .lab/out/, git-ignored).
+# LAB_COMMAND picks another lab command (default `run --stack dev`): lab/gpu_faults.sh and
+# lab/gpu_soak.sh run `faults` / `soak` / `bad-requests` through it.
 set -uo pipefail
 OUT=${OUT:-.lab/out}
 PARTS=${PARTS:-/tmp/parts}
@@ -21,7 +23,7 @@ if [ ! -f "$SITE/.unpacked" ]; then
 fi
 export PYTHONPATH="$SITE:$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 -m lab run --stack dev --out "$OUT" "$@" 2>&1 | tee "$OUT/run.log"
+python3 -m lab ${LAB_COMMAND:-run --stack dev} --out "$OUT" "$@" 2>&1 | tee "$OUT/${RUN_LOG:-run.log}"
 status=${PIPESTATUS[0]}
 echo "lab exit status: $status"
 exit "$status"

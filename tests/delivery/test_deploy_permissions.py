@@ -7,11 +7,11 @@ policies; the boundary caps such a role at what those policies grant."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from by_path import load_module
 
 from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES
 
@@ -32,14 +32,7 @@ POLICY_WRITES = {
 }
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bootstrap_{name}", REPO / "bootstrap" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-permissions = _load("deploy_permissions")
+permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions.py")
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ what, with which permissions, against which stacks, with which credentials.
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import json
 import re
 import subprocess
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from by_path import load_module
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,15 +40,7 @@ PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 REPOSITORY = "acme/eks-pd-llm"
 
 
-def _load_bootstrap_policies():
-    """bootstrap/ is a separate Pulumi project (not a package): load its pure module by path."""
-    spec = importlib.util.spec_from_file_location("bootstrap_policies", REPO / "bootstrap" / "policies.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bootstrap_policies = _load_bootstrap_policies()
+bootstrap_policies = load_module("bootstrap_policies", REPO / "bootstrap" / "policies.py")
 
 
 class _GitHubYamlLoader(yaml.SafeLoader):
@@ -461,14 +453,7 @@ def test_make_test_runs_zizmor_on_the_workflows_first():
 
 # --- The pins and the bump script (.github/pin_actions.py) --------------------------------------------
 
-def _load_pin_actions():
-    spec = importlib.util.spec_from_file_location("pin_actions", REPO / ".github" / "pin_actions.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pin_actions = _load_pin_actions()
+pin_actions = load_module("pin_actions", REPO / ".github" / "pin_actions.py")
 # `git ls-remote --tags` of each action's repository, release tags only, recorded 2026-12-01.
 LS_REMOTE = REPO / "tests" / "delivery" / "fixtures"
 
