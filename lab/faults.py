@@ -167,16 +167,32 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def gpu_process_pids() -> set[int]:
+    """Processes holding GPU memory (nvidia-smi's compute apps); empty without a GPU."""
+    import subprocess
+
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    return {int(line) for line in text.split() if line.strip().isdigit()}
+
+
 def engine_core_pid(replica_pid: int) -> int | None:
-    """The vLLM engine core under a replica (its command line names EngineCore)."""
-    for pid in descendants(replica_pid):
+    """The vLLM engine core under a replica: the descendant whose command line names EngineCore
+    (vLLM retitles it VLLM::EngineCore_DP0 where setproctitle is installed), else the one
+    descendant that holds GPU memory."""
+    below = descendants(replica_pid)
+    for pid in below:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 if ENGINE_CORE.search(handle.read()):
                     return pid
         except OSError:
             continue
-    return None
+    on_gpu = sorted(set(below) & gpu_process_pids())
+    return on_gpu[0] if len(on_gpu) == 1 else None
 
 
 def deployment_names(app_args: dict[str, Any]) -> dict[str, str]:

@@ -3,6 +3,8 @@ verdicts), on recorded-shape data with known answers."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from lab import faults, recovery, soak
@@ -184,3 +186,22 @@ def test_the_bad_requests_exceed_the_context_they_are_built_for():
     assert len(both["prompt"]) < 1024 and both["max_tokens"] < 1024 < len(both["prompt"]) + both["max_tokens"]
     assert requests["unknown model"].body["model"] != "m"
     assert all(r.expect and all(400 <= s < 500 for s in r.expect) for r in requests.values())
+
+
+def test_the_engine_core_under_a_replica_is_found_by_its_title():
+    """What the engine faults kill: a child process titled like vLLM's engine core."""
+    import os
+    import subprocess
+    import sys
+
+    core = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "VLLM::EngineCore_DP0"])
+    try:
+        for _ in range(50):
+            if faults.engine_core_pid(os.getpid()) == core.pid:
+                break
+            time.sleep(0.05)
+        assert faults.engine_core_pid(os.getpid()) == core.pid
+        assert core.pid in faults.descendants(os.getpid())
+    finally:
+        core.kill()
+        core.wait()
