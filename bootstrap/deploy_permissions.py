@@ -38,13 +38,15 @@ from collections.abc import Iterable
 ROLE_PATH = "/eks-pd-llm/"
 BOUNDARY_POLICY_NAME = "eks-pd-llm-workload-boundary"
 DEPLOY_POLICY_NAME = "eks-pd-llm-deploy"
-# The AWS managed policies the stack attaches to its roles (components/cluster.py).
+# The AWS managed policies the stack attaches to its roles (components/cluster.py, storage.py), by
+# their name under arn:aws:iam::aws:policy/.
 ATTACHABLE_MANAGED_POLICIES = (
     "AmazonEKSClusterPolicy",
     "AmazonEKSWorkerNodePolicy",
     "AmazonEKS_CNI_Policy",
     "AmazonEC2ContainerRegistryReadOnly",
     "AmazonSSMManagedInstanceCore",
+    "service-role/AmazonEBSCSIDriverPolicy",
 )
 # Service-linked roles AWS creates on the caller's behalf the first time the account uses the
 # service: EKS clusters, EKS managed node groups, ElastiCache.
@@ -297,6 +299,18 @@ BOUNDARY_ACTIONS = (
     "ssmmessages:OpenDataChannel", "ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage",
     "ec2messages:FailMessage", "ec2messages:GetEndpoint", "ec2messages:GetMessages", "ec2messages:SendReply",
 )
+# AmazonEBSCSIDriverPolicy (the EBS CSI driver's IRSA role), beyond the above; its own conditions
+# stay its own.
+EBS_CSI_BOUNDARY_ACTIONS = (
+    "ec2:CreateSnapshot", "ec2:DeleteSnapshot", "ec2:DeleteTags", "ec2:DescribeSnapshots",
+    "ec2:DescribeVolumeStatus", "ec2:EnableFastSnapshotRestores", "ec2:LockSnapshot",
+)
+
+
+# What the managed policies grant and the boundary still refuses, and why.
+REFUSED_BY_BOUNDARY = {
+    "ec2:CopyVolumes": "volume cloning (a PVC with a volume as its dataSource); nothing in the stack clones",
+}
 
 
 def workload_boundary_policy(*, partition: str) -> dict:
@@ -310,6 +324,8 @@ def workload_boundary_policy(*, partition: str) -> dict:
         "Statement": [
             {"Sid": "WhatTheClusterAndNodeRolesPoliciesGrant", "Effect": "Allow", "Resource": "*",
              "Action": sorted(set(BOUNDARY_ACTIONS))},
+            {"Sid": "WhatTheEbsCsiDriversPolicyAddsGrant", "Effect": "Allow", "Resource": "*",
+             "Action": sorted(set(EBS_CSI_BOUNDARY_ACTIONS))},
             {"Sid": "LoadBalancerServiceLinkedRole", "Effect": "Allow", "Action": "iam:CreateServiceLinkedRole",
              "Resource": f"arn:{partition}:iam::*:role/aws-service-role/elasticloadbalancing.amazonaws.com/*",
              "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}},

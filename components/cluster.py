@@ -95,6 +95,7 @@ class Cluster(pulumi.ComponentResource):
     oidc_provider_arn: pulumi.Output[str]
     oidc_issuer: pulumi.Output[str]
     node_role: aws.iam.Role
+    permissions_boundary: str | None  # of every role the stack creates (iamPermissionsBoundaryArn)
     node_role_policies: list[aws.iam.RolePolicyAttachment]
     secrets_key: aws.kms.Key
 
@@ -121,15 +122,18 @@ class Cluster(pulumi.ComponentResource):
         # Both roles of the cluster are made here, under one path and the permissions boundary the
         # deploy role requires (bootstrap/deploy_permissions.py): pulumi-eks's own cluster role
         # would take neither.
-        boundary = settings.iam_permissions_boundary_arn
-        self.cluster_role, cluster_role_policies = _service_role(
+        self.permissions_boundary = settings.iam_permissions_boundary_arn
+        self.cluster_role, cluster_role_policies = bounded_role(
+            f"{name}-eks", description=f"Service role of EKS cluster {settings.name}",
             # The trust pulumi-eks gave its cluster role (TagSession: EKS tags its sessions).
-            f"{name}-eks", "eks.amazonaws.com", ["sts:AssumeRole", "sts:TagSession"],
-            f"Service role of EKS cluster {settings.name}", CLUSTER_ROLE_POLICIES, boundary, partition, tags, child)
-        self.node_role, self.node_role_policies = _service_role(
-            f"{name}-node", "ec2.amazonaws.com", ["sts:AssumeRole"],
-            f"EC2 role of the nodes of EKS cluster {settings.name}", args.node_policies, boundary, partition, tags,
-            child)
+            assume_role_policy=service_trust("eks.amazonaws.com", ["sts:AssumeRole", "sts:TagSession"]),
+            managed_policies=CLUSTER_ROLE_POLICIES, permissions_boundary=self.permissions_boundary,
+            partition=partition, tags=tags, opts=child)
+        self.node_role, self.node_role_policies = bounded_role(
+            f"{name}-node", description=f"EC2 role of the nodes of EKS cluster {settings.name}",
+            assume_role_policy=service_trust("ec2.amazonaws.com", ["sts:AssumeRole"]),
+            managed_policies=args.node_policies, permissions_boundary=self.permissions_boundary,
+            partition=partition, tags=tags, opts=child)
 
         # The name EKS writes control-plane logs to; it must exist before the cluster does.
         control_plane_logs = aws.cloudwatch.LogGroup(
@@ -202,30 +206,34 @@ class Cluster(pulumi.ComponentResource):
         })
 
 
-def _service_role(name: str, service: str, trust_actions: list[str], description: str,
-                  managed_policies: tuple[str, ...], permissions_boundary: str | None, partition: str,
-                  tags: dict[str, str], opts: pulumi.ResourceOptions,
-                  ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
-    """A role `service` assumes, with AWS managed policies attached, under IAM_ROLE_PATH."""
+def bounded_role(name: str, *, description: str, assume_role_policy: pulumi.Input[str],
+                 managed_policies: tuple[str, ...], permissions_boundary: str | None, partition: str,
+                 tags: dict[str, str], opts: pulumi.ResourceOptions,
+                 ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
+    """An IAM role of the stack: under IAM_ROLE_PATH, with the permissions boundary when one is set,
+    and AWS managed policies (`<path/>name` under arn:aws:iam::aws:policy/) attached."""
     role = aws.iam.Role(
         name,
         path=IAM_ROLE_PATH,
         description=description,
-        assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service},
-                           "Action": trust_actions}],
-        }),
+        assume_role_policy=assume_role_policy,
         permissions_boundary=permissions_boundary,
         tags=tags,
         opts=opts,
     )
     attachments = [
         aws.iam.RolePolicyAttachment(
-            f"{name}-{policy}", role=role.name, policy_arn=f"arn:{partition}:iam::aws:policy/{policy}", opts=opts)
+            f"{name}-{policy.rsplit('/', 1)[-1]}", role=role.name,
+            policy_arn=f"arn:{partition}:iam::aws:policy/{policy}", opts=opts)
         for policy in managed_policies
     ]
     return role, attachments
+
+
+def service_trust(service: str, actions: list[str]) -> str:
+    """A trust policy letting one AWS service assume the role."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": service}, "Action": actions}]})
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies
-from components.cluster import Cluster
+from components.cluster import Cluster, bounded_role
 from components.manifests.storage import encrypted_gp3_storage_class
 
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
@@ -68,16 +68,14 @@ class BlockStorage(pulumi.ComponentResource):
         cluster = args.cluster
         partition = aws.get_partition().partition
         child = pulumi.ResourceOptions(parent=self)
-        self.role = aws.iam.Role(
+        # Under the stack's role path and permissions boundary, like the cluster's own roles.
+        self.role, [policy] = bounded_role(
             f"{name}-ebs-csi",
             description="EBS CSI driver controller (IRSA): creates, attaches and deletes the cluster's EBS volumes",
             assume_role_policy=pulumi.Output.all(cluster.oidc_provider_arn, cluster.oidc_issuer).apply(
                 lambda values: irsa_trust_policy(values[0], values[1], EBS_CSI_SERVICE_ACCOUNT)),
-            opts=child,
-        )
-        policy = aws.iam.RolePolicyAttachment(
-            f"{name}-ebs-csi", role=self.role.name,
-            policy_arn=f"arn:{partition}:iam::aws:policy/{EBS_CSI_POLICY}", opts=child)
+            managed_policies=(EBS_CSI_POLICY,), permissions_boundary=cluster.permissions_boundary,
+            partition=partition, tags={}, opts=child)
         self.addon = aws.eks.Addon(
             name,
             cluster_name=cluster.cluster_name,

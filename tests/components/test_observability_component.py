@@ -107,7 +107,7 @@ def test_ebs_csi_role_is_assumable_only_by_its_controller(each: Any) -> None:
     assert subjects == ["system:serviceaccount:kube-system:ebs-csi-controller-sa"]
     assert statement["Principal"]["Federated"].startswith("arn:aws:iam::")
     attachments = [a for a in each.all("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-                   if a.name == "block-storage-ebs-csi"]
+                   if a.name.startswith("block-storage-ebs-csi")]
     assert [a.inputs["policyArn"] for a in attachments] == [
         "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"]
 

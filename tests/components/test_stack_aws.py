@@ -216,14 +216,14 @@ def test_the_stack_makes_the_clusters_own_role_and_hands_it_to_eks(each):
     cluster = each.one(EKS)
     assert cluster.inputs["serviceRole"].startswith("cluster-eks-")  # the role, by the id the mock gave it
     assert each.waits_for(cluster, role)
-    policies = [a.inputs["policyArn"] for a in each.all(ATTACHMENT) if each.waits_for(a, role)]
-    assert policies == ["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"]
-    assert all(each.waits_for(cluster, a) for a in each.all(ATTACHMENT) if each.waits_for(a, role))
+    attachments = [a for a in each.all(ATTACHMENT) if a.inputs["role"].startswith("cluster-eks-")]
+    assert [a.inputs["policyArn"] for a in attachments] == ["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"]
+    assert all(each.waits_for(cluster, a) for a in attachments)
 
 
 def test_every_role_the_stack_creates_sits_under_its_path_without_a_boundary_by_default(each):
     roles = each.all(ROLE)
-    assert {r.name for r in roles} == {"cluster-eks", "cluster-node"}
+    assert {r.name for r in roles} == {"cluster-eks", "cluster-node", "block-storage-ebs-csi"}
     assert all(r.inputs["path"] == "/eks-pd-llm/" and "permissionsBoundary" not in r.inputs for r in roles)
 
 
@@ -231,7 +231,7 @@ def test_a_configured_permissions_boundary_bounds_every_role_the_stack_creates()
     boundary = "arn:aws:iam::123456789012:policy/eks-pd-llm/workload-boundary"
     run = run_stack("dev", overrides={"iamPermissionsBoundaryArn": boundary})
     assert {r.name: r.inputs["permissionsBoundary"] for r in run.all(ROLE)} == {
-        "cluster-eks": boundary, "cluster-node": boundary}
+        "cluster-eks": boundary, "cluster-node": boundary, "block-storage-ebs-csi": boundary}
 
 
 def test_one_kubernetes_provider_from_the_secret_kubeconfig(each):

@@ -14,6 +14,7 @@ import pytest
 from by_path import load_module
 
 from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES
+from components.storage import EBS_CSI_POLICY
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -69,8 +70,9 @@ def test_nothing_is_granted_for_a_type_or_function_no_stack_uses(stacks):
 
 
 def test_the_deploy_role_may_attach_exactly_the_managed_policies_the_stack_attaches(stacks):
-    attached = {a.inputs["policyArn"].rsplit("/", 1)[1] for run in stacks for a in run.all(ATTACHMENT_TYPE)}
-    assert attached == set(permissions.ATTACHABLE_MANAGED_POLICIES) == {*CLUSTER_ROLE_POLICIES, *NODE_POLICIES}
+    attached = {a.inputs["policyArn"].split(":policy/", 1)[1] for run in stacks for a in run.all(ATTACHMENT_TYPE)}
+    assert attached == set(permissions.ATTACHABLE_MANAGED_POLICIES) == {
+        *CLUSTER_ROLE_POLICIES, *NODE_POLICIES, EBS_CSI_POLICY}
 
 
 def test_every_role_the_stack_creates_is_under_the_path_the_deploy_role_may_manage(stacks):
@@ -123,13 +125,14 @@ def test_the_deploy_policy_fits_in_one_managed_policy(policy):
     assert len(json.dumps(policy, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS
 
 
-def test_the_boundary_allows_exactly_what_the_attachable_managed_policies_grant():
+def test_the_boundary_allows_exactly_what_the_attachable_managed_policies_grant_less_what_it_refuses():
     recorded = json.loads((FIXTURES / "aws-managed-policies.json").read_text())["policies"]
     assert set(recorded) == set(permissions.ATTACHABLE_MANAGED_POLICIES)
     granted = {a for doc in recorded.values() for s in doc["Statement"] for a in actions_of(s)}
     boundary = permissions.workload_boundary_policy(partition="aws")
     allowed = {a for s in boundary["Statement"] for a in actions_of(s)}
-    assert allowed == granted
+    assert allowed == granted - set(permissions.REFUSED_BY_BOUNDARY)
+    assert set(permissions.REFUSED_BY_BOUNDARY) <= granted
     [slr] = [s for s in boundary["Statement"] if s["Action"] == "iam:CreateServiceLinkedRole"]
     assert slr["Condition"] == {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}
 
