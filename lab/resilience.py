@@ -65,6 +65,9 @@ def _ray_init(fake_engines: bool, env: dict[str, str]) -> None:
     # Fake engines on a small CPU machine: logical CPUs for the five replicas (they hardly compute).
     ray.init(_metrics_export_port=runner.METRICS_PORT, log_to_driver=False, runtime_env=runtime_env,
              **({"num_gpus": 0, "num_cpus": FAKE_ENGINE_CPUS} if fake_engines else {}))
+    # The state API (faults.observe) finds "the" Ray by this: there may be others on the host.
+    # run_resilience puts back what was there at shutdown.
+    os.environ["RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
 
 
 def run_resilience(kind: str, *, rendered_args: dict[str, Any], source: str, model: runner.LabModel, out_dir: Path,
@@ -94,6 +97,7 @@ def run_resilience(kind: str, *, rendered_args: dict[str, Any], source: str, mod
     def log(message: str) -> None:
         runner._log(message, started)
 
+    ray_address = os.environ.get("RAY_ADDRESS")
     _ray_init(fake_engines, env)
     from ray import serve
 
@@ -163,4 +167,8 @@ def run_resilience(kind: str, *, rendered_args: dict[str, Any], source: str, mod
             serve.shutdown()
         finally:
             ray.shutdown()
+            if ray_address is None:
+                os.environ.pop("RAY_ADDRESS", None)
+            else:
+                os.environ["RAY_ADDRESS"] = ray_address
         log("shut down")
