@@ -44,6 +44,7 @@ repository = config.require("githubRepository")
 environments = config.get_object("deployEnvironments") or ["dev", "prod"]
 region = pulumi.Config("aws").require("region")
 administrator = config.get_bool("deployWithAdministratorAccess") or False
+model_mirror_buckets = config.get_object("modelMirrorBuckets") or []
 partition = aws.get_partition().partition
 account_id = aws.get_caller_identity().account_id
 # Checked before anything is registered: a bad repository or environment list stops the run here.
@@ -133,7 +134,7 @@ boundary = aws.iam.Policy(
     name=BOUNDARY_POLICY_NAME,
     path=ROLE_PATH,
     description="Permissions boundary of every IAM role the eks-pd-llm stacks create",
-    policy=json.dumps(workload_boundary_policy(partition=partition)),
+    policy=json.dumps(workload_boundary_policy(partition=partition, model_mirror_buckets=model_mirror_buckets)),
 )
 if administrator:
     deploy_policy_arn: pulumi.Input[str] = ADMINISTRATOR_ACCESS_ARN

@@ -20,10 +20,11 @@ resource cannot reach AWS on a role that lacks its permissions.
 - IAM is granted apart, with conditions, so that the deploy role cannot make an administrator:
   it creates and changes roles only under `ROLE_PATH`, only with the workload permissions boundary
   attached (`iam:PermissionsBoundary`), attaches only the AWS managed policies the stack attaches
-  (`iam:PolicyARN`), passes roles only from that path and only to EKS, and has no action that
-  writes a policy (no PutRolePolicy, CreatePolicy, CreatePolicyVersion, DeleteRolePermissionsBoundary).
+  (`iam:PolicyARN`), writes inline policies only on roles with that boundary, passes roles only
+  from that path and only to EKS, and has no action that makes or changes a managed policy or
+  removes a boundary (no CreatePolicy, CreatePolicyVersion, DeleteRolePermissionsBoundary).
   The boundary (`workload_boundary_policy`) caps any role so made at what those managed policies
-  need.
+  need, plus reading the S3 model mirror buckets the bootstrap names (`modelMirrorBuckets`).
 
 What only AWS can show: that this list is complete for every code path of the providers (a
 missing action fails `pulumi up` with AccessDenied naming it; CloudTrail shows it). The policy
@@ -32,6 +33,7 @@ linter checks that every action, resource and condition key here exists.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 # Every IAM role the stack creates lives here (components/cluster.py IAM_ROLE_PATH).
@@ -55,9 +57,11 @@ SERVICE_LINKED_ROLE_SERVICES = ("eks.amazonaws.com", "eks-nodegroup.amazonaws.co
 PASS_ROLE_TO = ("eks.amazonaws.com",)
 
 _EC2_TAGS = ("ec2:CreateTags", "ec2:DeleteTags")
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 # Resource types whose IAM is granted by `_iam_statements`, not by RESOURCE_ACTIONS.
-IAM_ROLE_TYPES = ("aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+IAM_ROLE_TYPES = ("aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+                  "aws:iam/rolePolicy:RolePolicy")
 
 RESOURCE_ACTIONS: dict[str, tuple[str, ...]] = {
     # ── network (components/network.py) ──
@@ -172,6 +176,11 @@ INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
     "aws:index/getAvailabilityZones:getAvailabilityZones": ("ec2:DescribeAvailabilityZones",),
     "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": ("ec2:DescribeInstanceTypeOfferings",),
     "aws:eks/getAddonVersion:getAddonVersion": ("eks:DescribeAddonVersions",),
+    # components/discovery.py: the instance type's facts, the region list, the caller's account.
+    "aws:ec2/getInstanceType:getInstanceType": ("ec2:DescribeInstanceTypes",),
+    "aws:index/getRegions:getRegions": ("ec2:DescribeRegions",),
+    # STS GetCallerIdentity needs no permission (AWS STS API reference); nothing to grant.
+    "aws:index/getCallerIdentity:getCallerIdentity": (),
     # Answered from the provider's own configuration and endpoint data: no AWS call.
     "aws:index/getPartition:getPartition": (),
     "aws:index/getRegion:getRegion": (),
@@ -222,10 +231,15 @@ def _iam_statements(partition: str, account_id: str) -> list[dict]:
          "Action": ["iam:AttachRolePolicy", "iam:DetachRolePolicy"], "Resource": roles,
          "Condition": {"ArnEquals": {**boundary, "iam:PolicyARN": [
              f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]}}},
+        # The S3 model mirror's reader role (components/model_access.py) has one inline policy; the
+        # boundary caps it like everything else (it allows S3 reads only of modelMirrorBuckets).
+        {"Sid": "InlinePoliciesOnlyOnBoundedRoles", "Effect": "Allow",
+         "Action": ["iam:PutRolePolicy", "iam:DeleteRolePolicy"], "Resource": roles,
+         "Condition": {"ArnEquals": boundary}},
         {"Sid": "ManageTheRolesUnderThePath", "Effect": "Allow",
          "Action": ["iam:GetRole", "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription",
                     "iam:UpdateAssumeRolePolicy", "iam:TagRole", "iam:UntagRole", "iam:ListRolePolicies",
-                    "iam:ListAttachedRolePolicies", "iam:ListInstanceProfilesForRole"],
+                    "iam:GetRolePolicy", "iam:ListAttachedRolePolicies", "iam:ListInstanceProfilesForRole"],
          "Resource": roles},
         {"Sid": "PassTheRolesUnderThePathToEks", "Effect": "Allow", "Action": "iam:PassRole",
          "Resource": roles, "Condition": {"StringEquals": {"iam:PassedToService": list(PASS_ROLE_TO)}}},
@@ -313,7 +327,24 @@ REFUSED_BY_BOUNDARY = {
 }
 
 
-def workload_boundary_policy(*, partition: str) -> dict:
+def model_mirror_statements(partition: str, buckets: Iterable[str]) -> list[dict]:
+    """What the model reader role's inline policy may grant (components/model_access.py read_policy):
+    objects and listing of the named buckets only; nothing for none."""
+    buckets = sorted(set(buckets))
+    for bucket in buckets:
+        if not _BUCKET_NAME.fullmatch(bucket):
+            raise ValueError(f"modelMirrorBuckets: {bucket!r} is not an S3 bucket name")
+    if not buckets:
+        return []
+    return [
+        {"Sid": "ReadTheModelMirrors", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": [f"arn:{partition}:s3:::{bucket}/*" for bucket in buckets]},
+        {"Sid": "ListTheModelMirrors", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": [f"arn:{partition}:s3:::{bucket}" for bucket in buckets]},
+    ]
+
+
+def workload_boundary_policy(*, partition: str, model_mirror_buckets: Iterable[str] = ()) -> dict:
     """The most any role the deploy role creates may do: exactly what the attachable managed policies
     grant (their conditions are theirs to keep; a boundary only caps). The deploy role may attach no
     other policy, so the boundary is the second wall: against a mistake here, or a wider policy
@@ -329,5 +360,6 @@ def workload_boundary_policy(*, partition: str) -> dict:
             {"Sid": "LoadBalancerServiceLinkedRole", "Effect": "Allow", "Action": "iam:CreateServiceLinkedRole",
              "Resource": f"arn:{partition}:iam::*:role/aws-service-role/elasticloadbalancing.amazonaws.com/*",
              "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}},
+            *model_mirror_statements(partition, model_mirror_buckets),
         ],
     }

@@ -22,6 +22,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.cluster import bounded_role
 from components.manifests.ray_service import MODEL_READER_SERVICE_ACCOUNT
 from components.storage import irsa_trust_policy
 
@@ -52,6 +53,8 @@ class ModelReadAccessArgs:
     bucket, prefix: the mirror (`modelSource` s3://bucket/prefix, validated).
     namespace: the serving namespace whose model-reader ServiceAccount assumes the role.
     oidc_provider_arn, oidc_issuer: the cluster's IAM OIDC provider and its issuer (host/path).
+    permissions_boundary: the boundary of every role the stack creates (iamPermissionsBoundaryArn),
+      None for none; the role goes under the stack's role path either way.
     """
 
     bucket: str
@@ -59,6 +62,7 @@ class ModelReadAccessArgs:
     namespace: str
     oidc_provider_arn: pulumi.Input[str]
     oidc_issuer: pulumi.Input[str]
+    permissions_boundary: str | None = None
 
 
 class ModelReadAccess(pulumi.ComponentResource):
@@ -70,11 +74,14 @@ class ModelReadAccess(pulumi.ComponentResource):
     def __init__(self, name: str, args: ModelReadAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("eks-pd-llm:access:ModelReadAccess", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.role = aws.iam.Role(
+        # Under the stack's role path and permissions boundary, like every role of the stack; its one
+        # policy is the inline read policy below (no managed policy to attach).
+        self.role, _ = bounded_role(
             f"{name}-role",
             description=f"Ray pods of {args.namespace}: read s3://{args.bucket}/{args.prefix}",
             assume_role_policy=pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
                 lambda values: irsa_trust_policy(values[0], values[1], model_reader_subject(args.namespace))),
+            managed_policies=(), permissions_boundary=args.permissions_boundary, partition="aws", tags={},
             opts=child,
         )
         aws.iam.RolePolicy(

@@ -161,7 +161,8 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
     model_access = None if mirror is None else ModelReadAccess(
         "model-access", ModelReadAccessArgs(bucket=mirror[0], prefix=mirror[1], namespace=settings.namespace,
                                             oidc_provider_arn=cluster.oidc_provider_arn,
-                                            oidc_issuer=cluster.oidc_issuer))
+                                            oidc_issuer=cluster.oidc_issuer,
+                                            permissions_boundary=cluster.permissions_boundary))
     inference = InferenceService(
         "inference",
         InferenceServiceArgs(

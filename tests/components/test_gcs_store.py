@@ -32,7 +32,7 @@ def head_container(body: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def manifest(settings_for: Any) -> dict[str, Any]:
-    return ray_service_manifest(settings_for("prod").serving, STORE)
+    return ray_service_manifest(settings_for("prod").serving, gcs_store=STORE)
 
 
 def test_the_rayservice_names_the_store_and_its_secret_in_gcs_fault_tolerance_options(manifest):

@@ -14,7 +14,9 @@ import pytest
 from by_path import load_module
 
 from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES
+from components.model_access import read_policy
 from components.storage import EBS_CSI_POLICY
+from offline import run_offline
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -23,10 +25,11 @@ ROLE_TYPE = "aws:iam/role:Role"
 ATTACHMENT_TYPE = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 # IAM's limit for a managed policy document, whitespace not counted.
 MANAGED_POLICY_MAX_CHARS = 6144
-# Actions that write a policy or lift a boundary: with any of them the deploy role could give a
-# role it creates (or itself) more than the boundary allows.
+# Actions that write a managed policy, lift a boundary or make users: with any of them the deploy
+# role could give a role it creates (or itself) more than the boundary allows. (It may write inline
+# policies on roles that carry the boundary: the boundary still caps them.)
 POLICY_WRITES = {
-    "iam:PutRolePolicy", "iam:CreatePolicy", "iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion",
+    "iam:CreatePolicy", "iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion",
     "iam:DeletePolicyVersion", "iam:DeleteRolePermissionsBoundary", "iam:PutUserPolicy", "iam:AttachUserPolicy",
     "iam:CreateUser", "iam:CreateAccessKey", "iam:PutGroupPolicy", "iam:AttachGroupPolicy",
     "iam:CreateLoginProfile",
@@ -36,9 +39,16 @@ POLICY_WRITES = {
 permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions.py")
 
 
+# The S3 model mirror (components/model_access.py) is a setting neither stack file turns on: its
+# reader role and inline policy are AWS resources too.
+MIRROR_BUCKET = "acme-models"
+S3_MIRROR = {"modelSource": f"s3://{MIRROR_BUCKET}/mirror/Qwen/Qwen3.5-9B", "rayImageCarriesRunaiStreamer": "true",
+             "iamPermissionsBoundaryArn": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"}
+
+
 @pytest.fixture(scope="module")
 def stacks(offline_run):
-    return [offline_run(stack) for stack in ("dev", "prod")]
+    return [offline_run("dev"), offline_run("prod"), run_offline("dev", overrides=S3_MIRROR)]
 
 
 def registered_types(run) -> set[str]:
@@ -78,6 +88,32 @@ def test_the_deploy_role_may_attach_exactly_the_managed_policies_the_stack_attac
 def test_every_role_the_stack_creates_is_under_the_path_the_deploy_role_may_manage(stacks):
     assert permissions.ROLE_PATH == IAM_ROLE_PATH
     assert all(r.inputs["path"] == IAM_ROLE_PATH for run in stacks for r in run.all(ROLE_TYPE))
+    # With a boundary set, every role carries it (the deploy role can create no other).
+    mirror = stacks[-1]
+    roles = mirror.all(ROLE_TYPE)
+    assert {r.name for r in roles} >= {"model-access-role"}
+    assert {r.inputs["permissionsBoundary"] for r in roles} == {S3_MIRROR["iamPermissionsBoundaryArn"]}
+
+
+def test_the_boundary_lets_the_model_reader_read_only_the_named_mirror_buckets(stacks):
+    [inline] = stacks[-1].all("aws:iam/rolePolicy:RolePolicy")
+    granted = json.loads(inline.inputs["policy"])
+    assert granted == read_policy(MIRROR_BUCKET, "mirror/Qwen/Qwen3.5-9B")
+    boundary = permissions.workload_boundary_policy(partition="aws", model_mirror_buckets=[MIRROR_BUCKET])
+    allowed = {(a, r) for s in boundary["Statement"] if s["Action"] in ("s3:GetObject", "s3:ListBucket")
+               for a in actions_of(s) for r in s["Resource"]}
+    assert allowed == {("s3:GetObject", f"arn:aws:s3:::{MIRROR_BUCKET}/*"),
+                       ("s3:ListBucket", f"arn:aws:s3:::{MIRROR_BUCKET}")}
+    # Every statement of the inline policy falls inside the boundary's.
+    for statement in granted["Statement"]:
+        [match] = [s for s in boundary["Statement"] if s["Action"] == statement["Action"]]
+        bucket_arn = statement["Resource"].split("/", 1)[0]
+        assert any(statement["Resource"].startswith(r.rstrip("*")) or r == bucket_arn for r in match["Resource"])
+    # No bucket named, no S3 at all; a malformed name is refused.
+    assert not [s for s in permissions.workload_boundary_policy(partition="aws")["Statement"]
+                if any(a.startswith("s3:") for a in actions_of(s))]
+    with pytest.raises(ValueError, match="modelMirrorBuckets"):
+        permissions.workload_boundary_policy(partition="aws", model_mirror_buckets=["Not_A_Bucket"])
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +140,8 @@ def test_the_deploy_policy_grants_no_policy_writing_and_no_wildcard_action(polic
 def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
     boundary = f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"
     assert permissions.boundary_arn("aws", ACCOUNT) == boundary
-    for action in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:AttachRolePolicy", "iam:DetachRolePolicy"):
+    for action in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:AttachRolePolicy", "iam:DetachRolePolicy",
+                   "iam:PutRolePolicy", "iam:DeleteRolePolicy"):
         [statement] = statements(policy, action)
         assert statement["Resource"] == f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/*"
         assert statement["Condition"]["ArnEquals"]["iam:PermissionsBoundary"] == boundary
@@ -146,6 +183,10 @@ def test_bootstrap_gives_the_deploy_role_the_derived_policy_and_the_boundary(boo
     assert deploy == permissions.deploy_policy(partition="aws", account_id=ACCOUNT)
     assert json.loads(policies["workload-boundary"].inputs["policy"]) == permissions.workload_boundary_policy(
         partition="aws")
+    mirrored = bootstrap_run(modelMirrorBuckets=json.dumps([MIRROR_BUCKET]))
+    [boundary] = [p for p in mirrored.all("aws:iam/policy:Policy") if p.name == "workload-boundary"]
+    assert json.loads(boundary.inputs["policy"]) == permissions.workload_boundary_policy(
+        partition="aws", model_mirror_buckets=[MIRROR_BUCKET])
     assert policies["workload-boundary"].inputs["name"] == permissions.BOUNDARY_POLICY_NAME
     assert policies["workload-boundary"].inputs["path"] == permissions.ROLE_PATH
     attached = {a.inputs["role"]: a.inputs["policyArn"] for a in run.all(ATTACHMENT_TYPE)}

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from offline import run_offline
+
 REPO = Path(__file__).resolve().parents[2]
 LINTER_PYTHON = REPO / ".venv-checkov" / "bin" / "python"
 RUNNER = Path(__file__).resolve().parent / "iam_lint_runner.py"
@@ -48,11 +50,20 @@ def lint(documents: dict[str, dict[str, Any]], tmp_path: Path) -> list[dict[str,
     return json.loads(done.stdout)
 
 
+# The S3 model mirror is a setting neither stack file turns on; its reader role's inline policy and
+# the boundary that names the mirror's bucket are linted too.
+S3_MIRROR = {"modelSource": "s3://acme-models/mirror/Qwen/Qwen3.5-9B", "rayImageCarriesRunaiStreamer": "true"}
+
+
 @pytest.fixture(scope="module")
 def documents(offline_run, bootstrap_run) -> dict[str, dict[str, Any]]:
     found = {}
     for stack in ("dev", "prod"):
         found |= policy_documents(offline_run(stack), f"stack {stack}")
+    found |= policy_documents(run_offline("dev", overrides=S3_MIRROR), "stack dev+s3-mirror")
+    mirrored = bootstrap_run(modelMirrorBuckets=json.dumps(["acme-models"]))
+    found |= {name: document for name, document in policy_documents(mirrored, "bootstrap+mirror").items()
+              if "workload-boundary" in name}
     return found | policy_documents(bootstrap_run(), "bootstrap")
 
 
@@ -75,6 +86,7 @@ def test_every_policy_document_is_linted(documents):
     assert {f"bootstrap: {name}" for name in (
         "deploy policy", "workload-boundary policy", "pulumi-state policy", "github-deploy assumeRolePolicy",
         "github-preview assumeRolePolicy", "github-deploy-state policy", "github-preview-state policy")} <= names
+    assert {"stack dev+s3-mirror: model-access-read policy", "bootstrap+mirror: workload-boundary policy"} <= names
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -208,13 +208,16 @@ def test_diff_against_a_base_that_differs_exits_3_and_names_the_change(prod_plan
     base = copy.deepcopy(prod_plan)
     groups = [n for n in _walk(base["tree"]) if n["type"] == NODE_GROUP and n["name"] == "gpu-nodes"]
     groups[0]["inputs"]["instanceTypes"] = ["g6.4xlarge"]  # the base branch ran a smaller type
-    base["cost"]["per_hour"] = 3.0
+    # Prod's total is n/a (its GCS store's ElastiCache nodes have no recorded price): a priced line moves.
+    [gpu_line] = [line for line in base["cost"]["lines"] if line["item"] == "EC2 g6.8xlarge (gpu-nodes)"]
+    gpu_line["per_hour"] = 3.0
     path = tmp_path / "base.json"
     path.write_text(json.dumps(base))
     result = invoke("plan", "--stack", "prod", "--diff", path)
     assert result.exit_code == EXIT_CHANGED == 3, result.output
     assert "-/+ replace: gpu-nodes (eks:index:ManagedNodeGroup)" in result.stdout
-    assert f"per_hour: 3.00 → {prod_plan['cost']['per_hour']:.2f}" in result.stdout
+    after = next(line["per_hour"] for line in prod_plan["cost"]["lines"] if line["item"] == gpu_line["item"])
+    assert f"lines[\"{gpu_line['item']}\"]: 3.0000 → {after:,.4f}" in result.stdout
     document = invoke("plan", "--stack", "prod", "--diff", path, "--output", "json")
     assert document.exit_code == 3
     data = json.loads(document.stdout)
