@@ -34,6 +34,7 @@ from components.cluster import Cluster, ClusterArgs, CoreDns, CoreDnsArgs
 from components.inference import InferenceService, InferenceServiceArgs
 from components.model_access import ModelReadAccess, ModelReadAccessArgs
 from components.network import Network, NetworkArgs
+from components.node_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, SystemNodeGroup, SystemNodeGroupArgs
 from components.observability import Observability, ObservabilityArgs
 from components.settings import AvailabilityZonePlan, StackSettings
@@ -86,6 +87,7 @@ class InferenceStack:
     inference: InferenceService
     storage: BlockStorage
     observability: Observability
+    node_autoscaler: ClusterAutoscaler | None  # only when the GPU node group can grow
 
     @property
     def outputs(self) -> dict[str, Any]:
@@ -130,7 +132,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         settings.cluster, network, control_plane_zones=tuple(z.name for z in zones.control_plane_zones)))
     system_nodes = SystemNodeGroup("system-nodes", SystemNodeGroupArgs(settings.system_nodes, cluster, network))
     gpu_nodes = GpuNodeGroup("gpu-nodes", GpuNodeGroupArgs(
-        settings.gpu_nodes, cluster, network, availability_zone=zones.gpu_zone.name,
+        settings.gpu_nodes, settings.cluster.name, cluster, network, availability_zone=zones.gpu_zone.name,
         instance=settings.serving.gpu_instance))
     coredns = CoreDns("coredns", CoreDnsArgs(cluster), opts=pulumi.ResourceOptions(depends_on=[system_nodes]))
 
@@ -140,6 +142,16 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         GpuDevicePluginsArgs(cluster.provider, charts.nvidia_device_plugin, charts.efa_device_plugin),
         opts=pulumi.ResourceOptions(depends_on=[gpu_nodes]),
     )
+    node_autoscaler = None
+    if settings.gpu_nodes.autoscaled:
+        node_autoscaler = ClusterAutoscaler(
+            "cluster-autoscaler",
+            ClusterAutoscalerArgs(
+                cluster=cluster, cluster_name=settings.cluster.name, region=settings.region,
+                kubernetes_version=settings.cluster.kubernetes_version,
+                node_group_name=gpu_nodes.node_group_name, chart_version=charts.cluster_autoscaler),
+            opts=pulumi.ResourceOptions(depends_on=[system_nodes, gpu_nodes]),
+        )
     kuberay = KubeRayOperator(
         "kuberay", KubeRayOperatorArgs(cluster.provider, charts.kuberay),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes]),
@@ -175,4 +187,5 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         gpu_nodes=gpu_nodes, coredns=coredns, device_plugins=device_plugins, kuberay=kuberay,
         image_prepull=image_prepull, model_access=model_access, inference=inference,
         storage=storage, observability=observability,
+        node_autoscaler=node_autoscaler,
     )
