@@ -147,8 +147,8 @@ class InferenceService(pulumi.ComponentResource):
         if spec.upgrade_strategy == "NewCluster":
             pulumi.log.warn(
                 f"upgradeStrategy NewCluster: a RayService cluster change starts a second RayCluster that needs "
-                f"{spec.gpu_node_count} more {spec.gpu_instance.name} nodes; with a fixed GPU node group it stays "
-                "Pending and the old cluster keeps serving the old version", resource=self)
+                f"{spec.gpu_node_count} more {spec.gpu_instance.name} nodes; unless gpuNodeMaxCount leaves room "
+                "for them it stays Pending and the old cluster keeps serving the old version", resource=self)
 
         body = ray_service_manifest(spec, args.model_reader_role_arn, gcs_store)
         metadata = dict(body["metadata"])

@@ -100,9 +100,17 @@ def _template_ref(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTe
     return aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str))
 
 
-def _scaling(count: int) -> aws.eks.NodeGroupScalingConfigArgs:
-    # desired = min = max: the serving layout is sized for exactly this many nodes.
-    return aws.eks.NodeGroupScalingConfigArgs(desired_size=count, min_size=count, max_size=count)
+def _scaling(count: int, most: int) -> aws.eks.NodeGroupScalingConfigArgs:
+    # Created at its minimum; between min and max only the Cluster Autoscaler moves desired.
+    return aws.eks.NodeGroupScalingConfigArgs(desired_size=count, min_size=count, max_size=most)
+
+
+def gpu_node_group_name(cluster_name: str) -> str:
+    """The GPU managed node group's name, fixed so the Cluster Autoscaler's IAM policy and its ASG
+    discovery can name it before anything exists: EKS tags the group's Auto Scaling group
+    eks:nodegroup-name=<it> (cluster-autoscaler/cloudprovider/aws/README.md). At most 44 characters
+    (clusterName ≤ 40); EKS allows 63."""
+    return f"{cluster_name}-gpu"
 
 
 def _managed_node_group(
@@ -112,30 +120,41 @@ def _managed_node_group(
     ami_type: str,
     instance_type: str,
     count: int,
+    most: int,
     subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
     role: str,
     launch_template: aws.ec2.LaunchTemplate,
     tags: dict[str, str],
     parent: pulumi.Resource,
     taints: Sequence[aws.eks.NodeGroupTaintArgs] | None = None,
+    node_group_name: str | None = None,
 ) -> eks.ManagedNodeGroup:
-    """An on-demand managed node group of exactly `count` nodes, labelled role=`role`."""
+    """An on-demand managed node group of `count` to `most` nodes, labelled role=`role`."""
+    options = pulumi.ResourceOptions(parent=parent, depends_on=cluster.node_role_policies)
+    if most > count:
+        # The Cluster Autoscaler owns the desired size: `pulumi up` must not reset it under load.
+        options = pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(
+            ignore_changes=["scalingConfig.desiredSize"]))
+    if node_group_name is not None:
+        # A fixed name cannot exist twice: a replacement deletes the old group first.
+        options = pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(delete_before_replace=True))
     return eks.ManagedNodeGroup(
         name,
+        node_group_name=node_group_name,
         cluster=cluster.core,
         cluster_name=cluster.cluster_name,
         node_role_arn=cluster.node_role.arn,
         ami_type=ami_type,
         capacity_type="ON_DEMAND",
         instance_types=[instance_type],
-        scaling_config=_scaling(count),
+        scaling_config=_scaling(count, most),
         subnet_ids=subnet_ids,
         labels={ROLE_LABEL: role},
         taints=taints,
         launch_template=_template_ref(launch_template),
         tags=tags,
         # Nodes without their policies never become Ready; EKS would wait 20+ minutes to say so.
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=cluster.node_role_policies),
+        opts=options,
     )
 
 
@@ -175,7 +194,8 @@ class SystemNodeGroup(pulumi.ComponentResource):
             f"{name}-lt", disk_gib=args.disk_gib, tags=tags, parent=self, security_group_ids=security_groups)
         self.node_group = _managed_node_group(
             name, cluster=cluster, ami_type=SYSTEM_AMI_TYPE, instance_type=args.settings.instance_type,
-            count=args.settings.count, subnet_ids=args.network.private_subnet_ids, role=SYSTEM_ROLE,
+            count=args.settings.count, most=args.settings.count, subnet_ids=args.network.private_subnet_ids,
+            role=SYSTEM_ROLE,
             launch_template=self.launch_template, tags=tags, parent=self)
         self.register_outputs({"launch_template_id": self.launch_template.id})
 
@@ -184,7 +204,8 @@ class SystemNodeGroup(pulumi.ComponentResource):
 class GpuNodeGroupArgs:
     """Inputs of `GpuNodeGroup`.
 
-    settings: GPU instance type, count and disk (validated: an EFA-capable GPU type).
+    settings: GPU instance type, node bounds and disk (validated: an EFA-capable GPU type).
+    cluster_name: the cluster's name (the settings'), which names the node group.
     cluster: the cluster to join; its EKS security group goes on the EFA interface.
     network: the node group takes the private subnet of `availability_zone` only.
     availability_zone: the one AZ of all GPU nodes (EFA does not cross AZs); it offers the type.
@@ -192,6 +213,7 @@ class GpuNodeGroupArgs:
     """
 
     settings: GpuNodeSettings
+    cluster_name: str
     cluster: Cluster
     network: Network
     availability_zone: str
@@ -209,6 +231,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     availability_zone: str
     instance: InstanceType
     storage: NodeStorage
+    node_group_name: str
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("eks-pd-llm:nodes:GpuNodeGroup", name, None, opts)
@@ -216,6 +239,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.availability_zone = args.availability_zone
         self.instance = args.instance
         self.storage = node_storage(self.instance)
+        self.node_group_name = gpu_node_group_name(args.cluster_name)
         child = pulumi.ResourceOptions(parent=self)
         tags = {"eks-pd-llm/node-role": GPU_ROLE}
 
@@ -255,8 +279,10 @@ class GpuNodeGroup(pulumi.ComponentResource):
         )
         self.node_group = _managed_node_group(
             name, cluster=cluster, ami_type=GPU_AMI_TYPE, instance_type=settings.instance_type,
-            count=settings.count, subnet_ids=[args.network.private_subnet_id_by_az[args.availability_zone]],
+            count=settings.count, most=settings.most,
+            subnet_ids=[args.network.private_subnet_id_by_az[args.availability_zone]],
             role=GPU_ROLE, launch_template=self.launch_template, tags=tags, parent=self,
+            node_group_name=self.node_group_name,
             taints=[aws.eks.NodeGroupTaintArgs(
                 key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=_EKS_TAINT_EFFECT[GPU_TAINT_EFFECT])])
         self.register_outputs({

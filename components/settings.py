@@ -48,7 +48,7 @@ from facts.images import (
 from facts.instances import InstanceType
 from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
 from serve_app.checks import CheckedApp, DeploymentTarget, check_app
-from serve_app.config import S3_SCHEME
+from serve_app.config import PHASES, S3_SCHEME
 from serve_app.errors import ConfigError
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
@@ -333,6 +333,9 @@ class GpuNodeSettings(_Settings):
         f"an {NODE_ARCHITECTURE} EC2 type with NVIDIA GPUs and EFA support "
         "(e.g. g6.8xlarge, g6e.12xlarge, p5.48xlarge)"))
     count: int = Field(alias="gpuNodeCount", ge=1, le=64, description="an integer from 1 to 64")
+    max_count: int = Field(
+        alias="gpuNodeMaxCount", ge=0, le=64,
+        description="0 (fixed at gpuNodeCount) or an integer from gpuNodeCount to 64")
     availability_zone: str | None = Field(
         alias="gpuAvailabilityZone",
         description='"" or an AZ of the region by name (us-west-2b) or zone ID (usw2-az2)')
@@ -350,6 +353,14 @@ class GpuNodeSettings(_Settings):
             raise ValueError("not an availability zone name or zone ID")
         return value
 
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> GpuNodeSettings:
+        if self.max_count and self.max_count < self.count:
+            raise ConfigError(self.key("max_count"), self.max_count,
+                              f"0 (fixed) or ≥ {self.key('count')} ({self.count})",
+                              "the node group's maximum cannot be below its minimum")
+        return self
+
     def check(self, instance: InstanceType) -> InstanceType:
         """Refuse a type EC2 describes without an NVIDIA GPU or without EFA, naming what it lacks."""
         key, allowed = self.key("instance_type"), type(self).model_fields["instance_type"].description or ""
@@ -362,6 +373,15 @@ class GpuNodeSettings(_Settings):
             raise ConfigError(key, instance.name, allowed, f"EC2 says it is {'/'.join(instance.architectures)}; "
                               f"the GPU node AMI is {NODE_ARCHITECTURE}")
         return instance
+
+    @property
+    def autoscaled(self) -> bool:
+        """Whether the Cluster Autoscaler may grow the group past `count`."""
+        return self.max_count > self.count
+
+    @property
+    def most(self) -> int:
+        return max(self.count, self.max_count)
 
 
 def _chart_version(value: str) -> str:
@@ -385,6 +405,8 @@ class ChartSettings(_Settings):
         alias="kubePrometheusStackChartVersion", description="an exact chart version like 88.5.3")
     dcgm_exporter: ChartVersion = Field(
         alias="dcgmExporterChartVersion", description="an exact chart version like 4.8.2")
+    cluster_autoscaler: ChartVersion = Field(
+        alias="clusterAutoscalerChartVersion", description="an exact chart version like 9.59.0")
 
 
 # Prometheus keeps this share of its volume for blocks (`retentionSize`) and deletes the oldest
@@ -598,6 +620,7 @@ class ServingSettings:
     app: CheckedApp
     gpu_instance: InstanceType
     gpu_node_count: int
+    gpu_node_max_count: int
     worker: WorkerResources
     hf_token_configured: bool
     region: str
@@ -639,6 +662,11 @@ class ServingSettings:
         # Hybrid (linear-attention + attention) models such as Qwen3.5 need the DS conv-state layout
         # for NIXL to transfer their recurrent state (AWS sample: "required by NIXL for hybrid models").
         return bool(self.app.model and self.app.model.hybrid)
+
+    @property
+    def autoscaling(self) -> bool:
+        """Whether Ray Serve may scale either phase, so the Ray autoscaler must add and remove pods."""
+        return any(self.app.config.phase(phase).replicas.autoscaling for phase in PHASES)
 
     @property
     def serve_service_name(self) -> str:
@@ -784,7 +812,7 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
         gpu_nodes=gpu_nodes,
         charts=charts,
         zones=plan_availability_zones(network.az_count, gpu_nodes, cloud),
-        serving=_serving(ray_service, app_settings, gpu_instance, gpu_nodes.count, hf_token_configured, region),
+        serving=_serving(ray_service, app_settings, gpu_instance, gpu_nodes, hf_token_configured, region),
         observability=from_stack_keys(ObservabilitySettings, typed, texts),
         hf_token_configured=hf_token_configured,
     )
@@ -806,13 +834,15 @@ def _refuse_placeholders(cluster: ClusterSettings) -> None:
 
 
 def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, instance: InstanceType,
-             gpu_node_count: int, hf_token_configured: bool, region: str) -> ServingSettings:
+             gpu_nodes: GpuNodeSettings, hf_token_configured: bool, region: str) -> ServingSettings:
     """serve_app's PD app checked against the GPU node group it runs on, with the model's own facts."""
     image_stack = serving_stack(ray_service.image)
     _check_image_loads_s3(app_settings, ray_service, image_stack)
     model = read_model_facts(app_settings.model_source)
     app = check_app(app_settings.app(), DeploymentTarget(
-        gpu_instance=instance, gpu_node_count=gpu_node_count, efa=instance.efa_capable,
+        gpu_instance=instance, gpu_node_count=gpu_nodes.count,
+        gpu_node_max_count=gpu_nodes.max_count if gpu_nodes.autoscaled else None,
+        efa=instance.efa_capable,
         accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,
         vllm_version=image_stack.vllm if image_stack else None), model=model.architecture)
     app = _with_model_notes(app, model, ServeAppSettings.key("model_source"))
@@ -820,7 +850,8 @@ def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, in
         ray_service=ray_service,
         app=app,
         gpu_instance=instance,
-        gpu_node_count=gpu_node_count,
+        gpu_node_count=gpu_nodes.count,
+        gpu_node_max_count=gpu_nodes.most,
         # Sized now, so a node the worker pod cannot fit stops the run before any resource.
         worker=worker_resources(instance, app.model.weight_bytes("auto") if app.model else None),
         hf_token_configured=hf_token_configured,

@@ -35,6 +35,7 @@ from components.gcs_store import GcsStore, GcsStoreArgs
 from components.inference import GcsStoreConnection, InferenceService, InferenceServiceArgs
 from components.model_access import ModelReadAccess, ModelReadAccessArgs
 from components.network import Network, NetworkArgs
+from components.node_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, SystemNodeGroup, SystemNodeGroupArgs
 from components.observability import Observability, ObservabilityArgs
 from components.settings import AvailabilityZonePlan, StackSettings
@@ -88,6 +89,7 @@ class InferenceStack:
     storage: BlockStorage
     observability: Observability
     gcs_store: GcsStore | None
+    node_autoscaler: ClusterAutoscaler | None  # only when the GPU node group can grow
 
     @property
     def outputs(self) -> dict[str, Any]:
@@ -137,7 +139,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         # The Ray head runs on these nodes: only they may reach the GCS store.
         extra_security_group_ids=(gcs_store.client_security_group.id,) if gcs_store else ()))
     gpu_nodes = GpuNodeGroup("gpu-nodes", GpuNodeGroupArgs(
-        settings.gpu_nodes, cluster, network, availability_zone=zones.gpu_zone.name,
+        settings.gpu_nodes, settings.cluster.name, cluster, network, availability_zone=zones.gpu_zone.name,
         instance=settings.serving.gpu_instance))
     coredns = CoreDns("coredns", CoreDnsArgs(cluster), opts=pulumi.ResourceOptions(depends_on=[system_nodes]))
 
@@ -147,6 +149,16 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         GpuDevicePluginsArgs(cluster.provider, charts.nvidia_device_plugin, charts.efa_device_plugin),
         opts=pulumi.ResourceOptions(depends_on=[gpu_nodes]),
     )
+    node_autoscaler = None
+    if settings.gpu_nodes.autoscaled:
+        node_autoscaler = ClusterAutoscaler(
+            "cluster-autoscaler",
+            ClusterAutoscalerArgs(
+                cluster=cluster, cluster_name=settings.cluster.name, region=settings.region,
+                kubernetes_version=settings.cluster.kubernetes_version,
+                node_group_name=gpu_nodes.node_group_name, chart_version=charts.cluster_autoscaler),
+            opts=pulumi.ResourceOptions(depends_on=[system_nodes, gpu_nodes]),
+        )
     kuberay = KubeRayOperator(
         "kuberay", KubeRayOperatorArgs(cluster.provider, charts.kuberay),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes]),
@@ -186,4 +198,5 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         image_prepull=image_prepull, model_access=model_access, inference=inference,
         storage=storage, observability=observability,
         gcs_store=gcs_store,
+        node_autoscaler=node_autoscaler,
     )

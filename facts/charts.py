@@ -112,3 +112,26 @@ DCGM_EXPORTER = HelmChart(
     checked="2026-12",
     values_keys=("nodeSelector", "tolerations", "serviceMonitor.enabled", "serviceMonitor.interval"),
 )
+
+CLUSTER_AUTOSCALER = HelmChart(
+    name="cluster-autoscaler",
+    repository="https://kubernetes.github.io/autoscaler",
+    default_version="9.59.0",
+    app_version="1.35.0",
+    source=("github.com/kubernetes/autoscaler tag cluster-autoscaler-chart-9.59.0 (2026-07-21, newest): "
+            "cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml (appVersion 1.35.0) and values.yaml, "
+            "kept as test data in tests/data/cluster-autoscaler-9.59.0/; docs/SOURCES.md#cluster-autoscaler."),
+    checked="2026-11",
+)
+
+# The Cluster Autoscaler release for each Kubernetes minor version: its versions match Kubernetes
+# minors and it is meant for the control plane of the same minor (cluster-autoscaler/README.md,
+# "Releases", at tag cluster-autoscaler-1.35.2); the newest
+# patch of each minor, read from the repository's cluster-autoscaler-1.<minor>.<patch> tags (2026-11).
+CLUSTER_AUTOSCALER_IMAGE = "registry.k8s.io/autoscaling/cluster-autoscaler"
+CLUSTER_AUTOSCALER_RELEASE_FOR_KUBERNETES = {
+    "1.32": "v1.32.7",
+    "1.33": "v1.33.6",
+    "1.34": "v1.34.5",
+    "1.35": "v1.35.2",
+}

@@ -87,6 +87,10 @@ RAY_SERVE_CONFIG_FEATURES: dict[str, str] = {
     # ray python/ray/llm/_internal/serve/core/server/llm_server.py _get_batch_interval_ms (2.58.0, 2.60.0)
     "LLMConfig.experimental_configs.stream_batching_interval_ms": "2.58.0",
 }
+# Ray's autoscaler v2 runs under KubeRay from Ray 2.10.0 (docs.ray.io KubeRay Autoscaling, "Autoscaler
+# V2 with KubeRay"; docs/SOURCES.md#kuberay-autoscaling); KubeRay 1.7.0 selects it with
+# autoscalerOptions.version v2 (its CRD's enum: v1, v2).
+RAY_AUTOSCALER_V2_ON_KUBERAY = "2.10.0"
 VLLM_ENGINE_FEATURES: dict[str, str] = {
     # vllm/config/compilation.py CompilationConfig.cudagraph_capture_sizes (0.26.0 in the image, 0.29.0)
     "compilation_config.cudagraph_capture_sizes": "0.26.0",

@@ -7,7 +7,7 @@ host with one GPU, a handful of settings cannot stay as rendered, and nothing el
 |-----------------------------------------------------------|--------------------------------|-----|
 | model_loading_config.model_source (+ tokenizer_source)    | local model directory          | no model hub on the lab host |
 | engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends | ["UCX"]              | no EFA on one host; LIBFABRIC needs it |
-| placement_group_config                                    | {bundles: [{GPU: f, CPU: 1}]}  | f = 1 / engines on the GPU (1: a whole GPU per engine) |
+| placement_group_config.bundle_per_worker.GPU / .CPU       | f, 1                           | f = 1 / engines on the GPU (1: a whole GPU per engine); the phase's Ray resource (pd-prefill / pd-decode) stays, and the lab's Ray advertises both |
 | engine_kwargs.gpu_memory_utilization (shared GPU only)    | 0.9 / engines on the GPU       | vLLM refuses to start when free memory < this share of the card |
 | engine_kwargs.kv_cache_memory_bytes (unless None)         | fixed bytes                    | memory profiling is wrong with another engine on the GPU |
 | engine_kwargs.seed                                        | fixed seed                     | reproducible runs |
@@ -129,7 +129,9 @@ def overlay_values(config: Mapping[str, Any], overlay: LabOverlay) -> dict[str, 
         values["model_loading_config.tokenizer_source"] = overlay.model_path
     if _has_kv_transfer(config):
         values[KV_BACKENDS_PATH] = list(overlay.kv_backends)
-    values["placement_group_config"] = {"bundles": [{"GPU": overlay.gpu_share, "CPU": 1}], "strategy": "PACK"}
+    if overlay.gpu_share != 1:
+        values["placement_group_config.bundle_per_worker.GPU"] = overlay.gpu_share
+    values["placement_group_config.bundle_per_worker.CPU"] = 1
     if overlay.shares_gpu:
         values["engine_kwargs.gpu_memory_utilization"] = overlay.gpu_memory_utilization
     if overlay.kv_cache_memory_bytes is not None:

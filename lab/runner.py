@@ -45,6 +45,10 @@ from lab.overlay import (
 from lab.variants import STACK, Variant, apply_variant, direct_streaming_flag, variant_values
 from measure.latency import RequestSample, summarize
 from serve_app.errors import ConfigError
+from serve_app.render import PHASE_RESOURCE
+
+# Units of each phase resource the lab host advertises: more than any number of engines it can hold.
+LAB_PHASE_RESOURCE_UNITS = 1000
 
 Mode = Literal["pd", "colocated"]
 HTTP_PORT = 8000
@@ -228,8 +232,8 @@ def cpus_wanted(apps: list[LabApp]) -> int:
         configs = app.args["llm_configs"] if app.mode == "colocated" else [app.args["prefill_config"],
                                                                            app.args["decode_config"]]
         for config in configs:
-            bundles = config.get("placement_group_config", {}).get("bundles", [{}])
-            total += int(sum(b.get("CPU", 0) for b in bundles)) + 1
+            bundle = config.get("placement_group_config", {}).get("bundle_per_worker", {})
+            total += int(bundle.get("CPU", 0)) + 1  # one GPU worker per engine in the lab (tp = pp = 1)
         total += 1
     return total
 
@@ -643,7 +647,10 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
     import ray
     from ray import serve
 
-    ray.init(_metrics_export_port=METRICS_PORT, log_to_driver=False)
+    # The phases' Ray resources, which the stack's worker groups advertise and every engine bundle asks
+    # for (serve_app/render.py PHASE_RESOURCE): here one host plays both groups. GPUs still bound the engines.
+    ray.init(_metrics_export_port=METRICS_PORT, log_to_driver=False,
+             resources=dict.fromkeys(PHASE_RESOURCE.values(), LAB_PHASE_RESOURCE_UNITS))
     greedy: dict[str, list[dict[str, Any]]] = data.setdefault("greedy_outputs", {})
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})

@@ -292,7 +292,9 @@ def region_of(resources: Iterable, config_region: str | None) -> str | None:
     return None
 
 
-def cost_inputs(resources: list, region: str) -> CostInputs:
+def cost_inputs(resources: list, region: str, size: str = "desiredSize") -> CostInputs:
+    """What the stack bills for, with each node group at `size` (desiredSize: as created, which is
+    its minimum; maxSize: as far as the node autoscaler may grow it)."""
     by_urn = {r.urn: r for r in resources}
     groups = []
     for r in sorted(resources, key=lambda r: (r.name, r.type)):
@@ -310,7 +312,7 @@ def cost_inputs(resources: list, region: str) -> CostInputs:
             disk_gib = float(r.inputs.get("diskSize") or EKS_DEFAULT_DISK_GIB)
         groups.append(NodeGroupCost(
             name=r.name, instance_type=instance_type,
-            count=int(lookup(r.inputs, "scalingConfig.desiredSize") or 0),
+            count=int(lookup(r.inputs, f"scalingConfig.{size}") or 0),
             disk_gib=disk_gib, volume_type=volume_type,
         ))
     clusters = sum(1 for r in resources if r.type == CLUSTER_TYPES[0]) or sum(
@@ -413,6 +415,24 @@ def protections(resources: Iterable) -> dict:
     protected = sorted(((r.type, r.name) for r in resources if r.protect),
                        key=lambda t: (t[1], t[0]))
     return {"protected": [{"type": t, "name": n} for t, n in protected], "eks_clusters": clusters}
+def scaling_bounds(run) -> dict[str, Any] | None:
+    """Both ends of what the stack may scale: replicas and worker pods per phase, GPU nodes, and
+    whether a node autoscaler runs. None when the program built no serving stack."""
+    stack = run.program.get("stack")
+    if stack is None:
+        return None
+    settings = stack.settings
+    app = settings.serving.app
+    phases = {}
+    for phase, nodes in app.nodes.items():
+        replicas = app.config.phase(phase).replicas
+        phases[phase] = {"replicas": {"min": replicas.min_replicas, "max": replicas.most},
+                         "worker_pods": {"min": nodes.min_nodes, "max": nodes.max_nodes},
+                         "autoscaling": replicas.autoscaling}
+    gpu = settings.gpu_nodes
+    return {"phases": phases,
+            "gpu_nodes": {"min": gpu.count, "max": gpu.most, "instance_type": gpu.instance_type},
+            "node_autoscaler": "cluster-autoscaler" if gpu.autoscaled else None}
 
 
 @dataclass(frozen=True)
@@ -434,6 +454,8 @@ class Plan:
     notes: list[str]
     cold_start: ColdStart | None = None
     head_restart: HeadRestart | None = None
+    scaling: dict[str, Any] | None = None
+    cost_at_max: CostEstimate | None = None  # every node group at its maximum
 
     def to_dict(self) -> dict:
         return {
@@ -446,6 +468,7 @@ class Plan:
             "capacity": {"per_phase": {p: r.to_dict() for p, r in sorted(self.capacity.items())},
                          "note": self.capacity_note},
             "cost": self.cost.to_dict(),
+            "scaling": self._scaling_dict(),
             "critical_path": self.critical_path.to_dict(),
             "cold_start": self.cold_start.to_dict() if self.cold_start else None,
             "head_restart": self.head_restart.to_dict() if self.head_restart else None,
@@ -456,6 +479,12 @@ class Plan:
             "notes": self.notes,
         }
 
+    def _scaling_dict(self) -> dict[str, Any] | None:
+        if self.scaling is None:
+            return None
+        # None where a line has no price (the estimates say which): no partial sum passes for a price.
+        ends = {"min": self.cost.per_hour, "max": self.cost_at_max.per_hour if self.cost_at_max else None}
+        return {**self.scaling, "cost_per_hour": {end: None if v is None else round(v, 4) for end, v in ends.items()}}
 
 def stack_cold_start(run) -> ColdStart | None:
     """The cold-start figures of the serving settings the program built, when it built a stack."""
@@ -485,6 +514,8 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         capacity=reports,
         capacity_note=capacity_note,
         cost=hourly_cost(cost_inputs(resources, region or "unknown")),
+        cost_at_max=hourly_cost(cost_inputs(resources, region or "unknown", size="maxSize")),
+        scaling=scaling_bounds(run),
         critical_path=critical_path(resources, overrides),
         outputs=outputs,
         protections=protections(resources),

@@ -122,6 +122,21 @@ def render_plan(console: Console, plan) -> None:
 
     for note in plan.notes:
         console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
+    scaling = plan.to_dict()["scaling"]
+    if scaling is not None:
+        console.rule("[bold]scaling bounds[/] (min → max)")
+        table = Table("", "replicas", "worker pods (one GPU node each)")
+        for phase, bounds in scaling["phases"].items():
+            fixed = "" if bounds["autoscaling"] else " (fixed)"
+            table.add_row(phase, f"{bounds['replicas']['min']} → {bounds['replicas']['max']}{fixed}",
+                          f"{bounds['worker_pods']['min']} → {bounds['worker_pods']['max']}")
+        nodes = scaling["gpu_nodes"]
+        table.add_row(f"GPU nodes ({nodes['instance_type']})", "", f"{nodes['min']} → {nodes['max']}"
+                      + (f" by {scaling['node_autoscaler']}" if scaling["node_autoscaler"] else " (fixed)"))
+        cost = scaling["cost_per_hour"]
+        table.add_row("[bold]cost per hour[/]", "", " → ".join(
+            "n/a (unpriced lines)" if cost[end] is None else f"${cost[end]:.2f}" for end in ("min", "max")))
+        console.print(table)
 
     cost = plan.cost
     _rule(console, f"[bold]hourly cost ESTIMATE[/] ({cost.region}, USD, on-demand list prices)")

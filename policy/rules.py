@@ -68,6 +68,27 @@ WORLD_CIDRS = frozenset({"0.0.0.0/0", "::/0"})
 MAX_IMDS_HOP_LIMIT = 1
 DEFAULT_PRODUCTION_STACKS = ("prod",)
 
+# EKS AMI types of accelerated nodes (AL2023_x86_64_NVIDIA, AL2_x86_64_GPU, AL2023_x86_64_NEURON, ...).
+GPU_AMI_KINDS = ("NVIDIA", "NEURON", "GPU")
+# The most GPU nodes each environment's node groups may grow to, unless the pack's config says
+# otherwise: a typo in gpuNodeMaxCount must not let the Cluster Autoscaler buy a rack of GPUs.
+DEFAULT_MAX_GPU_NODES: Mapping[str, int] = {"dev": 4, "prod": 16}
+DEFAULT_MAX_GPU_NODES_OTHER_STACKS = 4
+GPU_NODE_BOUND_CONFIG: Mapping[str, Mapping[str, Any]] = {
+    "maxGpuNodes": {
+        "type": "object",
+        "additionalProperties": {"type": "integer", "minimum": 0},
+        "default": dict(DEFAULT_MAX_GPU_NODES),
+        "description": "Most GPU nodes (all GPU node groups at their maximum size) per stack name.",
+    },
+    "defaultMaxGpuNodes": {
+        "type": "integer",
+        "minimum": 0,
+        "default": DEFAULT_MAX_GPU_NODES_OTHER_STACKS,
+        "description": "Most GPU nodes for a stack maxGpuNodes does not name.",
+    },
+}
+
 # pulumi_policy.PolicyConfigSchema properties of the rules that treat production differently.
 PRODUCTION_CONFIG: Mapping[str, Mapping[str, Any]] = {
     "productionStacks": {
@@ -377,6 +398,43 @@ def _privileged_pods_only_for_efa_serving(args: StackValidationArgs, report: Rep
                            "allowed only for EFA memory registration", resource.urn)
 
 
+def gpu_node_groups(resources: Iterable[PolicyResource]) -> list[PolicyResource]:
+    """Node groups of GPU nodes: a GPU AMI type (EKS's *_NVIDIA / *_NEURON / *_GPU) or EFA."""
+    return [r for r in resources if r.resource_type in NODE_GROUP_TYPES and (
+        any(kind in str(r.props.get("amiType") or "").upper() for kind in GPU_AMI_KINDS) or node_group_uses_efa(r))]
+
+
+def most_nodes(node_group: PolicyResource) -> int | None:
+    """How many nodes the group may grow to (scalingConfig.maxSize; desiredSize when no max)."""
+    scaling = node_group.props.get("scalingConfig") or {}
+    value = scaling.get("maxSize", scaling.get("desiredSize"))
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def max_gpu_nodes(stack: str, config: Mapping[str, Any]) -> int:
+    by_stack = config.get("maxGpuNodes", DEFAULT_MAX_GPU_NODES)
+    return int(by_stack.get(stack, config.get("defaultMaxGpuNodes", DEFAULT_MAX_GPU_NODES_OTHER_STACKS)))
+
+
+def _gpu_nodes_bounded_per_environment(args: StackValidationArgs, report: ReportViolation) -> None:
+    groups = gpu_node_groups(args.resources)
+    if not groups:
+        return
+    stack = stack_of(groups[0].urn)
+    bound = max_gpu_nodes(stack, args.get_config())
+    total = 0
+    for group in groups:
+        most = most_nodes(group)
+        if most is None:
+            report(f"GPU node group {group.name!r} has no known maximum size (scalingConfig.maxSize): the "
+                   f"bound of {bound} GPU nodes for stack {stack!r} cannot be checked", group.urn)
+            return
+        total += most
+    if total > bound:
+        report(f"GPU node groups {[g.name for g in groups]} may grow to {total} nodes; stack {stack!r} allows "
+               f"at most {bound} (policy config maxGpuNodes): lower gpuNodeMaxCount or raise the bound", groups[0].urn)
+
+
 def _nodes_without_public_ips(args: StackValidationArgs, report: ReportViolation) -> None:
     for resource in args.resources:
         props = resource.props
@@ -416,6 +474,9 @@ RULES: tuple[Rule, ...] = (
     Rule("efa-kv-transfer-libfabric",
          "With EFA GPU nodes, every RayService PD phase sends KV over LIBFABRIC, never UCX.",
          "stack", _efa_kv_transfer_over_libfabric),
+    Rule("gpu-nodes-bounded-per-environment",
+         "The GPU node groups' maximum size stays within the environment's bound (maxGpuNodes).",
+         "stack", _gpu_nodes_bounded_per_environment, GPU_NODE_BOUND_CONFIG),
     Rule("nodes-no-public-ip",
          "Worker nodes get no public IP addresses.",
          "stack", _nodes_without_public_ips),

@@ -42,9 +42,16 @@ LLM_CONFIG_KEYS = (
 ACCEPT_UCX_ON_EFA_KEY = ServeAppSettings.key("accept_ucx_on_efa")
 
 
+# The stack keys of the GPU node group's bounds (components/settings.py GpuNodeSettings reads them):
+# named in refusals, not read here.
+GPU_NODE_COUNT_KEY = "gpuNodeCount"
+GPU_NODE_MAX_COUNT_KEY = "gpuNodeMaxCount"
+
+
 @dataclass(frozen=True)
 class DeploymentTarget:
-    """The GPU node group the app will run on."""
+    """The GPU node group the app will run on: `gpu_node_count` nodes, growing to
+    `gpu_node_max_count` (None: fixed) under the node autoscaler."""
 
     gpu_instance: InstanceType
     gpu_node_count: int
@@ -54,14 +61,32 @@ class DeploymentTarget:
     # this project has facts for. None = not checked (tests of other checks).
     ray_version: str | None = None
     vllm_version: str | None = None
+    gpu_node_max_count: int | None = None
 
     @property
     def gpus_per_node(self) -> int:
         return self.gpu_instance.gpus
 
     @property
-    def total_gpus(self) -> int:
-        return self.gpu_instance.gpus * self.gpu_node_count
+    def max_nodes(self) -> int:
+        return self.gpu_node_max_count or self.gpu_node_count
+
+
+@dataclass(frozen=True)
+class PhaseNodes:
+    """The GPU nodes one phase's worker group takes at its fewest and most replicas. Each phase has
+    its own worker group whose pods own a whole node, so a node never mixes the two phases."""
+
+    replicas_per_node: int
+    min_nodes: int
+    max_nodes: int
+
+
+def phase_nodes(app: PDAppConfig, phase: Phase, gpus_per_node: int) -> PhaseNodes:
+    """Nodes for `phase` at min and max replicas: as many replicas share a node as its GPUs hold."""
+    per_node = gpus_per_node // app.engine_for(phase).gpus_per_replica
+    replicas = app.phase(phase).replicas
+    return PhaseNodes(per_node, -(-replicas.min_replicas // per_node), -(-replicas.most // per_node))
 
 
 @dataclass(frozen=True)
@@ -72,6 +97,7 @@ class CheckedApp:
     serve_config_v2: Mapping[str, Any]
     model: ModelArchitecture | None  # the architecture sized; None when no facts were found
     capacity: Mapping[str, CapacityReport] = field(default_factory=dict)  # phase → report
+    nodes: Mapping[str, PhaseNodes] = field(default_factory=dict)  # phase → its worker group's nodes
     notes: tuple[str, ...] = ()  # what was not checked, and why
     # The notes a preview warns about (pulumi.log.warn) and `pdctl plan --strict` fails on: facts
     # the checks needed could not be read at all.
@@ -151,8 +177,9 @@ def _check_engine_ids(app: PDAppConfig) -> None:
                           "NIXL tells the two engines apart by id")
 
 
-def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) -> None:
-    gpus_used = 0
+def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) -> dict[str, PhaseNodes]:
+    """Each replica fits one node; both phases' worker groups fit the node group at their fewest
+    replicas (else the minimum is never reached) and at their most (else a scale-up stays Pending)."""
     for phase in PHASES:
         engine = app.engine_for(phase)
         if engine.gpus_per_replica > target.gpus_per_node:
@@ -163,19 +190,39 @@ def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) 
                 f"tensorParallelSize × pipelineParallelSize ≤ {target.gpus_per_node} "
                 f"(GPUs per {target.gpu_instance.name} node)",
                 f"one {phase} replica needs {engine.gpus_per_replica} GPUs on one node")
-        gpus_used += app.phase(phase).replicas.most * engine.gpus_per_replica
-    if gpus_used > target.total_gpus:
-        # Name the phase that takes the most GPUs (decode on a tie): that is the setting to lower.
-        phases: tuple[Phase, Phase] = ("decode", "prefill")
-        busiest = max(phases, key=lambda p: app.phase(p).replicas.most * app.engine_for(p).gpus_per_replica)
+    nodes: dict[str, PhaseNodes] = {phase: phase_nodes(app, phase, target.gpus_per_node) for phase in PHASES}
+    most_nodes_key = GPU_NODE_MAX_COUNT_KEY if target.gpu_node_max_count else GPU_NODE_COUNT_KEY
+    node_group = f"{target.max_nodes} × {target.gpu_instance.name} ({most_nodes_key})"
+    # Name the phase that takes the most nodes (decode on a tie): that is the setting to lower.
+    by_weight: tuple[Phase, Phase] = ("decode", "prefill")
+    at_min = sum(n.min_nodes for n in nodes.values())
+    if at_min > target.max_nodes:
+        busiest = max(by_weight, key=lambda p: nodes[p].min_nodes)
+        raise ConfigError(
+            ServeAppSettings.key(f"{busiest}_replicas"), app.phase(busiest).replicas.min_replicas,
+            f"minimum replicas whose worker pods fit {node_group}",
+            f"the node group cannot reach the minimum: {_breakdown(app, nodes, 'min')} = {at_min} nodes; "
+            f"lower the replicas or raise {most_nodes_key}")
+    at_max = sum(n.max_nodes for n in nodes.values())
+    if at_max > target.max_nodes:
+        busiest = max(by_weight, key=lambda p: nodes[p].max_nodes)
         replicas = app.phase(busiest).replicas
         key = ServeAppSettings.key(f"{busiest}_max_replicas" if replicas.autoscaling else f"{busiest}_replicas")
-        breakdown = " + ".join(
-            f"{app.phase(p).replicas.most} {p} × {app.engine_for(p).gpus_per_replica} GPU" for p in PHASES)
         raise ConfigError(
-            key, replicas.most,
-            f"replicas that fit {target.total_gpus} GPUs ({target.gpu_node_count} × {target.gpu_instance.name})",
-            f"{breakdown} = {gpus_used} GPUs at most replicas; lower replicas or raise gpuNodeCount")
+            key, replicas.most, f"replicas whose worker pods fit {node_group}",
+            f"{_breakdown(app, nodes, 'max')} = {at_max} nodes at most replicas; lower the replicas or raise "
+            f"{most_nodes_key}")
+    return nodes
+
+
+def _breakdown(app: PDAppConfig, nodes: Mapping[str, PhaseNodes], end: str) -> str:
+    parts = []
+    for phase in PHASES:
+        replicas = app.phase(phase).replicas
+        count = replicas.min_replicas if end == "min" else replicas.most
+        gpus = app.engine_for(phase).gpus_per_replica
+        parts.append(f"{count} {phase} × {gpus} GPU on {getattr(nodes[phase], f'{end}_nodes')} node(s)")
+    return " + ".join(parts)
 
 
 def _check_accelerator(app: PDAppConfig, target: DeploymentTarget) -> None:
@@ -305,9 +352,9 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
     if not target.gpu_instance.has_gpu:
         raise ConfigError("gpuNodeType", target.gpu_instance.name, "a GPU instance type")
     _check_accelerator(app, target)
-    _check_parallelism_and_replicas(app, target)
+    nodes = _check_parallelism_and_replicas(app, target)
     notes = (*_check_image_supports_the_render(app, target), *check_engine_kwargs(app, target.vllm_version))
-    checked = replace(checked, notes=notes)
+    checked = replace(checked, nodes=nodes, notes=notes)
     if checked.model is None:
         return replace(checked, notes=(*checked.notes,
             f"capacity not checked: no architecture facts for {app.model.model_source!r} "

@@ -218,11 +218,25 @@ class EngineOverrides(FrozenModel):
         return shared.model_copy(update=update)
 
 
+# Ray Serve's own AutoscalingConfig defaults (ray/serve/config.py, Ray 2.60.0): rendered explicitly
+# so the serve config says what the phase does, and an upgrade that moves a default is a visible diff.
+SERVE_TARGET_ONGOING_REQUESTS = 2
+SERVE_UPSCALE_DELAY_S = 30
+SERVE_DOWNSCALE_DELAY_S = 600
+
+
 class Replicas(FrozenModel):
-    """Fixed replica count (max_replicas None) or Ray Serve autoscaling bounds."""
+    """Fixed replica count (max_replicas None) or Ray Serve autoscaling bounds and pace."""
 
     min_replicas: int = Field(1, ge=1, description="Replicas always running (the fixed count when not autoscaling).")
     max_replicas: int | None = Field(None, ge=1, description="Upper autoscaling bound; None = fixed at min_replicas.")
+    target_ongoing_requests: int = Field(
+        SERVE_TARGET_ONGOING_REQUESTS, ge=1,
+        description="Requests in flight per replica Serve scales to keep (autoscaling only).")
+    upscale_delay_s: int = Field(
+        SERVE_UPSCALE_DELAY_S, ge=0, description="Seconds of excess load before adding a replica.")
+    downscale_delay_s: int = Field(
+        SERVE_DOWNSCALE_DELAY_S, ge=0, description="Seconds of spare capacity before removing a replica.")
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> Replicas:
@@ -310,6 +324,9 @@ __all__ = [
     "PHASES",
     "REFUSED_ENGINE_KWARGS",
     "ROLES_FOR_PHASE",
+    "SERVE_DOWNSCALE_DELAY_S",
+    "SERVE_TARGET_ONGOING_REQUESTS",
+    "SERVE_UPSCALE_DELAY_S",
     "Dtype",
     "EngineOverrides",
     "EngineSettings",

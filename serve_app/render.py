@@ -71,11 +71,35 @@ def engine_kwargs(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
     return kwargs
 
 
+# The Ray custom resource each phase's worker group advertises (one unit per GPU) and each of the
+# phase's placement group bundles asks for: a replica of one phase can only be placed on a pod of its
+# own group, so Serve scaling decode up makes the Ray autoscaler add a decode pod, never take a
+# prefill one. components/manifests/ray_service.py puts the same names on the worker groups.
+PHASE_RESOURCE: dict[str, str] = {"prefill": "pd-prefill", "decode": "pd-decode"}
+# Ray Serve LLM's own bundle for each GPU worker of an engine (engines/vllm/vllm_models.py
+# placement_bundles → core/configs/accelerators.py GPU default_bundles, Ray 2.60.0; the replica
+# actor's CPU is merged into the first bundle) and its default strategy.
+ENGINE_BUNDLE = {"GPU": 1}
+ENGINE_PLACEMENT_STRATEGY = "PACK"
+
+
 def deployment_config(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
     replicas = app.phase(phase).replicas
     if not replicas.autoscaling:
         return {"num_replicas": replicas.min_replicas}
-    return {"autoscaling_config": {"min_replicas": replicas.min_replicas, "max_replicas": replicas.max_replicas}}
+    return {"autoscaling_config": {
+        "min_replicas": replicas.min_replicas,
+        "max_replicas": replicas.max_replicas,
+        "target_ongoing_requests": replicas.target_ongoing_requests,
+        "upscale_delay_s": replicas.upscale_delay_s,
+        "downscale_delay_s": replicas.downscale_delay_s,
+    }}
+
+
+def placement_group_config(phase: Phase) -> dict[str, Any]:
+    """LLMConfig.placement_group_config: Ray Serve LLM's default bundle per GPU worker (tp × pp of
+    them) plus one unit of the phase's custom resource, so the engine lands on its phase's pods."""
+    return {"bundle_per_worker": {**ENGINE_BUNDLE, PHASE_RESOURCE[phase]: 1}, "strategy": ENGINE_PLACEMENT_STRATEGY}
 
 
 def llm_config(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
@@ -87,6 +111,7 @@ def llm_config(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
         "model_loading_config": model_loading,
         "engine_kwargs": engine_kwargs(app, phase),
         "deployment_config": deployment_config(app, phase),
+        "placement_group_config": placement_group_config(phase),
     }
     if app.accelerator_type is not None:
         config["accelerator_type"] = app.accelerator_type

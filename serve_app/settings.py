@@ -82,6 +82,18 @@ class ServeAppSettings(StackKeyModel):
     decode_replicas: int = Field(alias="decodeReplicas", ge=1, description="a whole number ≥ 1")
     decode_max_replicas: int = Field(
         alias="decodeMaxReplicas", ge=0, description="0 (fixed at decodeReplicas) or a whole number ≥ decodeReplicas")
+    prefill_target_ongoing_requests: int = Field(
+        alias="prefillTargetOngoingRequests", ge=1, le=1024, description="a whole number from 1 to 1024")
+    decode_target_ongoing_requests: int = Field(
+        alias="decodeTargetOngoingRequests", ge=1, le=1024, description="a whole number from 1 to 1024")
+    prefill_upscale_delay_s: int = Field(
+        alias="prefillUpscaleDelaySeconds", ge=0, le=3600, description="whole seconds from 0 to 3600")
+    decode_upscale_delay_s: int = Field(
+        alias="decodeUpscaleDelaySeconds", ge=0, le=3600, description="whole seconds from 0 to 3600")
+    prefill_downscale_delay_s: int = Field(
+        alias="prefillDownscaleDelaySeconds", ge=0, le=3600, description="whole seconds from 0 to 3600")
+    decode_downscale_delay_s: int = Field(
+        alias="decodeDownscaleDelaySeconds", ge=0, le=3600, description="whole seconds from 0 to 3600")
     kv_backends: tuple[str, ...] = Field(
         alias="kvBackends", description=f"a non-empty list of distinct names from {list(KV_BACKENDS)}")
     prefill_engine_id: str = Field(alias="prefillEngineId", pattern=_ENGINE_ID_PATTERN, description=_ENGINE_ID_ALLOWED)
@@ -187,7 +199,12 @@ class ServeAppSettings(StackKeyModel):
         return {
             "engine_id": getattr(self, f"{phase}_engine_id"),
             "kv_role": DEFAULT_KV_ROLE[phase],
-            "replicas": {"min_replicas": getattr(self, f"{phase}_replicas"), "max_replicas": most or None},
+            "replicas": {
+                "min_replicas": getattr(self, f"{phase}_replicas"), "max_replicas": most or None,
+                "target_ongoing_requests": getattr(self, f"{phase}_target_ongoing_requests"),
+                "upscale_delay_s": getattr(self, f"{phase}_upscale_delay_s"),
+                "downscale_delay_s": getattr(self, f"{phase}_downscale_delay_s"),
+            },
         }
 
     def app(self) -> PDAppConfig:

@@ -13,6 +13,7 @@ from components.scheduling import (
     SYSTEM_NODE_SELECTOR,
 )
 from components.settings import ObservabilitySettings
+from facts.charts import CLUSTER_AUTOSCALER_IMAGE, CLUSTER_AUTOSCALER_RELEASE_FOR_KUBERNETES
 
 # Grafana's dashboard sidecar loads ConfigMaps with this label (kube-prometheus-stack's defaults,
 # pinned here so the dashboard ConfigMap and the sidecar cannot drift apart).
@@ -124,4 +125,41 @@ def dcgm_exporter_values() -> dict[str, Any]:
         "nodeSelector": dict(GPU_NODE_SELECTOR),
         "tolerations": [dict(GPU_TOLERATION)],
         "serviceMonitor": {"enabled": True, "interval": GPU_SCRAPE_INTERVAL},
+    }
+
+
+def cluster_autoscaler_values(*, cluster_name: str, region: str, kubernetes_version: str, node_group_name: str,
+                              service_account: str, role_arn: Any) -> dict[str, Any]:
+    """Values for the `cluster-autoscaler` chart (keys as in its values.yaml at 9.59.0).
+
+    It discovers only the GPU node group's Auto Scaling group: EKS tags a managed node group's ASG
+    with the cluster-autoscaler tags and eks:nodegroup-name, and `asg:tag=` takes key=value pairs
+    (cluster-autoscaler/cloudprovider/aws/README.md, "Auto-discovery setup"). Its image is the
+    release for the cluster's Kubernetes minor version. `role_arn` may be a Pulumi output.
+    """
+    return {
+        "cloudProvider": "aws",
+        "awsRegion": region,
+        "autoDiscovery": {
+            "clusterName": cluster_name,
+            "tags": [
+                "k8s.io/cluster-autoscaler/enabled",
+                f"k8s.io/cluster-autoscaler/{cluster_name}",
+                f"eks:nodegroup-name={node_group_name}",
+            ],
+        },
+        "image": {
+            "repository": CLUSTER_AUTOSCALER_IMAGE,
+            "tag": CLUSTER_AUTOSCALER_RELEASE_FOR_KUBERNETES[kubernetes_version],
+        },
+        "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+        "rbac": {"serviceAccount": {
+            "name": service_account,
+            "annotations": {"eks.amazonaws.com/role-arn": role_arn},
+        }},
+        "containerSecurityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
     }

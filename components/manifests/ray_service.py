@@ -1,13 +1,17 @@
 """The RayService (ray.io/v1) of a stack's validated `ServingSettings`, as plain data.
 
 It follows the reference deployment (docs/SOURCES.md#reference-deployment): a CPU-only head on the
-system nodes and one worker group with one pod per GPU node, holding all that node's GPUs and EFA
-interfaces, sized by `components.sizing`. The serveConfigV2 is the one `serve_app` rendered when the
-app was checked.
+system nodes, and GPU worker pods that each hold one whole GPU node (all its GPUs and EFA
+interfaces), sized by `components.sizing`. Departure: one worker group per phase (prefill, decode),
+each advertising its own Ray custom resource that only its phase's placement groups ask for
+(serve_app/render.py PHASE_RESOURCE), so the two scale apart and a replica of one phase never lands
+on the other's pod. When a phase autoscales, KubeRay's in-tree Ray autoscaler (v2) sizes the groups
+between their bounds. The serveConfigV2 is the one `serve_app` rendered when the app was checked.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,15 +22,34 @@ import yaml
 from components.scheduling import GPU_NODE_SELECTOR, GPU_TOLERATION, SYSTEM_NODE_SELECTOR
 from components.settings import INITIALIZING_TIMEOUT_ANNOTATION, ServingSettings
 from components.sizing import GIB
+from facts.images import RAY_AUTOSCALER_V2_ON_KUBERAY, version_tuple
 from facts.metrics import RAY_METRICS_EXPORT_PORT, RAY_METRICS_PORT_NAME
-from serve_app.render import SERVE_HTTP_PORT
+from serve_app.config import PHASES, Phase
+from serve_app.render import PHASE_RESOURCE, SERVE_HTTP_PORT
 
 RAY_SERVICE_API_VERSION = "ray.io/v1"
 RAY_SERVICE_KIND = "RayService"
 
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"
-WORKER_GROUP_NAME = "gpu-workers"
+WORKER_GROUP_NAMES: dict[str, str] = {"prefill": "prefill-workers", "decode": "decode-workers"}
+# On each worker pod: which phase it serves (for kubectl, dashboards and the lab).
+PHASE_POD_LABEL = "eks-pd-llm/phase"
+# The Cluster Autoscaler never removes a node that runs a pod with this annotation
+# (cluster-autoscaler/FAQ.md, "What types of pods can prevent CA from removing a node?"): a GPU node
+# goes only once the Ray autoscaler has removed its idle worker pod, never under a serving replica.
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+# The Ray autoscaler sidecar KubeRay adds to the head (KubeRay 1.7.0 common/pod.go
+# BuildAutoscalerContainer). It reads its Kubernetes token from the standard path and re-reads it
+# every minute (ray/autoscaler/_private/kuberay/node_provider.py IN_CLUSTER_TOKEN_PATH,
+# TOKEN_REFRESH_PERIOD), so a short-lived projected token works.
+SERVICE_ACCOUNT_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+AUTOSCALER_TOKEN_VOLUME = "autoscaler-token"
+AUTOSCALER_TOKEN_SECONDS = 3600
+# Seconds a worker pod must be idle (no replica, task or object) before the Ray autoscaler removes
+# it: Ray's own default (idle_timeout_minutes 1). Serve's downscale delay already waited for load to fall.
+AUTOSCALER_IDLE_TIMEOUT_SECONDS = 60
 
 GCS_PORT = 6379
 DASHBOARD_PORT = 8265
@@ -174,8 +197,8 @@ def _pod_spec(node_selector: Mapping[str, str], container: dict[str, Any], volum
               init_containers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "nodeSelector": dict(node_selector),
-        # Ray talks to the Kubernetes API only for the in-tree autoscaler, which this fixed-size
-        # cluster does not run: no service account token in the pods.
+        # No container gets a service account token by default: only the head's autoscaler sidecar
+        # talks to the Kubernetes API, and it gets its own projected token (_autoscaler_token_volume).
         "automountServiceAccountToken": False,
         # The container runtime's default seccomp filter (privileged containers run unconfined anyway).
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
@@ -216,6 +239,9 @@ def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None,
     mounts = [*_hf_token_mounts(hf_token_ref(serving)), *_model_reader_mounts(role_arn)]
     if mounts:
         container["volumeMounts"] = mounts
+    volumes = _hf_token_volumes(hf_token_ref(serving))
+    if serving.autoscaling:
+        volumes.append(_autoscaler_token_volume())
     return {
         # num-gpus "0": the head lands on a system node, and nothing GPU-bound may be scheduled there.
         # num-cpus "0": no Serve replica either (the OpenAI ingress would otherwise fit there): a
@@ -226,8 +252,7 @@ def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None,
                            METRICS_EXPORT_PORT_PARAM: str(METRICS_PORT)},
         "template": {
             "metadata": {"labels": ray_pod_labels(serving.name)},
-            "spec": _pod_spec(SYSTEM_NODE_SELECTOR, container,
-                              [*_hf_token_volumes(hf_token_ref(serving)), *_model_reader_volumes(role_arn)],
+            "spec": _pod_spec(SYSTEM_NODE_SELECTOR, container, [*volumes, *_model_reader_volumes(role_arn)],
                               service_account=MODEL_READER_SERVICE_ACCOUNT if role_arn is not None else None),
         },
     }
@@ -260,8 +285,37 @@ def _node_cache_init_container(serving: ServingSettings) -> dict[str, Any]:
     }
 
 
-def _worker_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None) -> dict[str, Any]:
+def _autoscaler_token_volume() -> dict[str, Any]:
+    """What automountServiceAccountToken would give every container, as a volume only the autoscaler
+    sidecar mounts: a bound, hour-long token of the head pod's service account (KubeRay creates it
+    with a Role limited to this namespace's pods and this RayCluster, common/rbac.go BuildRole),
+    the cluster CA, and the namespace."""
+    return {"name": AUTOSCALER_TOKEN_VOLUME, "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": AUTOSCALER_TOKEN_SECONDS}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+    ]}}
+
+
+def autoscaler_version(ray_version: str) -> str:
+    """KubeRay's autoscalerOptions.version: v2 from the Ray release that runs it on KubeRay."""
+    return "v2" if version_tuple(ray_version) >= version_tuple(RAY_AUTOSCALER_V2_ON_KUBERAY) else "v1"
+
+
+def _autoscaler_options(serving: ServingSettings) -> dict[str, Any]:
+    return {
+        "version": autoscaler_version(serving.ray_version),
+        "idleTimeoutSeconds": AUTOSCALER_IDLE_TIMEOUT_SECONDS,
+        # Add every pod Serve asks for at once: a GPU pod takes minutes to become a node.
+        "upscalingMode": "Default",
+        "volumeMounts": [{"name": AUTOSCALER_TOKEN_VOLUME, "mountPath": SERVICE_ACCOUNT_MOUNT, "readOnly": True}],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+
+
+def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input[str] | None) -> dict[str, Any]:
     sizing = serving.worker
+    nodes = serving.app.nodes[phase]
     env: list[dict[str, Any]] = [
         # The image sets it too; stating it keeps libfabric on EFA if the image changes.
         {"name": "FI_PROVIDER", "value": "efa"},
@@ -308,18 +362,27 @@ def _worker_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None) 
         *_model_reader_volumes(role_arn),
     ]
     return {
-        "groupName": WORKER_GROUP_NAME,
-        # Fixed size: one worker per GPU node; the node group does not scale either.
-        "replicas": serving.gpu_node_count,
-        "minReplicas": serving.gpu_node_count,
-        "maxReplicas": serving.gpu_node_count,
+        "groupName": WORKER_GROUP_NAMES[phase],
+        # One pod per GPU node, as many as the phase's replicas need (serve_app.checks.phase_nodes):
+        # fixed when Serve does not scale the phase, else the Ray autoscaler moves it between the bounds.
+        "replicas": nodes.min_nodes,
+        "minReplicas": nodes.min_nodes,
+        "maxReplicas": nodes.max_nodes,
         "rayStartParams": {
             "num-gpus": str(sizing.gpus),
             "object-store-memory": str(sizing.object_store_gib * GIB),
             METRICS_EXPORT_PORT_PARAM: str(METRICS_PORT),
+            # One unit per GPU: only this phase's engine bundles ask for it. Quoted for the shell
+            # exactly as KubeRay 1.7.0 quotes its own `resources` (common/pod.go
+            # updateRayStartParamsResources); KubeRay refuses the group's top-level `resources`
+            # beside num-gpus (utils/validation.go validateRayGroupResources).
+            "resources": "'" + json.dumps({PHASE_RESOURCE[phase]: sizing.gpus}, separators=(",", ":")) + "'",
         },
         "template": {
-            "metadata": {"labels": ray_pod_labels(serving.name)},
+            "metadata": {
+                "labels": {**ray_pod_labels(serving.name), PHASE_POD_LABEL: phase},
+                "annotations": {SAFE_TO_EVICT_ANNOTATION: "false"},
+            },
             "spec": _pod_spec(GPU_NODE_SELECTOR, container, volumes, [dict(GPU_TOLERATION)],
                               service_account=MODEL_READER_SERVICE_ACCOUNT if role_arn is not None else None,
                               init_containers=[_node_cache_init_container(serving)]),
@@ -346,13 +409,6 @@ def ray_service_manifest(serving: ServingSettings, model_reader_role_arn: pulumi
     (None: in the head's memory)."""
     if (model_reader_role_arn is not None) != (serving.app.config.model.s3_mirror is not None):
         raise ValueError("a model reader role is given exactly when the model comes from an S3 mirror")
-    cluster: dict[str, Any] = {
-        "rayVersion": serving.ray_version,
-        "headGroupSpec": _head_group(serving, model_reader_role_arn, gcs_store),
-        "workerGroupSpecs": [_worker_group(serving, model_reader_role_arn)],
-    }
-    if gcs_store is not None:
-        cluster["gcsFaultToleranceOptions"] = _gcs_fault_tolerance(gcs_store)
     return {
         "apiVersion": RAY_SERVICE_API_VERSION,
         "kind": RAY_SERVICE_KIND,
@@ -364,7 +420,23 @@ def ray_service_manifest(serving: ServingSettings, model_reader_role_arn: pulumi
         "spec": {
             "upgradeStrategy": {"type": serving.upgrade_strategy},
             "serveConfigV2": yaml.safe_dump(dict(serving.serve_config_v2), sort_keys=False),
-            "rayClusterConfig": cluster,
+            "rayClusterConfig": _ray_cluster_config(serving, model_reader_role_arn, gcs_store),
         },
     }
+
+
+def _ray_cluster_config(serving: ServingSettings, role_arn: pulumi.Input[str] | None,
+                        gcs_store: GcsStoreRef | None) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "rayVersion": serving.ray_version,
+        # Off while both phases are fixed: no autoscaler sidecar, no token anywhere in the pods.
+        "enableInTreeAutoscaling": serving.autoscaling,
+    }
+    if serving.autoscaling:
+        config["autoscalerOptions"] = _autoscaler_options(serving)
+    if gcs_store is not None:
+        config["gcsFaultToleranceOptions"] = _gcs_fault_tolerance(gcs_store)
+    config["headGroupSpec"] = _head_group(serving, role_arn, gcs_store)
+    config["workerGroupSpecs"] = [_worker_group(serving, phase, role_arn) for phase in PHASES]
+    return config
 

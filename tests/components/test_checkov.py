@@ -137,9 +137,9 @@ def test_every_object_the_stacks_apply_is_scanned(scan):
         kinds = sorted(o["kind"] for o in scan["objects"][stack])
         # the Ray image pre-pull DaemonSet; serving, KubeRay and monitoring namespaces, the serving
         # namespace's five NetworkPolicies, the HF token Secret (prod: and the GCS store's token), the
-        # RayService and its two pod templates; the PD dashboard ConfigMap, the Ray PodMonitor, the PD
-        # PrometheusRule and the gp3 StorageClass
-        assert kinds == ["ConfigMap", "DaemonSet", "Deployment", "Deployment", *["Namespace"] * 3,
+        # RayService and its three pod templates (head, prefill and decode workers); the PD dashboard
+        # ConfigMap, the Ray PodMonitor, the PD PrometheusRule and the gp3 StorageClass
+        assert kinds == ["ConfigMap", "DaemonSet", *["Deployment"] * 3, *["Namespace"] * 3,
                          *["NetworkPolicy"] * 5, "PodMonitor", "PrometheusRule", "RayService", *secrets,
                          "StorageClass"], kinds
     assert scan["summary"]["parsing_errors"] == 0

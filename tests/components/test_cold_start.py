@@ -63,8 +63,9 @@ def test_a_type_without_instance_storage_keeps_ebs_raised_to_gp3s_ceiling():
 
 def test_worker_cache_is_on_the_node_and_prepared_for_the_images_user(settings_for):
     body = ray_service_manifest(settings_for("dev").serving)
-    (workers,) = body["spec"]["rayClusterConfig"]["workerGroupSpecs"]
-    spec = workers["template"]["spec"]
+    prefill, decode = body["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert prefill["template"]["spec"] == decode["template"]["spec"]  # both phases' pods alike
+    spec = decode["template"]["spec"]
     (init,) = spec["initContainers"]
     assert init["command"] == ["mkdir", "-p", "-m", "1777", "/mnt/node-cache/huggingface", "/mnt/node-cache/vllm"]
     assert init["securityContext"]["allowPrivilegeEscalation"] is False
@@ -76,9 +77,9 @@ def test_worker_cache_is_on_the_node_and_prepared_for_the_images_user(settings_f
 
 def test_several_engines_per_node_do_not_share_a_compile_cache(settings_for):
     body = ray_service_manifest(settings_for("dev", gpuNodeType="g6.12xlarge").serving)
-    (workers,) = body["spec"]["rayClusterConfig"]["workerGroupSpecs"]
-    env = {e["name"]: e.get("value") for e in workers["template"]["spec"]["containers"][0]["env"]}
-    assert env["VLLM_DISABLE_COMPILE_CACHE"] == "1" and "VLLM_CACHE_ROOT" not in env
+    for workers in body["spec"]["rayClusterConfig"]["workerGroupSpecs"]:
+        env = {e["name"]: e.get("value") for e in workers["template"]["spec"]["containers"][0]["env"]}
+        assert env["VLLM_DISABLE_COMPILE_CACHE"] == "1" and "VLLM_CACHE_ROOT" not in env
 
 
 def test_prepull_runs_on_gpu_nodes_unprivileged_and_keeps_the_image_in_use():
@@ -157,8 +158,9 @@ def test_s3_stack_registers_the_role_and_pods_assume_it(s3_run):
     assert account.inputs["metadata"]["name"] == "ray-model-reader"
     assert account.inputs["automountServiceAccountToken"] is False
     (ray_service,) = [r for r in s3_run.resources if r.type == "kubernetes:ray.io/v1:RayService"]
-    (workers,) = ray_service.inputs["spec"]["rayClusterConfig"]["workerGroupSpecs"]
-    spec = workers["template"]["spec"]
+    prefill, decode = ray_service.inputs["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert prefill["template"]["spec"]["serviceAccountName"] == "ray-model-reader"
+    spec = decode["template"]["spec"]
     assert spec["serviceAccountName"] == "ray-model-reader" and spec["automountServiceAccountToken"] is False
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
     assert env["AWS_WEB_IDENTITY_TOKEN_FILE"] == "/var/run/secrets/eks.amazonaws.com/serviceaccount/token"

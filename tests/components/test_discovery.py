@@ -48,7 +48,8 @@ def refused(**overrides: str) -> ConfigError:
 # ── Instance types ───────────────────────────────────────────────────────────────────────────
 
 def test_an_efa_gpu_type_outside_any_list_is_sized_from_ec2s_answer():
-    s = settings(gpuNodeType="g6e.12xlarge", gpuNodeCount="1")
+    # Two nodes: prefill and decode each take a whole node (their own worker group).
+    s = settings(gpuNodeType="g6e.12xlarge", gpuNodeCount="2")
     gpu = s.serving.gpu_instance
     assert (gpu.gpus, gpu.gpu_model, gpu.efa_interfaces, gpu.network_gbps) == (4, "L40S", 1, 100.0)
     # L40S has no CUDA total on record: the documented fraction of EC2's nominal size.
@@ -87,7 +88,7 @@ def test_a_system_type_too_small_or_of_another_architecture_is_refused(system_ty
 
 def test_the_whole_program_builds_the_new_types_launch_template_and_worker_from_ec2():
     mocks = CloudMocks("us-west-2", instance_types=ANSWERS)
-    run = run_offline("dev", overrides={"gpuNodeType": "g6e.12xlarge", "gpuNodeCount": "1"}, mocks=mocks)
+    run = run_offline("dev", overrides={"gpuNodeType": "g6e.12xlarge", "gpuNodeCount": "2"}, mocks=mocks)
     template = run.one("aws:ec2/launchTemplate:LaunchTemplate", "gpu-nodes-lt")
     assert [nic["interfaceType"] for nic in template.inputs["networkInterfaces"]] == ["efa"]
     worker = run.one("kubernetes:ray.io/v1:RayService").inputs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]

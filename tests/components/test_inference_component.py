@@ -194,8 +194,10 @@ def test_rayservice_spec_reaches_the_engine_unchanged(run: OfflineRun, settings_
 
 def test_rayservice_reference_numbers_for_g6_8xlarge(run: OfflineRun) -> None:
     cluster = run.one(RAY_SERVICE).inputs["spec"]["rayClusterConfig"]
+    # The reference's two GPU workers, now one fixed group per phase: prefill's pod and decode's pod.
+    assert [(g["groupName"], g["replicas"], g["minReplicas"], g["maxReplicas"])
+            for g in cluster["workerGroupSpecs"]] == [("prefill-workers", 1, 1, 1), ("decode-workers", 1, 1, 1)]
     workers = cluster["workerGroupSpecs"][0]
-    assert workers["replicas"] == workers["minReplicas"] == workers["maxReplicas"] == 2
     limits = workers["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"cpu": "30", "memory": "106Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1",
                       "hugepages-2Mi": "10256Mi"}
@@ -311,7 +313,7 @@ def test_dev_rayservice_is_the_reference_deployment(dev: Any) -> None:
     image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/ray:serve-llm-cuda-v1.0"
     assert head["template"]["spec"]["containers"][0]["image"] == image
     assert workers["template"]["spec"]["containers"][0]["image"] == image
-    assert workers["replicas"] == 2
+    assert sum(group["replicas"] for group in cluster["workerGroupSpecs"]) == 2
     assert workers["template"]["spec"]["containers"][0]["resources"]["limits"] == {
         "cpu": "30", "memory": "106Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1", "hugepages-2Mi": "10256Mi"}
     apps = yaml.safe_load(body["spec"]["serveConfigV2"])["applications"]

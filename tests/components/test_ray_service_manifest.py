@@ -60,9 +60,13 @@ def head_of(body: dict[str, Any]) -> dict[str, Any]:
     return body["spec"]["rayClusterConfig"]["headGroupSpec"]
 
 
+def worker_groups(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {group["groupName"]: group for group in body["spec"]["rayClusterConfig"]["workerGroupSpecs"]}
+
+
 def workers_of(body: dict[str, Any]) -> dict[str, Any]:
-    (group,) = body["spec"]["rayClusterConfig"]["workerGroupSpecs"]
-    return group
+    """The decode worker group: the pod spec both phases' groups share (test_scaling.py checks what differs)."""
+    return worker_groups(body)["decode-workers"]
 
 
 def container(group: dict[str, Any]) -> dict[str, Any]:
@@ -205,14 +209,19 @@ def test_head_is_cpu_only_on_system_nodes_with_reference_ports_and_sizes(manifes
 
 # ── RayService: GPU workers ────────────────────────────────────────────────────────────────────
 
-def test_one_fixed_worker_group_lands_only_on_gpu_nodes(manifest: dict[str, Any]) -> None:
-    group = workers_of(manifest)
-    assert group["groupName"] == "gpu-workers"
-    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 2
-    assert group["rayStartParams"]["num-gpus"] == "1"
-    pod = group["template"]["spec"]
-    assert schedulable(pod, GPU_NODE)
-    assert not schedulable(pod, SYSTEM_NODE)
+def test_one_fixed_worker_group_per_phase_lands_only_on_gpu_nodes(manifest: dict[str, Any]) -> None:
+    groups = worker_groups(manifest)
+    assert list(groups) == ["prefill-workers", "decode-workers"]
+    for group in groups.values():
+        # The dev stack: one replica per phase, fixed, one pod (one g6.8xlarge) each.
+        assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 1
+        assert group["rayStartParams"]["num-gpus"] == "1"
+        pod = group["template"]["spec"]
+        assert schedulable(pod, GPU_NODE)
+        assert not schedulable(pod, SYSTEM_NODE)
+    # Both phases' specs are the same pod but for the phase label: one sizing, one security posture.
+    prefill, decode = (dict(g["template"]["spec"]) for g in groups.values())
+    assert prefill == decode
 
 
 def test_worker_resources_in_the_pod_match_the_hand_computed_sizing(manifest: dict[str, Any]) -> None:
@@ -261,7 +270,8 @@ def _security_contexts(node: Any, path: str = "") -> Iterator[tuple[str, dict[st
 
 def test_privileged_only_on_the_gpu_worker_container(manifest: dict[str, Any]) -> None:
     privileged = [path for path, ctx in _security_contexts(manifest) if ctx.get("privileged")]
-    assert privileged == [".spec.rayClusterConfig.workerGroupSpecs[0].template.spec.containers[0].securityContext"]
+    assert privileged == [f".spec.rayClusterConfig.workerGroupSpecs[{i}].template.spec.containers[0].securityContext"
+                          for i in (0, 1)]
 
 
 def mounted_file(group: dict[str, Any], path: str) -> dict[str, Any]:
@@ -418,7 +428,7 @@ def policies(settings_for: Any) -> list[dict[str, Any]]:
 def ray_pods(manifest: dict[str, Any]) -> dict[str, dict[str, str]]:
     """The labels the head and a worker pod carry once KubeRay has made them from the templates."""
     return {group: {**spec["template"]["metadata"]["labels"], **KUBERAY_POD_LABELS}
-            for group, spec in (("head", head_of(manifest)), ("worker", workers_of(manifest)))}
+            for group, spec in (("head", head_of(manifest)), *worker_groups(manifest).items())}
 
 
 @pytest.mark.parametrize("port", [8265, 6379, 10001, 52365, 5600])
@@ -454,7 +464,7 @@ def test_ray_pods_reach_each_other_on_every_port(policies, ray_pods, port: int) 
 
 
 def test_pods_of_another_rayservice_are_not_ray_peers(policies, ray_pods) -> None:
-    other = {**ray_pods["worker"], RAY_SERVICE_POD_LABEL: "other-llm"}
+    other = {**ray_pods["decode-workers"], RAY_SERVICE_POD_LABEL: "other-llm"}
     assert not admitted(policies, namespace="inference", pod=ray_pods["head"], port=6379,
                         source_namespace="inference", source_pod=other)
 

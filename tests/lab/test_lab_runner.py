@@ -37,8 +37,8 @@ PD_PHASE_OVERLAY_LEAVES = {
     "engine_kwargs.gpu_memory_utilization",
     "engine_kwargs.kv_cache_memory_bytes",
     "engine_kwargs.seed",
-    "placement_group_config.bundles",
-    "placement_group_config.strategy",
+    "placement_group_config.bundle_per_worker.GPU",
+    "placement_group_config.bundle_per_worker.CPU",
     "runtime_env.env_vars.VLLM_DP_MASTER_PORT",
     "runtime_env.env_vars.VLLM_NIXL_SIDE_CHANNEL_PORT",
 }
@@ -72,7 +72,9 @@ def test_overlay_changes_exactly_the_lab_keys_of_the_dev_stack_render(dev_args, 
     assert after["deployment_config"] == before["deployment_config"]
     assert after["model_loading_config"]["model_id"] == before["model_loading_config"]["model_id"]
     assert kv_after["kv_connector_extra_config"]["backends"] == ["UCX"]
-    assert after["placement_group_config"]["bundles"] == [{"GPU": 0.5, "CPU": 1}]
+    # Half the GPU, and still only on its own phase's Ray resource.
+    phase = role.removesuffix("_config")
+    assert after["placement_group_config"]["bundle_per_worker"] == {"GPU": 0.5, "CPU": 1, f"pd-{phase}": 1}
 
 
 def test_overlay_also_repoints_a_rendered_tokenizer_and_drops_the_cloud_gpu_type():
@@ -129,7 +131,7 @@ def test_engines_share_the_gpu_without_overbooking_and_never_race_for_ports(dev_
     configs = _engine_configs(lab_apps(dev_args, models))
     assert len(configs) == 6
 
-    shares = [c["placement_group_config"]["bundles"][0]["GPU"] for c in configs]
+    shares = [c["placement_group_config"]["bundle_per_worker"]["GPU"] for c in configs]
     assert sum(shares) <= 1.0
     assert {str(s) for s in shares} == {lab_environment(models)["VLLM_RAY_PER_WORKER_GPUS"]}
     assert sum(c["engine_kwargs"]["gpu_memory_utilization"] for c in configs) <= 0.9
@@ -469,7 +471,7 @@ def test_variants_name_their_apps_and_every_engine_gets_its_own_share_and_ports(
     ]
     configs = _engine_configs(apps)
     assert len(configs) == lab_runner.engines_on_host(models, variants) == 6
-    assert {c["placement_group_config"]["bundles"][0]["GPU"] for c in configs} == {0.1666}
+    assert {c["placement_group_config"]["bundle_per_worker"]["GPU"] for c in configs} == {0.1666}
     assert lab_environment(models, variants=variants)["VLLM_RAY_PER_WORKER_GPUS"] == "0.1666"
     assert {c["engine_kwargs"]["gpu_memory_utilization"] for c in configs} == {0.15}
     ports = [c["runtime_env"]["env_vars"]["VLLM_DP_MASTER_PORT"] for c in configs]

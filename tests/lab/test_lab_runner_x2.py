@@ -36,8 +36,7 @@ WHOLE_GPU_OVERLAY_LEAVES = {
     "model_loading_config.model_source",
     "engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends",
     "engine_kwargs.seed",
-    "placement_group_config.bundles",
-    "placement_group_config.strategy",
+    "placement_group_config.bundle_per_worker.CPU",
     "runtime_env.env_vars.VLLM_DP_MASTER_PORT",
     "runtime_env.env_vars.VLLM_NIXL_SIDE_CHANNEL_PORT",
 }
@@ -54,7 +53,7 @@ def _configs(app) -> list[dict]:
 
 
 def _gpus_needed(app) -> float:
-    return sum(c["placement_group_config"]["bundles"][0]["GPU"] for c in _configs(app))
+    return sum(c["placement_group_config"]["bundle_per_worker"]["GPU"] for c in _configs(app))
 
 
 # ── whole-GPU overlay ─────────────────────────────────────────────────────────────────────────
@@ -65,7 +64,8 @@ def test_whole_gpu_overlay_changes_only_the_lab_keys_and_keeps_the_stacks_memory
     after = apply_lab_overlay(dev_args[role], overlay)
 
     assert changed_paths(dev_args[role], after) == WHOLE_GPU_OVERLAY_LEAVES
-    assert after["placement_group_config"]["bundles"] == [{"GPU": 1, "CPU": 1}]
+    phase = role.removesuffix("_config")
+    assert after["placement_group_config"]["bundle_per_worker"] == {"GPU": 1, "CPU": 1, f"pd-{phase}": 1}
     assert "kv_cache_memory_bytes" not in after["engine_kwargs"]
     assert after["engine_kwargs"]["gpu_memory_utilization"] == dev_args[role]["engine_kwargs"]["gpu_memory_utilization"]
 
@@ -94,7 +94,7 @@ def test_two_gpu_apps_give_every_engine_a_whole_gpu_and_its_own_ports(dev_args):
     apps = lab_apps(dev_args, _models(), kv_cache_memory_bytes=None, gpus=2)
     configs = [c for app in apps for c in _configs(app)]
     assert len(configs) == 6
-    assert all(c["placement_group_config"]["bundles"] == [{"GPU": 1, "CPU": 1}] for c in configs)
+    assert all(c["placement_group_config"]["bundle_per_worker"]["GPU"] == 1 for c in configs)
     assert all("kv_cache_memory_bytes" not in c["engine_kwargs"] for c in configs)
     starts = sorted(int(c["runtime_env"]["env_vars"]["VLLM_DP_MASTER_PORT"]) + 100 for c in configs)
     assert all(b - a >= 32 for a, b in itertools.pairwise(starts))  # vLLM scans 32 ports from there

@@ -382,7 +382,7 @@ def test_production_cluster_without_deletion_protection_is_refused(stack):
 # --- The pack as a whole --------------------------------------------------------------------------
 
 def test_every_rule_is_uniquely_named():
-    assert len(set(POLICY_NAMES)) == len(POLICY_NAMES) == 10
+    assert len(set(POLICY_NAMES)) == len(POLICY_NAMES) == 11
 
 
 def test_the_pack_shares_kubernetes_names_with_the_program():
@@ -462,3 +462,50 @@ def test_rules_import_without_pulumi_policy():
     done = subprocess.run([sys.executable, "-c", blocked], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(len(rules.RULES))
+
+
+# --- GPU nodes bounded per environment ----------------------------------------------------------
+
+def test_the_stacks_gpu_nodes_are_within_their_environments_bound(registered):
+    name, resources = registered
+    group = gpu_node_group(resources)
+    assert rules.most_nodes(group) <= rules.max_gpu_nodes(name, {})
+    assert violations("gpu-nodes-bounded-per-environment", resources) == []
+
+
+def test_a_node_group_that_may_grow_past_the_bound_is_refused(stack):
+    name, resources = stack
+    group = gpu_node_group(resources)
+    bound = rules.DEFAULT_MAX_GPU_NODES[name]
+    group.props["scalingConfig"]["maxSize"] = bound + 1
+    found = violations("gpu-nodes-bounded-per-environment", resources)
+    assert len(found) == 1 and found[0][0] == group.urn
+    assert f"may grow to {bound + 1} nodes" in found[0][1] and f"at most {bound}" in found[0][1]
+    # Exactly at the bound passes.
+    group.props["scalingConfig"]["maxSize"] = bound
+    assert violations("gpu-nodes-bounded-per-environment", resources) == []
+
+
+def test_the_gpu_node_bound_is_configurable_per_stack(stack):
+    name, resources = stack
+    gpu_node_group(resources).props["scalingConfig"]["maxSize"] = 6
+    assert violations("gpu-nodes-bounded-per-environment", resources, {"maxGpuNodes": {name: 6}}) == []
+    assert violations("gpu-nodes-bounded-per-environment", resources, {"maxGpuNodes": {name: 5}})
+    # A stack the config does not name falls back to defaultMaxGpuNodes.
+    assert violations("gpu-nodes-bounded-per-environment", resources,
+                      {"maxGpuNodes": {}, "defaultMaxGpuNodes": 6}) == []
+
+
+def test_an_offline_stack_with_the_node_autoscaler_is_bounded_too():
+    resources = policy_resources(run_offline("dev", overrides={"gpuNodeMaxCount": "5", "decodeMaxReplicas": "4"}))
+    (found,) = violations("gpu-nodes-bounded-per-environment", resources)
+    assert "may grow to 5 nodes" in found[1] and "stack 'dev' allows at most 4" in found[1]
+
+
+def test_a_gpu_node_group_without_a_maximum_cannot_be_checked():
+    group = make_resource("dev", rules.EKS_MANAGED_NODE_GROUP, "gpu", {"amiType": "AL2023_x86_64_NVIDIA"})
+    (found,) = violations("gpu-nodes-bounded-per-environment", [group])
+    assert "no known maximum size" in found[1]
+    cpu = make_resource("dev", rules.EKS_MANAGED_NODE_GROUP, "cpu",
+                        {"amiType": "AL2023_x86_64_STANDARD", "scalingConfig": {"maxSize": 50}})
+    assert violations("gpu-nodes-bounded-per-environment", [cpu]) == []

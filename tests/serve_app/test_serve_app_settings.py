@@ -73,12 +73,18 @@ def refused(settings_for):
 STREAM_FLUSH = {"experimental_configs": {"stream_batching_interval_ms": 50}}
 
 
+def pinned_to_its_group(phase: str) -> dict:
+    """The departure that keeps each phase on its own worker group (issue 15): Ray Serve LLM's own
+    GPU bundle plus one unit of the phase's Ray custom resource."""
+    return {"placement_group_config": {"bundle_per_worker": {"GPU": 1, f"pd-{phase}": 1}, "strategy": "PACK"}}
+
+
 def test_default_args_are_the_reference_config_with_the_measured_departures():
     # Departures from the AWS sample: kv_both → producer/consumer (config.KV_ROLE_DECISION), and CUDA
     # graphs instead of enforce_eager (measured: lab/results/2026-12-01-h200-knobs-report.md).
     expected = {}
     for phase, role in (("prefill", "kv_producer"), ("decode", "kv_consumer")):
-        config = {**reference_phase(phase, role), **STREAM_FLUSH}
+        config = {**reference_phase(phase, role), **pinned_to_its_group(phase), **STREAM_FLUSH}
         config["engine_kwargs"] = {**config["engine_kwargs"], "enforce_eager": False,
                                    "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4, 8, 16, 24, 32, 48, 64]}}
         expected[f"{phase}_config"] = config
@@ -90,8 +96,8 @@ def test_kv_both_and_eager_reproduce_the_aws_sample_plus_the_stated_flush_interv
                       prefill=PhaseSettings(engine_id="prefill", kv_role="kv_both"),
                       decode=PhaseSettings(engine_id="decode", kv_role="kv_both"))
     assert pd_serving_args(app) == {
-        "prefill_config": {**reference_phase("prefill", "kv_both"), **STREAM_FLUSH},
-        "decode_config": {**reference_phase("decode", "kv_both"), **STREAM_FLUSH},
+        "prefill_config": {**reference_phase("prefill", "kv_both"), **pinned_to_its_group("prefill"), **STREAM_FLUSH},
+        "decode_config": {**reference_phase("decode", "kv_both"), **pinned_to_its_group("decode"), **STREAM_FLUSH},
     }
 
 
@@ -197,8 +203,12 @@ def test_fixed_replicas_render_num_replicas():
 def test_max_replicas_render_autoscaling_bounds():
     args = pd_serving_args(from_stack(prefillReplicas="1", prefillMaxReplicas="4",
                                       decodeReplicas="2", decodeMaxReplicas="2"))
-    assert args["prefill_config"]["deployment_config"] == {"autoscaling_config": {"min_replicas": 1, "max_replicas": 4}}
-    assert args["decode_config"]["deployment_config"] == {"autoscaling_config": {"min_replicas": 2, "max_replicas": 2}}
+    # Serve's pace defaults (target 2 ongoing requests, 30 s up, 600 s down) are stated in the render.
+    pace = {"target_ongoing_requests": 2, "upscale_delay_s": 30, "downscale_delay_s": 600}
+    assert args["prefill_config"]["deployment_config"] == {"autoscaling_config": {
+        "min_replicas": 1, "max_replicas": 4, **pace}}
+    assert args["decode_config"]["deployment_config"] == {"autoscaling_config": {
+        "min_replicas": 2, "max_replicas": 2, **pace}}
 
 
 def test_per_phase_override_changes_only_that_phase():

@@ -177,7 +177,8 @@ def test_per_phase_parallel_override_is_named_by_its_path():
 
 
 def test_tensor_parallel_fits_a_four_gpu_node():
-    target = DeploymentTarget(recorded("g6.12xlarge"), 1, efa=True)
+    # Two nodes: each phase's worker group holds a whole node of its own.
+    target = DeploymentTarget(recorded("g6.12xlarge"), 2, efa=True)
     result = check_app(from_stack(tensorParallelSize="2"), target)
     assert result.capacity["prefill"].gpus_per_replica == 2
 
@@ -185,14 +186,14 @@ def test_tensor_parallel_fits_a_four_gpu_node():
 @pytest.mark.parametrize(("settings", "key"), [
     ({"prefillReplicas": "2"}, "prefillReplicas"),
     ({"decodeReplicas": "2"}, "decodeReplicas"),
-    # Autoscaling counts at its upper bound: the GPUs must exist when it scales up.
+    # Autoscaling counts at its upper bound: the nodes must be reachable when it scales up.
     ({"decodeMaxReplicas": "2"}, "decodeMaxReplicas"),
     ({"prefillMaxReplicas": "3"}, "prefillMaxReplicas"),
 ])
 def test_more_replicas_than_gpu_nodes_is_refused(settings, key):
     error = refused(from_stack(**settings))
     assert error.setting == key
-    assert "3 GPUs" in str(error) or "4 GPUs" in str(error)
+    assert "3 nodes" in str(error) or "4 nodes" in str(error)
     assert "gpuNodeCount" in str(error)
 
 

@@ -1,0 +1,124 @@
+"""The Cluster Autoscaler for the GPU node group: its AWS identity (IRSA) and its Helm release.
+
+Why the Cluster Autoscaler and not Karpenter: the GPU nodes must share one AZ, one cluster placement
+group and carry their EFA interfaces, and the managed node group's launch template already says all
+three (components/node_groups.py). The Cluster Autoscaler only moves that group's desired size, so
+every node it adds comes from the same template, subnet and placement group: one definition of a
+GPU node, the one the policy pack and the tests check. Karpenter launches instances itself from an
+EC2NodeClass; it can add EFA interfaces for pods that request them, but placement groups reached it
+only in 2026 (EC2NodeClass placementGroupSelector, aws/karpenter-provider-aws#9030, closing #3324),
+and using it would mean a second node definition beside the managed group, plus its own controller,
+instance profile and interruption queue. docs/SOURCES.md#cluster-autoscaler.
+
+Scope: the release discovers only the GPU group's Auto Scaling group (by EKS's eks:nodegroup-name
+tag), and its role may change the desired size or terminate instances only of Auto Scaling groups
+tagged with this cluster and that node group (the read-only Describe calls take no resource
+conditions). Pods reach it through IRSA: the role trusts the cluster's OIDC provider for exactly
+the release's service account. Installed only when `gpuNodeMaxCount` > `gpuNodeCount`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.addons import explicit_dependencies, helm_release
+from components.cluster import Cluster
+from components.manifests.helm_values import cluster_autoscaler_values
+from components.scheduling import DEVICE_PLUGIN_NAMESPACE
+from components.storage import irsa_trust_policy
+from facts.charts import CLUSTER_AUTOSCALER
+
+# The release's service account: named so the IAM role's trust policy can name it.
+SERVICE_ACCOUNT = "cluster-autoscaler"
+NAMESPACE = DEVICE_PLUGIN_NAMESPACE  # kube-system, where the chart and the AWS guide put it
+
+# cluster-autoscaler/cloudprovider/aws/README.md (tag cluster-autoscaler-1.35.2), "Full Cluster
+# Autoscaler Features Policy": reads on every resource, writes restricted by tag conditions.
+READ_ACTIONS = (
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeLaunchConfigurations",
+    "autoscaling:DescribeScalingActivities",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:GetInstanceTypesFromInstanceRequirements",
+    "eks:DescribeNodegroup",
+)
+WRITE_ACTIONS = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
+
+
+def permissions_policy(cluster_name: str, node_group_name: str) -> dict[str, Any]:
+    """What the Cluster Autoscaler may do: describe, and resize only the GPU group's ASG."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "Describe", "Effect": "Allow", "Action": list(READ_ACTIONS), "Resource": "*"},
+            {"Sid": "ResizeTheGpuNodeGroupOnly", "Effect": "Allow", "Action": list(WRITE_ACTIONS), "Resource": "*",
+             "Condition": {"StringEquals": {
+                 "aws:ResourceTag/eks:cluster-name": cluster_name,
+                 "aws:ResourceTag/eks:nodegroup-name": node_group_name,
+             }}},
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class ClusterAutoscalerArgs:
+    """Inputs of `ClusterAutoscaler`.
+
+    cluster: the cluster (its OIDC provider and Kubernetes provider).
+    cluster_name: its name (the settings'), known at preview.
+    region: where the Auto Scaling groups are.
+    kubernetes_version: the cluster's minor version; picks the Cluster Autoscaler release.
+    node_group_name: the GPU managed node group's name, the only group it may scale.
+    chart_version: `cluster-autoscaler` chart version (facts/charts.py).
+    """
+
+    cluster: Cluster
+    cluster_name: str
+    region: str
+    kubernetes_version: str
+    node_group_name: str
+    chart_version: str = CLUSTER_AUTOSCALER.default_version
+
+
+class ClusterAutoscaler(pulumi.ComponentResource):
+    """IAM role (IRSA) + policy scoped to the GPU node group, and the cluster-autoscaler Helm release
+    on the system nodes. Pass the system and GPU node groups in `opts.depends_on`."""
+
+    role: aws.iam.Role
+    release: k8s.helm.v3.Release
+
+    def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("eks-pd-llm:addons:ClusterAutoscaler", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.role = aws.iam.Role(
+            f"{name}-role",
+            description=f"Cluster Autoscaler of EKS cluster {args.cluster_name}: resizes its GPU node group",
+            # IRSA: the cluster's OIDC provider hands this role to the release's service account only.
+            assume_role_policy=pulumi.Output.all(args.cluster.oidc_provider_arn, args.cluster.oidc_issuer).apply(
+                lambda values: irsa_trust_policy(
+                    values[0], values[1], f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}")),
+            opts=child,
+        )
+        self.policy = aws.iam.RolePolicy(
+            f"{name}-policy",
+            role=self.role.id,
+            policy=json.dumps(permissions_policy(args.cluster_name, args.node_group_name)),
+            opts=child,
+        )
+        values = cluster_autoscaler_values(
+            cluster_name=args.cluster_name, region=args.region, kubernetes_version=args.kubernetes_version,
+            node_group_name=args.node_group_name, service_account=SERVICE_ACCOUNT, role_arn=self.role.arn)
+        self.release = helm_release(
+            name, CLUSTER_AUTOSCALER, args.chart_version, NAMESPACE, values,
+            pulumi.ResourceOptions(parent=self, provider=args.cluster.provider,
+                                   depends_on=[self.policy, *explicit_dependencies(opts)]))
+        self.register_outputs({"role_arn": self.role.arn, "status": self.release.status})
