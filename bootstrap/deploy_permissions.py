@@ -24,7 +24,8 @@ resource cannot reach AWS on a role that lacks its permissions.
   from that path and only to EKS, and has no action that makes or changes a managed policy or
   removes a boundary (no CreatePolicy, CreatePolicyVersion, DeleteRolePermissionsBoundary).
   The boundary (`workload_boundary_policy`) caps any role so made at what those managed policies
-  need, plus reading the S3 model mirror buckets the bootstrap names (`modelMirrorBuckets`).
+  need, the Cluster Autoscaler's reads and its resizing of EKS managed node groups, and reading the
+  S3 model mirror buckets the bootstrap names (`modelMirrorBuckets`).
 
 What only AWS can show: that this list is complete for every code path of the providers (a
 missing action fails `pulumi up` with AccessDenied naming it; CloudTrail shows it). The policy
@@ -321,6 +322,19 @@ EBS_CSI_BOUNDARY_ACTIONS = (
 )
 
 
+# The Cluster Autoscaler's inline policy (components/node_autoscaler.py, from the Cluster Autoscaler's
+# AWS guide), when a stack lets the GPU node group grow: reads anywhere; resizing only of Auto Scaling
+# groups that EKS made for a managed node group (they carry eks:nodegroup-name). The stack's own
+# policy narrows that to its cluster and GPU group.
+CLUSTER_AUTOSCALER_READ_ACTIONS = (
+    "autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeLaunchConfigurations", "autoscaling:DescribeScalingActivities", "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplateVersions",
+    "ec2:GetInstanceTypesFromInstanceRequirements", "eks:DescribeNodegroup",
+)
+CLUSTER_AUTOSCALER_WRITE_ACTIONS = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
+
+
 # What the managed policies grant and the boundary still refuses, and why.
 REFUSED_BY_BOUNDARY = {
     "ec2:CopyVolumes": "volume cloning (a PVC with a volume as its dataSource); nothing in the stack clones",
@@ -346,9 +360,11 @@ def model_mirror_statements(partition: str, buckets: Iterable[str]) -> list[dict
 
 def workload_boundary_policy(*, partition: str, model_mirror_buckets: Iterable[str] = ()) -> dict:
     """The most any role the deploy role creates may do: exactly what the attachable managed policies
-    grant (their conditions are theirs to keep; a boundary only caps). The deploy role may attach no
-    other policy, so the boundary is the second wall: against a mistake here, or a wider policy
-    attached by hand. In IAM only the load balancers' service-linked role, as AmazonEKSClusterPolicy has it.
+    grant (their conditions are theirs to keep; a boundary only caps), what the stack's two inline
+    policies may need (the Cluster Autoscaler's; reading the model mirror buckets named here). The
+    deploy role may attach no other managed policy, so the boundary is the second wall: against a
+    mistake here, or a wider policy attached by hand. In IAM only the load balancers' service-linked
+    role, as AmazonEKSClusterPolicy has it.
     """
     return {
         "Version": "2012-10-17",
@@ -357,6 +373,11 @@ def workload_boundary_policy(*, partition: str, model_mirror_buckets: Iterable[s
              "Action": sorted(set(BOUNDARY_ACTIONS))},
             {"Sid": "WhatTheEbsCsiDriversPolicyAddsGrant", "Effect": "Allow", "Resource": "*",
              "Action": sorted(set(EBS_CSI_BOUNDARY_ACTIONS))},
+            {"Sid": "ClusterAutoscalerReads", "Effect": "Allow", "Resource": "*",
+             "Action": sorted(CLUSTER_AUTOSCALER_READ_ACTIONS)},
+            {"Sid": "ClusterAutoscalerResizesManagedNodeGroupsOnly", "Effect": "Allow", "Resource": "*",
+             "Action": list(CLUSTER_AUTOSCALER_WRITE_ACTIONS),
+             "Condition": {"Null": {"aws:ResourceTag/eks:nodegroup-name": "false"}}},
             {"Sid": "LoadBalancerServiceLinkedRole", "Effect": "Allow", "Action": "iam:CreateServiceLinkedRole",
              "Resource": f"arn:{partition}:iam::*:role/aws-service-role/elasticloadbalancing.amazonaws.com/*",
              "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}},

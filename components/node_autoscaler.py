@@ -28,7 +28,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies, helm_release
-from components.cluster import Cluster
+from components.cluster import Cluster, bounded_role
 from components.manifests.helm_values import cluster_autoscaler_values
 from components.scheduling import DEVICE_PLUGIN_NAMESPACE
 from components.storage import irsa_trust_policy
@@ -99,14 +99,16 @@ class ClusterAutoscaler(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("eks-pd-llm:addons:ClusterAutoscaler", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.role = aws.iam.Role(
+        # Under the stack's role path and permissions boundary, like every role of the stack.
+        self.role, _ = bounded_role(
             f"{name}-role",
             description=f"Cluster Autoscaler of EKS cluster {args.cluster_name}: resizes its GPU node group",
             # IRSA: the cluster's OIDC provider hands this role to the release's service account only.
             assume_role_policy=pulumi.Output.all(args.cluster.oidc_provider_arn, args.cluster.oidc_issuer).apply(
                 lambda values: irsa_trust_policy(
                     values[0], values[1], f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}")),
-            opts=child,
+            managed_policies=(), permissions_boundary=args.cluster.permissions_boundary, partition="aws",
+            tags={}, opts=child,
         )
         self.policy = aws.iam.RolePolicy(
             f"{name}-policy",

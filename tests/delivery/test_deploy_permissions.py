@@ -15,6 +15,7 @@ from by_path import load_module
 
 from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES
 from components.model_access import read_policy
+from components.node_autoscaler import READ_ACTIONS, WRITE_ACTIONS
 from components.storage import EBS_CSI_POLICY
 from offline import run_offline
 
@@ -39,16 +40,18 @@ POLICY_WRITES = {
 permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions.py")
 
 
-# The S3 model mirror (components/model_access.py) is a setting neither stack file turns on: its
-# reader role and inline policy are AWS resources too.
+# Settings neither stack file turns on that add AWS resources: an S3 model mirror (its reader role
+# and inline policy, components/model_access.py) and a GPU node group that may grow (the Cluster
+# Autoscaler's role and inline policy, components/node_autoscaler.py).
 MIRROR_BUCKET = "acme-models"
-S3_MIRROR = {"modelSource": f"s3://{MIRROR_BUCKET}/mirror/Qwen/Qwen3.5-9B", "rayImageCarriesRunaiStreamer": "true",
-             "iamPermissionsBoundaryArn": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"}
+OPTIONS = {"modelSource": f"s3://{MIRROR_BUCKET}/mirror/Qwen/Qwen3.5-9B", "rayImageCarriesRunaiStreamer": "true",
+           "gpuNodeMaxCount": "4", "decodeMaxReplicas": "3",
+           "iamPermissionsBoundaryArn": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"}
 
 
 @pytest.fixture(scope="module")
 def stacks(offline_run):
-    return [offline_run("dev"), offline_run("prod"), run_offline("dev", overrides=S3_MIRROR)]
+    return [offline_run("dev"), offline_run("prod"), run_offline("dev", overrides=OPTIONS)]
 
 
 def registered_types(run) -> set[str]:
@@ -89,14 +92,13 @@ def test_every_role_the_stack_creates_is_under_the_path_the_deploy_role_may_mana
     assert permissions.ROLE_PATH == IAM_ROLE_PATH
     assert all(r.inputs["path"] == IAM_ROLE_PATH for run in stacks for r in run.all(ROLE_TYPE))
     # With a boundary set, every role carries it (the deploy role can create no other).
-    mirror = stacks[-1]
-    roles = mirror.all(ROLE_TYPE)
-    assert {r.name for r in roles} >= {"model-access-role"}
-    assert {r.inputs["permissionsBoundary"] for r in roles} == {S3_MIRROR["iamPermissionsBoundaryArn"]}
+    roles = stacks[-1].all(ROLE_TYPE)
+    assert {r.name for r in roles} >= {"model-access-role", "cluster-autoscaler-role"}
+    assert {r.inputs["permissionsBoundary"] for r in roles} == {OPTIONS["iamPermissionsBoundaryArn"]}
 
 
 def test_the_boundary_lets_the_model_reader_read_only_the_named_mirror_buckets(stacks):
-    [inline] = stacks[-1].all("aws:iam/rolePolicy:RolePolicy")
+    [inline] = [p for p in stacks[-1].all("aws:iam/rolePolicy:RolePolicy") if p.name == "model-access-read"]
     granted = json.loads(inline.inputs["policy"])
     assert granted == read_policy(MIRROR_BUCKET, "mirror/Qwen/Qwen3.5-9B")
     boundary = permissions.workload_boundary_policy(partition="aws", model_mirror_buckets=[MIRROR_BUCKET])
@@ -168,10 +170,26 @@ def test_the_boundary_allows_exactly_what_the_attachable_managed_policies_grant_
     granted = {a for doc in recorded.values() for s in doc["Statement"] for a in actions_of(s)}
     boundary = permissions.workload_boundary_policy(partition="aws")
     allowed = {a for s in boundary["Statement"] for a in actions_of(s)}
-    assert allowed == granted - set(permissions.REFUSED_BY_BOUNDARY)
+    assert allowed == granted - set(permissions.REFUSED_BY_BOUNDARY) | {*READ_ACTIONS, *WRITE_ACTIONS}
     assert set(permissions.REFUSED_BY_BOUNDARY) <= granted
     [slr] = [s for s in boundary["Statement"] if s["Action"] == "iam:CreateServiceLinkedRole"]
     assert slr["Condition"] == {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}
+
+
+def test_the_boundary_covers_the_cluster_autoscalers_policy_and_resizes_only_managed_node_groups(stacks):
+    [inline] = [p for p in stacks[-1].all("aws:iam/rolePolicy:RolePolicy") if p.name == "cluster-autoscaler-policy"]
+    statements_ = json.loads(inline.inputs["policy"])["Statement"]
+    assert {a for s in statements_ for a in actions_of(s)} == {*READ_ACTIONS, *WRITE_ACTIONS}
+    assert set(permissions.CLUSTER_AUTOSCALER_READ_ACTIONS) == set(READ_ACTIONS)
+    assert set(permissions.CLUSTER_AUTOSCALER_WRITE_ACTIONS) == set(WRITE_ACTIONS)
+    boundary = permissions.workload_boundary_policy(partition="aws")
+    [resize] = [s for s in boundary["Statement"] if "autoscaling:SetDesiredCapacity" in actions_of(s)]
+    assert set(actions_of(resize)) == set(WRITE_ACTIONS)
+    assert resize["Condition"] == {"Null": {"aws:ResourceTag/eks:nodegroup-name": "false"}}
+    # The stack's own policy is narrower still: its cluster's GPU group.
+    [own] = [s for s in statements_ if "autoscaling:SetDesiredCapacity" in actions_of(s)]
+    assert set(own["Condition"]["StringEquals"]) == {"aws:ResourceTag/eks:cluster-name",
+                                                     "aws:ResourceTag/eks:nodegroup-name"}
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

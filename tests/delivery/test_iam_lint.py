@@ -50,9 +50,10 @@ def lint(documents: dict[str, dict[str, Any]], tmp_path: Path) -> list[dict[str,
     return json.loads(done.stdout)
 
 
-# The S3 model mirror is a setting neither stack file turns on; its reader role's inline policy and
-# the boundary that names the mirror's bucket are linted too.
-S3_MIRROR = {"modelSource": "s3://acme-models/mirror/Qwen/Qwen3.5-9B", "rayImageCarriesRunaiStreamer": "true"}
+# Settings neither stack file turns on that add IAM documents: an S3 model mirror (and the boundary
+# naming its bucket) and a GPU node group that may grow (the Cluster Autoscaler's role).
+OPTIONS = {"modelSource": "s3://acme-models/mirror/Qwen/Qwen3.5-9B", "rayImageCarriesRunaiStreamer": "true",
+           "gpuNodeMaxCount": "4", "decodeMaxReplicas": "3"}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,7 @@ def documents(offline_run, bootstrap_run) -> dict[str, dict[str, Any]]:
     found = {}
     for stack in ("dev", "prod"):
         found |= policy_documents(offline_run(stack), f"stack {stack}")
-    found |= policy_documents(run_offline("dev", overrides=S3_MIRROR), "stack dev+s3-mirror")
+    found |= policy_documents(run_offline("dev", overrides=OPTIONS), "stack dev+options")
     mirrored = bootstrap_run(modelMirrorBuckets=json.dumps(["acme-models"]))
     found |= {name: document for name, document in policy_documents(mirrored, "bootstrap+mirror").items()
               if "workload-boundary" in name}
@@ -86,7 +87,8 @@ def test_every_policy_document_is_linted(documents):
     assert {f"bootstrap: {name}" for name in (
         "deploy policy", "workload-boundary policy", "pulumi-state policy", "github-deploy assumeRolePolicy",
         "github-preview assumeRolePolicy", "github-deploy-state policy", "github-preview-state policy")} <= names
-    assert {"stack dev+s3-mirror: model-access-read policy", "bootstrap+mirror: workload-boundary policy"} <= names
+    assert {"stack dev+options: model-access-read policy", "stack dev+options: cluster-autoscaler-policy policy",
+            "bootstrap+mirror: workload-boundary policy"} <= names
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
