@@ -538,25 +538,14 @@ def test_direct_streaming_flag_switches_the_builders_constant_only_inside_the_bl
         assert modules == []
 
 
-def test_ray_serve_llm_builds_a_direct_streaming_pd_app_with_decode_as_ingress(dev_args):
+def test_ray_serve_llm_builds_a_direct_streaming_pd_app_with_decode_as_ingress(dev_args, ray_serve_llm):
     """Direct streaming: the PD graph's ingress is the decode deployment (no OpenAiIngress hop)."""
-    llm = pytest.importorskip("ray.serve.llm")
-    import ray
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        plain, direct = lab_apps(dev_args, _models("tiny"), variants=(
-            Variant(name="plain", modes=("pd",)), Variant(name="direct", modes=("pd",), direct_streaming=True)))
-        assert "Ingress" in llm.build_pd_openai_app(copy.deepcopy(plain.args))._bound_deployment.name
-        with direct_streaming_flag(True):
-            app = llm.build_pd_openai_app(copy.deepcopy(direct.args))
-        assert app._bound_deployment.name.startswith("Decode")
-    finally:
-        if started:
-            ray.shutdown()
+    plain, direct = lab_apps(dev_args, _models("tiny"), variants=(
+        Variant(name="plain", modes=("pd",)), Variant(name="direct", modes=("pd",), direct_streaming=True)))
+    assert "Ingress" in ray_serve_llm.build_pd_openai_app(copy.deepcopy(plain.args))._bound_deployment.name
+    with direct_streaming_flag(True):
+        app = ray_serve_llm.build_pd_openai_app(copy.deepcopy(direct.args))
+    assert app._bound_deployment.name.startswith("Decode")
 
 
 def test_raw_samples_and_process_cpu_deltas():

@@ -8,7 +8,6 @@ import asyncio
 import copy
 import itertools
 import json
-import os
 import time
 
 import pytest
@@ -133,22 +132,11 @@ def test_one_gpu_runs_everything_in_one_stage(dev_args):
         lab_stages(apps, gpus=0)
 
 
-def test_ray_serve_llm_builds_the_two_gpu_apps(dev_args):
+def test_ray_serve_llm_builds_the_two_gpu_apps(dev_args, ray_serve_llm):
     """Whole-GPU bundles pass Ray Serve LLM's own schemas (placement_group_config, engine kwargs)."""
-    llm = pytest.importorskip("ray.serve.llm")
-    import ray
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        for app in lab_apps(dev_args, _models(), kv_cache_memory_bytes=None, gpus=2):
-            builder = llm.build_pd_openai_app if app.mode == "pd" else llm.build_openai_app
-            assert builder(copy.deepcopy(app.args)) is not None
-    finally:
-        if started:
-            ray.shutdown()
+    for app in lab_apps(dev_args, _models(), kv_cache_memory_bytes=None, gpus=2):
+        builder = ray_serve_llm.build_pd_openai_app if app.mode == "pd" else ray_serve_llm.build_openai_app
+        assert builder(copy.deepcopy(app.args)) is not None
 
 
 # ── workload ──────────────────────────────────────────────────────────────────────────────────
