@@ -7,6 +7,7 @@
   compare-greedy  greedy PD == colocated across a split run's two results files
   bench-compare  `pdctl bench` beside `vllm bench serve` against one running endpoint (within 5%?)
   report      the results JSON as a markdown table
+  resilience  several of faults, soak, bad-requests, bench-compare on one deployment (--runs)
   faults      kill replicas, engine processes and the Serve controller under load (lab/faults.py)
   soak        a long steady load, memory sampled (lab/soak.py)
   bad-requests  the requests clients get wrong, a burst, then a normal one (lab/bad_requests.py)
@@ -187,22 +188,28 @@ def cmd_bench_compare(args) -> int:
 
 
 def cmd_resilience(args) -> int:
-    from lab import faults
-    from lab.resilience import run_resilience
+    from lab import bench_compare, faults, resilience
 
-    names = tuple(f for f in args.faults.split(",") if f) if args.command == "faults" else ()
-    unknown = set(names) - set(faults.FAULTS)
-    if unknown:
+    kinds = [args.command] if args.command != "resilience" else [k for k in args.runs.split(",") if k]
+    if not kinds or set(kinds) - set(resilience.KINDS):
+        raise ConfigError("--runs", args.runs, f"a comma-separated list of {', '.join(resilience.KINDS)}")
+    names = tuple(f for f in args.faults.split(",") if f)
+    if not names or set(names) - set(faults.FAULTS):
         raise ConfigError("--faults", args.faults, f"a comma-separated subset of {', '.join(faults.FAULTS)}")
     rendered, source = _render_args(args.stack)
     [model] = _lab_models(["tiny"], Path(args.model_dir), args.seed, [])
-    load = faults.LoadSpec(concurrency=args.concurrency, long_prompt_tokens=args.long_prompt_tokens, seed=args.seed)
-    data = run_resilience(args.command, rendered_args=rendered, source=source, model=model, out_dir=Path(args.out),
-                          fault_names=names or faults.FAULTS, load=load,
-                          times=faults.FaultTimes(recover_s=args.recover_s), duration_s=args.duration_s,
-                          sample_every_s=args.sample_every_s, ready_timeout_s=args.ready_timeout_s)
-    print(json.dumps({"kind": args.command, "verdict": data.get("verdict")}, indent=2))
-    return 0 if (data.get("verdict") or {}).get("passed") else 1
+    options = resilience.RunOptions(
+        fault_names=names,
+        load=faults.LoadSpec(concurrency=args.concurrency, long_prompt_tokens=args.long_prompt_tokens, seed=args.seed),
+        times=faults.FaultTimes(recover_s=args.recover_s), duration_s=args.duration_s,
+        sample_every_s=args.sample_every_s,
+        side_by_side=bench_compare.SideBySide(base_url="", model="", tokenizer="", requests=args.bench_requests,
+                                              concurrency=args.bench_concurrency, seed=args.seed))
+    documents = resilience.run_resilience(kinds, rendered_args=rendered, source=source, model=model,
+                                          out_dir=Path(args.out), options=options, ready_timeout_s=args.ready_timeout_s)
+    verdicts = {kind: documents.get(kind, {}).get("verdict") for kind in kinds}
+    print(json.dumps(verdicts, indent=2))
+    return 0 if all((v or {}).get("passed") for v in verdicts.values()) else 1
 
 
 def cmd_report(args) -> int:
@@ -283,10 +290,14 @@ def main(argv: list[str] | None = None) -> int:
     side.add_argument("--out", default=".lab/out/side-by-side", help="results folder (.lab/ is git-ignored)")
     side.set_defaults(func=cmd_bench_compare)
 
-    for kind, text in (("faults", "kill replicas, engine processes and the Serve controller under a steady load"),
+    for kind, text in (("resilience", "several of the runs below, in order, on one deployment (--runs)"),
+                       ("faults", "kill replicas, engine processes and the Serve controller under a steady load"),
                        ("soak", "a long steady mixed load; failed requests and memory over time"),
                        ("bad-requests", "bad requests, a burst and a normal request against the PD app")):
         resilience = sub.add_parser(kind, help=text)
+        if kind == "resilience":
+            resilience.add_argument("--runs", default="bench-compare,bad-requests,faults,soak",
+                                    help="comma-separated, in order: bench-compare, bad-requests, faults, soak")
         resilience.add_argument("--stack", default="dev")
         resilience.add_argument("--out", default=".lab/out", help="results folder (.lab/ is git-ignored)")
         resilience.add_argument("--model-dir", default="/tmp/lab-models")
@@ -297,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         resilience.add_argument("--recover-s", type=float, default=240.0, help="longest wait for a fault to heal")
         resilience.add_argument("--duration-s", type=float, default=600.0, help="soak: how long the load runs")
         resilience.add_argument("--sample-every-s", type=float, default=5.0, help="soak: memory sampling interval")
+        resilience.add_argument("--bench-requests", type=int, default=64, help="bench-compare: timed requests per tool")
+        resilience.add_argument("--bench-concurrency", type=int, default=8, help="bench-compare: requests in flight")
         resilience.add_argument("--ready-timeout-s", type=float, default=420)
         resilience.set_defaults(func=cmd_resilience)
 

@@ -1,12 +1,18 @@
-"""The lab's resilience runs on one host: faults under load, the soak, and bad requests.
+"""The lab's resilience runs on one host: faults under load, the soak, bad requests, and the bench
+side by side, each on the stack's PD app.
 
-`run_resilience(kind, ...)` starts Ray and Serve, deploys the stack's PD app (its rendered args with
-the lab overlay) and a colocated baseline of the same model (`runner.lab_apps`), waits until both
-are ready, runs `kind`, writes `<kind>-result.json` after every step, and shuts down:
+`run_resilience(kinds, ...)` starts Ray and Serve, deploys the stack's PD app (its rendered args with
+the lab overlay) and, where faults are injected, a colocated baseline of the same model
+(`runner.lab_apps`), waits until they are ready, runs each kind in order on that one deployment,
+writes `<kind>-result.json` after every step, and shuts down:
 
+- `bench-compare`: `lab.bench_compare` — `pdctl bench` beside `vllm bench serve` on the PD app;
+- `bad-requests`: `lab.bad_requests` — the list, a burst, a normal request, no replica restart;
 - `faults`: `lab.faults` — each fault in turn under a steady mixed load;
-- `soak`: the steady load for `duration_s`, the serving processes' and GPUs' memory sampled;
-- `bad-requests`: `lab.bad_requests` — the list, a burst, a normal request, no replica restart.
+- `soak`: the steady load for `duration_s`, the serving processes' and GPUs' memory sampled.
+
+One deployment for several kinds saves its start-up (minutes on a GPU host) per kind; a kind that
+runs after `faults` meets replicas that were restarted, as a production endpoint would.
 
 With `fake_engines` (CPU rehearsal) the engines are `lab.fake_engine` and the engines' placement
 bundles hold no GPU; everything else runs as on the GPU host. Results of a rehearsal say so.
@@ -18,21 +24,36 @@ import asyncio
 import copy
 import os
 import time
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab import bad_requests, faults, runner, soak
+from lab import bad_requests, bench_compare, faults, runner, soak
 from lab.overlay import GiB
 from measure.latency import summarize
 
-KINDS = ("faults", "soak", "bad-requests")
+KINDS = ("bench-compare", "bad-requests", "faults", "soak")
 RESULT_SCHEMA = "lab-resilience-result/1"
 BURST_SIZE = 256
 FAKE_ENGINE_CPUS = 8
 DEFAULT_LOAD = faults.LoadSpec()
 DEFAULT_TIMES = faults.FaultTimes()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the kinds take besides the deployment."""
+
+    fault_names: tuple[str, ...] = faults.FAULTS
+    load: faults.LoadSpec = DEFAULT_LOAD
+    times: faults.FaultTimes = DEFAULT_TIMES
+    duration_s: float = 600.0  # soak
+    sample_every_s: float = 5.0
+    warmup_s: float = 60.0
+    burst_size: int = BURST_SIZE
+    side_by_side: bench_compare.SideBySide | None = None  # bench-compare's workload (base_url/model filled in)
 
 
 def _apps(rendered_args: dict[str, Any], model: runner.LabModel, fake_engines: bool) -> list[runner.LabApp]:
@@ -70,29 +91,90 @@ def _ray_init(fake_engines: bool, env: dict[str, str]) -> None:
     os.environ["RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
 
 
-def run_resilience(kind: str, *, rendered_args: dict[str, Any], source: str, model: runner.LabModel, out_dir: Path,
-                   fake_engines: bool = False, fault_names: tuple[str, ...] = faults.FAULTS,
-                   load: faults.LoadSpec = DEFAULT_LOAD, times: faults.FaultTimes = DEFAULT_TIMES,
-                   duration_s: float = 600.0, sample_every_s: float = 5.0, warmup_s: float = 60.0,
-                   burst_size: int = BURST_SIZE, ready_timeout_s: float = 420) -> dict[str, Any]:
-    if kind not in KINDS:
-        raise ValueError(f"kind {kind!r} not in {KINDS}")
+def _bench_compare(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, out_dir: Path,
+                   data: dict[str, Any]) -> None:
+    side = options.side_by_side or bench_compare.SideBySide(base_url="", model="", tokenizer="")
+    side = bench_compare.SideBySide(**{**asdict(side), "base_url": pd.base_url, "model": pd.model_id,
+                                       "tokenizer": model.path})
+    data["side_by_side"] = bench_compare.run(side, out_dir / "side-by-side")
+    data["verdict"] = {"passed": bool((data["side_by_side"].get("comparison") or {}).get("agree"))}
+
+
+def _bad_requests(pd: runner.LabApp, options: RunOptions, data: dict[str, Any]) -> None:
+    max_model_len = int(pd.args["decode_config"]["engine_kwargs"]["max_model_len"])
+
+    def replicas() -> dict[str, frozenset[str]]:
+        return dict(faults.observe(pd.name).running)
+
+    data["bad_requests"] = asyncio.run(bad_requests.run_bad_requests(
+        pd.base_url, pd.model_id, max_model_len, burst_size=options.burst_size, replicas=replicas))
+    data["verdict"] = {"passed": data["bad_requests"]["passed"]}
+
+
+def _soak(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, data: dict[str, Any],
+          started: float) -> None:
+    names = faults.deployment_names(pd.args)
+    steady = faults.SteadyLoad(pd.base_url, pd.model_id, options.load, model.prompt_token_range).start()
+    sampler = soak.MemorySampler(lambda: soak.memory_sample(pd.name, list(names.values())),
+                                 options.sample_every_s).start()
+    time.sleep(options.duration_s)
+    series = sampler.stop()
+    requests = summarize(steady.stop())["requests"]
+    trends = soak.trends(series, options.warmup_s)
+    data["soak"] = {"duration_s": options.duration_s, "sample_every_s": options.sample_every_s,
+                    "warmup_s": options.warmup_s, "requests": requests, "memory": trends,
+                    "series": {k: [(round(t - started, 1), round(v, 1)) for t, v in points]
+                               for k, points in series.items()}}
+    data["verdict"] = soak.soak_verdict(requests["failed"], requests["succeeded"], trends)
+
+
+def _faults(pd: runner.LabApp, colocated: runner.LabApp, model: runner.LabModel, options: RunOptions,
+            data: dict[str, Any], save: Callable[[], None], log: Callable[[str], None]) -> None:
+    wl = runner.Workload()
+    baseline = asyncio.run(runner._greedy_outputs(colocated, wl))
+
+    def greedy_check() -> dict[str, Any]:
+        result = runner.compare_greedy_outputs(baseline, asyncio.run(runner._greedy_outputs(pd, wl)), wl)
+        return {k: v for k, v in result.items() if k != "per_sequence"}
+
+    steady = faults.SteadyLoad(pd.base_url, pd.model_id, options.load, model.prompt_token_range).start()
+    fault_run = faults.FaultRun(app=pd.name, names=faults.deployment_names(pd.args), load=steady,
+                                scrape_metrics=runner._scrape_metrics, log_dir=runner.ray_log_dir(),
+                                greedy_check=greedy_check, times=options.times)
+    data["faults"] = []
+    for fault in options.fault_names:
+        try:
+            data["faults"].append(faults.run_fault(fault, fault_run, log))
+        except RuntimeError as error:  # nothing to kill: say so, go on
+            data["faults"].append({"fault": fault, "error": str(error), "recovered": False})
+        save()
+    data["load_summary"] = summarize(steady.stop())["requests"]
+    data["verdict"] = faults.verdict([f for f in data["faults"] if "error" not in f])
+    data["verdict"]["passed"] = data["verdict"]["passed"] and not any("error" in f for f in data["faults"])
+
+
+def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], source: str, model: runner.LabModel,
+                   out_dir: Path, fake_engines: bool = False, options: RunOptions = RunOptions(),
+                   ready_timeout_s: float = 420) -> dict[str, dict[str, Any]]:
+    """Each kind's results document, by kind (the ones that ran; a failed deploy runs none)."""
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise ValueError(f"kinds {list(kinds)!r}: each one of {KINDS}")
     started = time.perf_counter()
     # The colocated baseline only where greedy outputs are compared.
-    apps = [a for a in _apps(rendered_args, model, fake_engines) if kind == "faults" or a.mode == "pd"]
+    apps = [a for a in _apps(rendered_args, model, fake_engines) if "faults" in kinds or a.mode == "pd"]
     pd = next(a for a in apps if a.mode == "pd")
     colocated = next((a for a in apps if a.mode == "colocated"), None)
     env = runner.lab_environment([model])
-    results = runner.Results(out_dir / f"{kind}-result.json", {
-        "schema": RESULT_SCHEMA, "kind": kind,
+    common = {
+        "schema": RESULT_SCHEMA,
         "engines": "fake (lab/fake_engine.py): CPU rehearsal, no GPU result" if fake_engines else "vLLM",
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": {"gpu": runner._gpu(), "cpus": os.cpu_count()}, "versions": runner._versions(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
         "apps": {a.name: {"mode": a.mode, "route_prefix": a.route_prefix} for a in apps},
-        "environment": env, "load": asdict(load),
-    })
-    data = results.data
+        "environment": env, "load": asdict(options.load), "sequence": list(kinds),
+    }
+    documents: dict[str, dict[str, Any]] = {}
 
     def log(message: str) -> None:
         runner._log(message, started)
@@ -104,63 +186,35 @@ def run_resilience(kind: str, *, rendered_args: dict[str, Any], source: str, mod
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": runner.HTTP_PORT})
         runner._deploy(apps)
-        data["ready"] = runner._wait_ready(apps, ready_timeout_s, started)
-        results.save()
-        if not all("ready_after_s" in entry for entry in data["ready"].values()):
-            data["verdict"] = {"passed": False, "why": "apps not ready"}
-            return data
-        names = faults.deployment_names(pd.args)
-        if kind == "bad-requests":
-            max_model_len = int(pd.args["decode_config"]["engine_kwargs"]["max_model_len"])
-
-            def replicas() -> dict[str, frozenset[str]]:
-                return dict(faults.observe(pd.name).running)
-
-            data["bad_requests"] = asyncio.run(bad_requests.run_bad_requests(
-                pd.base_url, pd.model_id, max_model_len, burst_size=burst_size, replicas=replicas))
-            data["verdict"] = {"passed": data["bad_requests"]["passed"]}
-            return data
-        steady = faults.SteadyLoad(pd.base_url, pd.model_id, load, model.prompt_token_range).start()
-        if kind == "soak":
-            sampler = soak.MemorySampler(lambda: soak.memory_sample(pd.name, list(names.values())),
-                                         sample_every_s).start()
-            time.sleep(duration_s)
-            series = sampler.stop()
-            samples = steady.stop()
-            requests = summarize(samples)["requests"]
-            trends = soak.trends(series, warmup_s)
-            data["soak"] = {"duration_s": duration_s, "sample_every_s": sample_every_s, "warmup_s": warmup_s,
-                            "requests": requests, "memory": trends,
-                            "series": {k: [(round(t - started, 1), round(v, 1)) for t, v in points]
-                                       for k, points in series.items()}}
-            data["verdict"] = soak.soak_verdict(requests["failed"], requests["succeeded"], trends)
-            return data
-        wl = runner.Workload()
-        assert colocated is not None
-        baseline = asyncio.run(runner._greedy_outputs(colocated, wl))
-
-        def greedy_check() -> dict[str, Any]:
-            result = runner.compare_greedy_outputs(baseline, asyncio.run(runner._greedy_outputs(pd, wl)), wl)
-            return {k: v for k, v in result.items() if k != "per_sequence"}
-
-        fault_run = faults.FaultRun(app=pd.name, names=names, load=steady, scrape_metrics=runner._scrape_metrics,
-                                    log_dir=runner.ray_log_dir(), greedy_check=greedy_check, times=times)
-        data["faults"] = []
-        for fault in fault_names:
+        ready = runner._wait_ready(apps, ready_timeout_s, started)
+        for kind in kinds:
+            results = runner.Results(out_dir / f"{kind}-result.json", {
+                **common, "kind": kind, "ready": ready,
+                "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
+            data = documents[kind] = results.data
+            kind_started = time.perf_counter()
             try:
-                data["faults"].append(faults.run_fault(fault, fault_run, log))
-            except RuntimeError as error:  # nothing to kill: say so, go on
-                data["faults"].append({"fault": fault, "error": str(error), "recovered": False})
-            results.save()
-        data["load_summary"] = summarize(steady.stop())["requests"]
-        data["verdict"] = faults.verdict([f for f in data["faults"] if "error" not in f])
-        data["verdict"]["passed"] = data["verdict"]["passed"] and not any("error" in f for f in data["faults"])
-        return data
+                if not all("ready_after_s" in entry for entry in ready.values()):
+                    data["verdict"] = {"passed": False, "why": "apps not ready"}
+                    continue
+                log(f"{kind}: start")
+                if kind == "bench-compare":
+                    _bench_compare(pd, model, options, out_dir, data)
+                elif kind == "bad-requests":
+                    _bad_requests(pd, options, data)
+                elif kind == "soak":
+                    _soak(pd, model, options, data, started)
+                else:
+                    assert colocated is not None
+                    _faults(pd, colocated, model, options, data, results.save, log)
+                log(f"{kind}: {'passed' if data['verdict'].get('passed') else 'FAILED'}")
+            finally:
+                data["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+                data["wall_s"] = round(time.perf_counter() - kind_started, 1)
+                results.save()
+        return documents
     finally:
-        data["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-        data["wall_s"] = round(time.perf_counter() - started, 1)
-        results.save()
-        runner.write_log_excerpt(runner.ray_log_dir(), out_dir / f"{kind}-ray-log-excerpt.txt")
+        runner.write_log_excerpt(runner.ray_log_dir(), out_dir / "resilience-ray-log-excerpt.txt")
         import ray
 
         try:

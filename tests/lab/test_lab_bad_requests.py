@@ -10,15 +10,16 @@ from __future__ import annotations
 import pytest
 
 from lab import runner
-from lab.resilience import run_resilience
+from lab.resilience import RunOptions, run_resilience
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory, dev_args) -> dict:
     model = runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
-    data = run_resilience("bad-requests", rendered_args=dev_args, source="dev [test tier, fake engines]", model=model,
-                          out_dir=tmp_path_factory.mktemp("bad-requests"), fake_engines=True, burst_size=64,
-                          ready_timeout_s=240)
+    documents = run_resilience(["bad-requests"], rendered_args=dev_args, source="dev [test tier, fake engines]",
+                               model=model, out_dir=tmp_path_factory.mktemp("bad-requests"), fake_engines=True,
+                               options=RunOptions(burst_size=64), ready_timeout_s=240)
+    data = documents["bad-requests"]
     assert "bad_requests" in data, data.get("ready")
     return data["bad_requests"]
 
