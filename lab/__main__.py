@@ -7,6 +7,7 @@
   compare-greedy  greedy PD == colocated across a split run's two results files
   bench-compare  `pdctl bench` beside `vllm bench serve` against one running endpoint (within 5%?)
   report      the results JSON as a markdown table
+  loadtime    weight-load time of the 8B-shaped checkpoint, default loader vs Run:ai streamer
   resilience  several of faults, soak, bad-requests, bench-compare on one deployment (--runs)
   faults      kill replicas, engine processes and the Serve controller under load (lab/faults.py)
   soak        a long steady load, memory sampled (lab/soak.py)
@@ -212,6 +213,12 @@ def cmd_resilience(args) -> int:
     return 0 if all((v or {}).get("passed") for v in verdicts.values()) else 1
 
 
+def cmd_loadtime(args) -> int:
+    from lab import loadtime
+
+    return loadtime.main(["--dir", args.dir, "--out", args.out, "--shape", args.shape])
+
+
 def cmd_report(args) -> int:
     from lab.report import markdown_report
 
@@ -312,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
         resilience.add_argument("--bench-concurrency", type=int, default=8, help="bench-compare: requests in flight")
         resilience.add_argument("--ready-timeout-s", type=float, default=420)
         resilience.set_defaults(func=cmd_resilience)
+
+    load = sub.add_parser("loadtime", help="weight-load time: vLLM's default loader vs the Run:ai streamer")
+    load.add_argument("--dir", default="/tmp/loadtime-ckpt", help="where to write the checkpoint (the local disk)")
+    load.add_argument("--out", default=".lab/out", help="results folder (.lab/ is git-ignored)")
+    load.add_argument("--shape", choices=("llama3-8b", "tiny"), default="llama3-8b")
+    load.set_defaults(func=cmd_loadtime)
 
     report = sub.add_parser("report", help="markdown table of a results JSON")
     report.add_argument("result")

@@ -1,6 +1,6 @@
 """Faults under a steady mixed load, one after another, on the app the lab serves.
 
-    python -m lab faults --stack dev            (a GPU host; `lab/gpu_faults.sh` runs it there)
+    python -m lab faults --stack dev            (a GPU host; `lab/gpu_detached.sh` runs it there)
     python -m lab.rehearse_faults_cpu OUT       (the same on a CPU, engines faked: lab/fake_engine.py)
 
 The lab serves the stack's PD app (its rendered `build_pd_openai_app` args with the lab overlay)

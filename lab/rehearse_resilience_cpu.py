@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
     parser.add_argument("kinds", nargs="?", default="bad-requests,faults,soak",
-                        help=f"comma-separated, in order, of {', '.join(KINDS)} (bench-compare needs the tiny model's tokenizer)")
+                        help=f"comma-separated, in order, of {', '.join(KINDS)} (bench-compare: the tiny model)")
     parser.add_argument("--soak-s", type=float, default=60.0)
     args = parser.parse_args(argv)
     rendered, source = rendered_pd_serving_args("dev")

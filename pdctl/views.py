@@ -124,7 +124,7 @@ def render_plan(console: Console, plan) -> None:
         console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
     scaling = plan.to_dict()["scaling"]
     if scaling is not None:
-        console.rule("[bold]scaling bounds[/] (min → max)")
+        _rule(console, "[bold]scaling bounds[/] (min → max)")
         table = Table("", "replicas", "worker pods (one GPU node each)")
         for phase, bounds in scaling["phases"].items():
             fixed = "" if bounds["autoscaling"] else " (fixed)"
@@ -184,7 +184,7 @@ def render_plan(console: Console, plan) -> None:
 
 
 def _render_cold_start(console: Console, start) -> None:
-    console.rule("[bold]cold start[/] (seconds, per documented step)")
+    _rule(console, "[bold]cold start[/] (seconds, per documented step)")
     console.print(f"storage: {escape(start.storage)}", highlight=False)
     console.print(f"weights: {escape(start.load_path)}", highlight=False)
     for figure in (start.new_node, start.pod_restart):

@@ -2,7 +2,7 @@
 and prefill/decode orchestration as `build_pd_openai_app` builds them from the dev stack's rendered
 args; only the vLLM engines are lab/fake_engine.py, which validates with vLLM's own code. Each bad
 request must get a clear 4xx, the burst must be answered (queued), no replica may restart, and the
-next normal request must succeed. The GPU run (`lab/gpu_faults.sh`) sends the same list to real
+next normal request must succeed. The GPU run (`python -m lab resilience`) sends the same list to real
 engines. About a minute: Ray starts and three replicas deploy."""
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ def test_rehearsal_on_cpu_reports_every_loader_both_ways(tmp_path):
     disk_bytes = result["disk"]["bytes"]
     weights = TINY_LLAMA.parameter_count() * 2
     assert weights < disk_bytes < weights + 64 * 1024  # the safetensors headers on top
+    direct = result["disk"]["o_direct_read_gb_per_s"]
+    assert direct is None or direct > 0  # a figure past the page cache, or none where O_DIRECT is refused
     timings = {(t["loader"], t["page_cache"].split(" ")[0]): t for t in result["timings"]}
     assert set(timings) == {(loader, state) for loader in ("vllm-default", "runai-streamer")
                             for state in ("cold", "warm")}

@@ -17,6 +17,7 @@ from offline import run_offline
 from pdctl.cli import app
 from pdctl.plan import build_plan
 from pdctl.render import ray_service_manifest, to_yaml
+from pdctl.views import RULE_WIDTH
 
 CLUSTER = "eks:index:Cluster"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
@@ -328,6 +329,9 @@ def test_text_plan_is_byte_identical_across_runs_and_unwrapped_when_piped(prod_p
     assert any(kms_arn in line for line in lines)
     assert max(len(line) for line in lines) > 200
     assert not any(line.endswith(" ") for line in lines)
+    # Section rules stop at RULE_WIDTH: an unwrapped plan would otherwise draw each across thousands of columns.
+    rules = [line for line in lines if line.startswith("─")]
+    assert len(rules) >= 8 and all(len(line) <= RULE_WIDTH for line in rules)
     # Maps the engine hands over unordered come out sorted.
     labels = next(line for line in lines if "pod-security.kubernetes.io/audit=baseline" in line)
     assert labels.index("audit=") < labels.index("enforce=") < labels.index("enforce-version=") < labels.index("warn=")
