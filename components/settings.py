@@ -151,8 +151,12 @@ def project_name(project_file: Path = PROJECT_FILE) -> str:
 def provider_config_keys(package: str) -> frozenset[str]:
     """The config keys a Pulumi provider SDK reads (`pulumi_aws` → region, profile, …), taken from
     its generated `config/vars.py` (every `__config__.get*('<key>')` call), so the list follows the
-    installed SDK version instead of a copy here."""
-    spec = importlib.util.find_spec(f"{package}.config.vars")
+    installed SDK version instead of a copy here. Empty (no check) where the SDK is not installed: the
+    lab reads the stack's serving settings on a GPU host without the Pulumi SDKs."""
+    try:
+        spec = importlib.util.find_spec(f"{package}.config.vars")
+    except ModuleNotFoundError:
+        return frozenset()
     if spec is None or spec.origin is None:
         return frozenset()
     tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))

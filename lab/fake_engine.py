@@ -269,8 +269,12 @@ def env() -> dict[str, str]:
 
 
 def cpu_placement(llm_config: dict[str, Any]) -> dict[str, Any]:
-    """A copy of one phase's LLMConfig dict that a CPU-only Ray can place: no GPU in its bundle."""
+    """A copy of one phase's LLMConfig dict that a CPU-only Ray can place: no GPU in its bundle; the
+    phase's Ray resource (pd-prefill / pd-decode) stays, so the rehearsal's Ray must advertise it as
+    the GPU host's does."""
     placed = dict(llm_config)
-    placed["placement_group_config"] = {"bundles": [{"CPU": 0.1}], "strategy": "PACK"}
+    bundle = llm_config.get("placement_group_config", {}).get("bundle_per_worker", {})
+    phase_resources = {k: v for k, v in bundle.items() if k not in ("CPU", "GPU")}
+    placed["placement_group_config"] = {"bundles": [{"CPU": 0.1, **phase_resources}], "strategy": "PACK"}
     return placed
 

@@ -85,6 +85,7 @@ def _ray_init(fake_engines: bool, env: dict[str, str]) -> None:
         runtime_env = {"env_vars": {**fake_env(), "PYTHONPATH": os.getcwd()}}
     # Fake engines on a small CPU machine: logical CPUs for the five replicas (they hardly compute).
     ray.init(_metrics_export_port=runner.METRICS_PORT, log_to_driver=False, runtime_env=runtime_env,
+             resources=runner.phase_resources(),
              **({"num_gpus": 0, "num_cpus": FAKE_ENGINE_CPUS} if fake_engines else {}))
     # The state API (faults.observe) finds "the" Ray by this: there may be others on the host.
     # run_resilience puts back what was there at shutdown.

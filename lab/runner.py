@@ -50,6 +50,13 @@ from serve_app.render import PHASE_RESOURCE
 # Units of each phase resource the lab host advertises: more than any number of engines it can hold.
 LAB_PHASE_RESOURCE_UNITS = 1000
 
+
+def phase_resources() -> dict[str, float]:
+    """The phases' Ray resources, which the stack's worker groups advertise and every engine bundle asks
+    for (serve_app/render.py PHASE_RESOURCE): the lab's one host plays both groups. GPUs still bound
+    the engines."""
+    return dict.fromkeys(PHASE_RESOURCE.values(), LAB_PHASE_RESOURCE_UNITS)
+
 Mode = Literal["pd", "colocated"]
 HTTP_PORT = 8000
 METRICS_PORT = 8085
@@ -647,10 +654,7 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
     import ray
     from ray import serve
 
-    # The phases' Ray resources, which the stack's worker groups advertise and every engine bundle asks
-    # for (serve_app/render.py PHASE_RESOURCE): here one host plays both groups. GPUs still bound the engines.
-    ray.init(_metrics_export_port=METRICS_PORT, log_to_driver=False,
-             resources=dict.fromkeys(PHASE_RESOURCE.values(), LAB_PHASE_RESOURCE_UNITS))
+    ray.init(_metrics_export_port=METRICS_PORT, log_to_driver=False, resources=phase_resources())
     greedy: dict[str, list[dict[str, Any]]] = data.setdefault("greedy_outputs", {})
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})
