@@ -12,8 +12,8 @@ imported only when AWS is asked: the data classes travel where Pulumi is not ins
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from facts.aws import OFFLINE_ACCOUNT_ID
@@ -31,6 +31,9 @@ class CloudQuery:
     region: str
     gpu_node_type: str
     system_node_type: str
+    # A phase's own GPU node type by the setting that names it (prefillGpuNodeType: p5.48xlarge):
+    # described and offered like gpuNodeType.
+    phase_gpu_node_types: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,9 @@ class CloudFacts:
     gpu_instance: InstanceType
     system_instance: InstanceType
     account_id: str
+    # By the setting that names each phase's own GPU type (CloudQuery.phase_gpu_node_types).
+    phase_gpu_instances: Mapping[str, InstanceType] = field(default_factory=dict)
+    zones_offering_phase_gpu: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def offline(self) -> bool:
@@ -115,17 +121,28 @@ def discover(query: CloudQuery) -> CloudFacts:
     ))
     gpu = describe_instance_type("gpuNodeType", query.gpu_node_type, region)
     system = describe_instance_type("systemNodeType", query.system_node_type, region)
-    offerings = _ask("gpuNodeType", query.gpu_node_type, f"an instance type offered in {region}",
-                     lambda: aws.ec2.get_instance_type_offerings(
-                         location_type="availability-zone",
-                         filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(
-                             name="instance-type", values=[query.gpu_node_type])]))
+    offered = _zones_offering("gpuNodeType", query.gpu_node_type, region)
+    phase_gpus = {key: describe_instance_type(key, name, region) for key, name in query.phase_gpu_node_types.items()}
+    phase_offered = {key: _zones_offering(key, name, region) for key, name in query.phase_gpu_node_types.items()}
     identity = _ask(REGION_KEY, region, "a region the caller's credentials reach", aws.get_caller_identity)
     return CloudFacts(
         region=region,
         zones=tuple(Zone(name, zone_id) for name, zone_id in zip(zones.names, zones.zone_ids, strict=True)),
-        zones_offering_gpu=frozenset(offerings.locations),
+        zones_offering_gpu=offered,
         gpu_instance=gpu,
         system_instance=system,
         account_id=identity.account_id,
+        phase_gpu_instances=phase_gpus,
+        zones_offering_phase_gpu=phase_offered,
     )
+
+
+def _zones_offering(setting: str, name: str, region: str) -> frozenset[str]:
+    """The AZs (by name) of `region` that offer instance type `name`."""
+    import pulumi_aws as aws
+
+    offerings = _ask(setting, name, f"an instance type offered in {region}",
+                     lambda: aws.ec2.get_instance_type_offerings(
+                         location_type="availability-zone",
+                         filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[name])]))
+    return frozenset(offerings.locations)

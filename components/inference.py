@@ -145,9 +145,10 @@ class InferenceService(pulumi.ComponentResource):
             gcs_store = GcsStoreRef(args.gcs_store.address, password)
 
         if spec.upgrade_strategy == "NewCluster":
+            more = " and ".join(f"{group.count} more {group.instance.name}" for group in spec.node_groups)
             pulumi.log.warn(
                 f"upgradeStrategy NewCluster: a RayService cluster change starts a second RayCluster that needs "
-                f"{spec.gpu_node_count} more {spec.gpu_instance.name} nodes; unless gpuNodeMaxCount leaves room "
+                f"{more} nodes; unless gpuNodeMaxCount leaves room "
                 "for them it stays Pending and the old cluster keeps serving the old version", resource=self)
 
         body = ray_service_manifest(spec, args.model_reader_role_arn, gcs_store)

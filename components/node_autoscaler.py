@@ -10,11 +10,12 @@ only in 2026 (EC2NodeClass placementGroupSelector, aws/karpenter-provider-aws#90
 and using it would mean a second node definition beside the managed group, plus its own controller,
 instance profile and interruption queue. docs/SOURCES.md#cluster-autoscaler.
 
-Scope: the release discovers only the GPU group's Auto Scaling group (by EKS's eks:nodegroup-name
-tag), and its role may change the desired size or terminate instances only of Auto Scaling groups
-tagged with this cluster and that node group (the read-only Describe calls take no resource
+Scope: the release discovers only the Auto Scaling groups of the GPU node groups that can grow (by
+EKS's eks:nodegroup-name tag; a phase's own group, prefillGpuNodeType or decodeGpuNodeType, is one
+more), and its role may change the desired size or terminate instances only of Auto Scaling groups
+tagged with this cluster and those node groups (the read-only Describe calls take no resource
 conditions). Pods reach it through IRSA: the role trusts the cluster's OIDC provider for exactly
-the release's service account. Installed only when `gpuNodeMaxCount` > `gpuNodeCount`.
+the release's service account. Installed only when a GPU group's max count exceeds its count.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ READ_ACTIONS = (
 WRITE_ACTIONS = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
 
 
-def permissions_policy(cluster_name: str, node_group_name: str) -> dict[str, Any]:
-    """What the Cluster Autoscaler may do: describe, and resize only the GPU group's ASG."""
+def permissions_policy(cluster_name: str, node_group_names: tuple[str, ...]) -> dict[str, Any]:
+    """What the Cluster Autoscaler may do: describe, and resize only the ASGs of the GPU groups that
+    can grow (a list in a StringEquals condition matches any of its values)."""
+    names: str | list[str] = node_group_names[0] if len(node_group_names) == 1 else list(node_group_names)
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -63,7 +66,7 @@ def permissions_policy(cluster_name: str, node_group_name: str) -> dict[str, Any
             {"Sid": "ResizeTheGpuNodeGroupOnly", "Effect": "Allow", "Action": list(WRITE_ACTIONS), "Resource": "*",
              "Condition": {"StringEquals": {
                  "aws:ResourceTag/eks:cluster-name": cluster_name,
-                 "aws:ResourceTag/eks:nodegroup-name": node_group_name,
+                 "aws:ResourceTag/eks:nodegroup-name": names,
              }}},
         ],
     }
@@ -77,7 +80,7 @@ class ClusterAutoscalerArgs:
     cluster_name: its name (the settings'), known at preview.
     region: where the Auto Scaling groups are.
     kubernetes_version: the cluster's minor version; picks the Cluster Autoscaler release.
-    node_group_name: the GPU managed node group's name, the only group it may scale.
+    node_group_names: the GPU managed node groups that can grow, the only groups it may scale.
     chart_version: `cluster-autoscaler` chart version (facts/charts.py).
     """
 
@@ -85,7 +88,7 @@ class ClusterAutoscalerArgs:
     cluster_name: str
     region: str
     kubernetes_version: str
-    node_group_name: str
+    node_group_names: tuple[str, ...]
     chart_version: str = CLUSTER_AUTOSCALER.default_version
 
 
@@ -113,12 +116,12 @@ class ClusterAutoscaler(pulumi.ComponentResource):
         self.policy = aws.iam.RolePolicy(
             f"{name}-policy",
             role=self.role.id,
-            policy=json.dumps(permissions_policy(args.cluster_name, args.node_group_name)),
+            policy=json.dumps(permissions_policy(args.cluster_name, args.node_group_names)),
             opts=child,
         )
         values = cluster_autoscaler_values(
             cluster_name=args.cluster_name, region=args.region, kubernetes_version=args.kubernetes_version,
-            node_group_name=args.node_group_name, service_account=SERVICE_ACCOUNT, role_arn=self.role.arn)
+            node_group_names=args.node_group_names, service_account=SERVICE_ACCOUNT, role_arn=self.role.arn)
         self.release = helm_release(
             name, CLUSTER_AUTOSCALER, args.chart_version, NAMESPACE, values,
             pulumi.ResourceOptions(parent=self, provider=args.cluster.provider,

@@ -31,17 +31,18 @@ import pulumi_eks as eks
 
 from components.cluster import Cluster
 from components.network import Network
-from components.node_storage import NodeStorage, node_storage, user_data
+from components.node_storage import NodeStorage, user_data
 from components.scheduling import (
     GPU_ROLE,
     GPU_TAINT_EFFECT,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
-    ROLE_LABEL,
+    SYSTEM_NODE_SELECTOR,
     SYSTEM_ROLE,
 )
-from components.settings import GpuNodeSettings, SystemNodeSettings
+from components.settings import GpuNodeGroupSpec, SystemNodeSettings
 from facts.instances import InstanceType
+from serve_app.config import Phase
 
 SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 # AL2023 NVIDIA AMIs carry the NVIDIA driver and the EFA kernel driver (docs/SOURCES.md#al2023-nvidia-ami).
@@ -105,12 +106,19 @@ def _scaling(count: int, most: int) -> aws.eks.NodeGroupScalingConfigArgs:
     return aws.eks.NodeGroupScalingConfigArgs(desired_size=count, min_size=count, max_size=most)
 
 
-def gpu_node_group_name(cluster_name: str) -> str:
-    """The GPU managed node group's name, fixed so the Cluster Autoscaler's IAM policy and its ASG
+def gpu_node_group_resource_name(own_phase: Phase | None = None) -> str:
+    """The Pulumi name of a GPU node group (and the prefix of its children): gpuNodeType's group is
+    `gpu-nodes`, a phase's own `<phase>-gpu-nodes`."""
+    return f"{own_phase}-gpu-nodes" if own_phase else "gpu-nodes"
+
+
+def gpu_node_group_name(cluster_name: str, own_phase: Phase | None = None) -> str:
+    """A GPU managed node group's name, fixed so the Cluster Autoscaler's IAM policy and its ASG
     discovery can name it before anything exists: EKS tags the group's Auto Scaling group
-    eks:nodegroup-name=<it> (cluster-autoscaler/cloudprovider/aws/README.md). At most 44 characters
-    (clusterName ≤ 40); EKS allows 63."""
-    return f"{cluster_name}-gpu"
+    eks:nodegroup-name=<it> (cluster-autoscaler/cloudprovider/aws/README.md). gpuNodeType's group is
+    `<cluster>-gpu`, a phase's own `<cluster>-gpu-<phase>`: at most 52 characters (clusterName ≤ 40);
+    EKS allows 63."""
+    return f"{cluster_name}-gpu" + (f"-{own_phase}" if own_phase else "")
 
 
 def _managed_node_group(
@@ -122,14 +130,14 @@ def _managed_node_group(
     count: int,
     most: int,
     subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
-    role: str,
+    labels: dict[str, str],
     launch_template: aws.ec2.LaunchTemplate,
     tags: dict[str, str],
     parent: pulumi.Resource,
     taints: Sequence[aws.eks.NodeGroupTaintArgs] | None = None,
     node_group_name: str | None = None,
 ) -> eks.ManagedNodeGroup:
-    """An on-demand managed node group of `count` to `most` nodes, labelled role=`role`."""
+    """An on-demand managed node group of `count` to `most` nodes, its nodes labelled `labels`."""
     options = pulumi.ResourceOptions(parent=parent, depends_on=cluster.node_role_policies)
     if most > count:
         # The Cluster Autoscaler owns the desired size: `pulumi up` must not reset it under load.
@@ -149,7 +157,7 @@ def _managed_node_group(
         instance_types=[instance_type],
         scaling_config=_scaling(count, most),
         subnet_ids=subnet_ids,
-        labels={ROLE_LABEL: role},
+        labels=labels,
         taints=taints,
         launch_template=_template_ref(launch_template),
         tags=tags,
@@ -195,64 +203,106 @@ class SystemNodeGroup(pulumi.ComponentResource):
         self.node_group = _managed_node_group(
             name, cluster=cluster, ami_type=SYSTEM_AMI_TYPE, instance_type=args.settings.instance_type,
             count=args.settings.count, most=args.settings.count, subnet_ids=args.network.private_subnet_ids,
-            role=SYSTEM_ROLE,
+            labels=dict(SYSTEM_NODE_SELECTOR),
             launch_template=self.launch_template, tags=tags, parent=self)
         self.register_outputs({"launch_template_id": self.launch_template.id})
+
+
+@dataclass(frozen=True)
+class GpuFabric:
+    """What every GPU node of the stack shares, so the KV transfer between any two runs over EFA at full
+    bandwidth: the cluster placement group and the EFA security group (all traffic within itself)."""
+
+    placement_group_name: pulumi.Input[str]
+    efa_security_group_id: pulumi.Input[str]
 
 
 @dataclass(frozen=True)
 class GpuNodeGroupArgs:
     """Inputs of `GpuNodeGroup`.
 
-    settings: GPU instance type, node bounds and disk (validated: an EFA-capable GPU type).
+    spec: the group as the settings built it: its phases, its GPU type as EC2 describes it (its EFA
+        interfaces become the launch template's), its bounds and its worker pod (validated: an
+        EFA-capable GPU type).
+    disk_gib: the root volume of each node (gpuDiskGiB).
     cluster_name: the cluster's name (the settings'), which names the node group.
     cluster: the cluster to join; its EKS security group goes on the EFA interface.
     network: the node group takes the private subnet of `availability_zone` only.
     availability_zone: the one AZ of all GPU nodes (EFA does not cross AZs); it offers the type.
-    instance: the GPU type as EC2 describes it (its EFA interfaces become the launch template's).
+    fabric: the placement group and EFA security group of the stack's first GPU group, which a
+        phase's own group joins; None: this group creates them (gpuNodeType's group).
     """
 
-    settings: GpuNodeSettings
+    spec: GpuNodeGroupSpec
+    disk_gib: int
     cluster_name: str
     cluster: Cluster
     network: Network
     availability_zone: str
-    instance: InstanceType
+    fabric: GpuFabric | None = None
 
 
 class GpuNodeGroup(pulumi.ComponentResource):
     """GPU nodes in one AZ and one cluster placement group, each with its EFA interface(s),
-    labelled role=gpu-worker and tainted nvidia.com/gpu=true:NoSchedule so only GPU pods land there."""
+    labelled role=gpu-worker (and, holding one phase only, eks-pd-llm/phase=<it>) and tainted
+    nvidia.com/gpu=true:NoSchedule so only GPU pods land there."""
 
     node_group: eks.ManagedNodeGroup
     launch_template: aws.ec2.LaunchTemplate
-    placement_group: aws.ec2.PlacementGroup
-    efa_security_group: aws.ec2.SecurityGroup
+    fabric: GpuFabric
     availability_zone: str
     instance: InstanceType
     storage: NodeStorage
     node_group_name: str
+    autoscaled: bool
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("eks-pd-llm:nodes:GpuNodeGroup", name, None, opts)
-        cluster, settings = args.cluster, args.settings
+        cluster, spec = args.cluster, args.spec
         self.availability_zone = args.availability_zone
-        self.instance = args.instance
-        self.storage = node_storage(self.instance)
-        self.node_group_name = gpu_node_group_name(args.cluster_name)
-        child = pulumi.ResourceOptions(parent=self)
+        self.instance = spec.instance
+        self.storage = spec.storage
+        self.node_group_name = gpu_node_group_name(args.cluster_name, spec.own_phase)
+        self.autoscaled = spec.autoscaled
         tags = {"eks-pd-llm/node-role": GPU_ROLE}
+        self.fabric = args.fabric or self._create_fabric(name, args.network, tags)
 
+        self.launch_template = _launch_template(
+            f"{name}-lt",
+            disk_gib=args.disk_gib,
+            tags=tags,
+            parent=self,
+            network_interfaces=_efa_interfaces(
+                self.instance, [cluster.cluster_security_group_id, self.fabric.efa_security_group_id]),
+            placement_group=self.fabric.placement_group_name,
+            storage=self.storage,
+        )
+        self.node_group = _managed_node_group(
+            name, cluster=cluster, ami_type=GPU_AMI_TYPE, instance_type=self.instance.name,
+            count=spec.count, most=spec.most,
+            subnet_ids=[args.network.private_subnet_id_by_az[args.availability_zone]],
+            labels=spec.labels, launch_template=self.launch_template, tags=tags, parent=self,
+            node_group_name=self.node_group_name,
+            taints=[aws.eks.NodeGroupTaintArgs(
+                key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=_EKS_TAINT_EFFECT[GPU_TAINT_EFFECT])])
+        self.register_outputs({
+            "availability_zone": self.availability_zone,
+            "placement_group": self.fabric.placement_group_name,
+            "launch_template_id": self.launch_template.id,
+        })
+
+    def _create_fabric(self, name: str, network: Network, tags: dict[str, str]) -> GpuFabric:
+        child = pulumi.ResourceOptions(parent=self)
         # A cluster placement group packs the nodes onto one low-latency segment: full EFA bandwidth.
-        self.placement_group = aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=tags, opts=child)
+        placement_group = aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=tags, opts=child)
 
         # EFA traffic must be allowed to and from the group itself, all protocols (EFA's SRD is not
         # TCP/UDP). The default allow-all egress is not kept: the cluster security group on the same
         # interface covers ordinary egress.
-        self.efa_security_group = aws.ec2.SecurityGroup(
+        efa_security_group = aws.ec2.SecurityGroup(
             f"{name}-efa",
             description="EFA: all traffic between the GPU nodes",
-            vpc_id=args.network.vpc_id,
+            vpc_id=network.vpc_id,
             tags={**tags, "Name": f"{name}-efa"},
             opts=child,
         )
@@ -260,36 +310,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
                                 ("egress", aws.vpc.SecurityGroupEgressRule)):
             rule(
                 f"{name}-efa-{direction}",
-                security_group_id=self.efa_security_group.id,
-                referenced_security_group_id=self.efa_security_group.id,
+                security_group_id=efa_security_group.id,
+                referenced_security_group_id=efa_security_group.id,
                 ip_protocol="-1",
                 description=f"EFA {direction} within the GPU node group",
                 opts=child,
             )
-
-        self.launch_template = _launch_template(
-            f"{name}-lt",
-            disk_gib=settings.disk_gib,
-            tags=tags,
-            parent=self,
-            network_interfaces=_efa_interfaces(
-                self.instance, [cluster.cluster_security_group_id, self.efa_security_group.id]),
-            placement_group=self.placement_group.name,
-            storage=self.storage,
-        )
-        self.node_group = _managed_node_group(
-            name, cluster=cluster, ami_type=GPU_AMI_TYPE, instance_type=settings.instance_type,
-            count=settings.count, most=settings.most,
-            subnet_ids=[args.network.private_subnet_id_by_az[args.availability_zone]],
-            role=GPU_ROLE, launch_template=self.launch_template, tags=tags, parent=self,
-            node_group_name=self.node_group_name,
-            taints=[aws.eks.NodeGroupTaintArgs(
-                key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=_EKS_TAINT_EFFECT[GPU_TAINT_EFFECT])])
-        self.register_outputs({
-            "availability_zone": self.availability_zone,
-            "placement_group": self.placement_group.name,
-            "launch_template_id": self.launch_template.id,
-        })
+        return GpuFabric(placement_group.name, efa_security_group.id)
 
 
 def _efa_interfaces(

@@ -14,6 +14,16 @@ GPU_TAINT_EFFECT = "NoSchedule"
 
 SYSTEM_NODE_SELECTOR = {ROLE_LABEL: SYSTEM_ROLE}
 GPU_NODE_SELECTOR = {ROLE_LABEL: GPU_ROLE}
+# Which phase a Ray worker pod serves, and, on a GPU node group that holds one phase only (a phase
+# with a group of its own, and then the shared group too), which phase its nodes are for.
+PHASE_LABEL = "eks-pd-llm/phase"
+
+
+def gpu_node_labels(phases: tuple[str, ...]) -> dict[str, str]:
+    """The labels of a GPU node group holding `phases`' worker pods, which those pods select. A group
+    of one phase names it, so neither phase's pods land on the other's nodes; the GPU DaemonSets
+    select the role only and run on every GPU group."""
+    return {**GPU_NODE_SELECTOR, **({PHASE_LABEL: phases[0]} if len(phases) == 1 else {})}
 
 # Kubernetes form of the GPU taint's toleration (pod specs, Helm values).
 GPU_TOLERATION = {

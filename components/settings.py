@@ -33,7 +33,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from components.discovery import REGION_KEY, CloudFacts, CloudQuery, Zone, discover
 from components.node_storage import NodeStorage, node_storage
-from components.scheduling import RESERVED_NAMESPACES
+from components.scheduling import RESERVED_NAMESPACES, gpu_node_labels
 from components.sizing import WorkerResources, worker_resources
 from facts.aws import DOCUMENTATION_ACCOUNT_IDS, EKS_CONTROL_PLANE_REFUSED_ZONE_IDS, is_documentation_cidr
 from facts.images import (
@@ -47,8 +47,8 @@ from facts.images import (
 )
 from facts.instances import InstanceType
 from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
-from serve_app.checks import CheckedApp, DeploymentTarget, check_app
-from serve_app.config import PHASES, S3_SCHEME
+from serve_app.checks import CheckedApp, DeploymentTarget, NodeGroupTarget, check_app, phase_node_group_keys
+from serve_app.config import PHASES, S3_SCHEME, Phase
 from serve_app.errors import ConfigError
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
@@ -367,16 +367,8 @@ class GpuNodeSettings(_Settings):
 
     def check(self, instance: InstanceType) -> InstanceType:
         """Refuse a type EC2 describes without an NVIDIA GPU or without EFA, naming what it lacks."""
-        key, allowed = self.key("instance_type"), type(self).model_fields["instance_type"].description or ""
-        if not instance.has_gpu:
-            raise ConfigError(key, instance.name, allowed, "EC2 says it has no NVIDIA GPU; the vLLM engines need one")
-        if not instance.efa_capable:
-            raise ConfigError(key, instance.name, allowed,
-                              "EC2 says it does not support EFA; prefill/decode KV transfer needs it")
-        if NODE_ARCHITECTURE not in instance.architectures:
-            raise ConfigError(key, instance.name, allowed, f"EC2 says it is {'/'.join(instance.architectures)}; "
-                              f"the GPU node AMI is {NODE_ARCHITECTURE}")
-        return instance
+        return check_gpu_instance(instance, self.key("instance_type"),
+                                  type(self).model_fields["instance_type"].description or "")
 
     @property
     def autoscaled(self) -> bool:
@@ -386,6 +378,139 @@ class GpuNodeSettings(_Settings):
     @property
     def most(self) -> int:
         return max(self.count, self.max_count)
+
+
+def check_gpu_instance(instance: InstanceType, key: str, allowed: str) -> InstanceType:
+    """Refuse a GPU node type (the one `key` names) EC2 describes without an NVIDIA GPU, without EFA
+    or of another architecture, naming what it lacks."""
+    if not instance.has_gpu:
+        raise ConfigError(key, instance.name, allowed, "EC2 says it has no NVIDIA GPU; the vLLM engines need one")
+    if not instance.efa_capable:
+        raise ConfigError(key, instance.name, allowed,
+                          "EC2 says it does not support EFA; prefill/decode KV transfer needs it")
+    if NODE_ARCHITECTURE not in instance.architectures:
+        raise ConfigError(key, instance.name, allowed, f"EC2 says it is {'/'.join(instance.architectures)}; "
+                          f"the GPU node AMI is {NODE_ARCHITECTURE}")
+    return instance
+
+
+_PREFILL, _DECODE = phase_node_group_keys("prefill"), phase_node_group_keys("decode")
+
+
+def _phase_type_allowed(phase: Phase) -> str:
+    return (f'"" ({phase} runs on gpuNodeType\'s group) or an {NODE_ARCHITECTURE} EC2 type with NVIDIA GPUs and '
+            "EFA support, offered in the GPU AZ")
+
+
+class PhaseGpuNodeSettings(_Settings):
+    """A GPU node group of one phase's own (say prefill on a compute-heavier type than decode): in the
+    GPU AZ and the same cluster placement group, joined to gpuNodeType's group by EFA. Both types
+    empty: both phases share gpuNodeType's group."""
+
+    prefill_instance_type: str | None = Field(alias=_PREFILL.instance_type, description=_phase_type_allowed("prefill"))
+    prefill_count: int = Field(alias=_PREFILL.count, ge=1, le=64, description="an integer from 1 to 64")
+    prefill_max_count: int = Field(
+        alias=_PREFILL.max_count, ge=0, le=64,
+        description=f"0 (fixed at {_PREFILL.count}) or an integer from {_PREFILL.count} to 64")
+    decode_instance_type: str | None = Field(alias=_DECODE.instance_type, description=_phase_type_allowed("decode"))
+    decode_count: int = Field(alias=_DECODE.count, ge=1, le=64, description="an integer from 1 to 64")
+    decode_max_count: int = Field(
+        alias=_DECODE.max_count, ge=0, le=64,
+        description=f"0 (fixed at {_DECODE.count}) or an integer from {_DECODE.count} to 64")
+
+    @field_validator("prefill_instance_type", "decode_instance_type", mode="before")
+    @classmethod
+    def _empty_is_shared(cls, value: Any) -> Any:
+        return (value.strip() or None) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PhaseGpuNodeSettings:
+        for phase in PHASES:
+            type_key = self.key(f"{phase}_instance_type")
+            count, max_count = getattr(self, f"{phase}_count"), getattr(self, f"{phase}_max_count")
+            if self.instance_type(phase) is None:
+                # Bounds of a group that is not built: refused rather than silently ignored.
+                for field_name, value in ((f"{phase}_count", count), (f"{phase}_max_count", max_count)):
+                    default = declared_keys()[self.key(field_name)].default
+                    if str(value) != default:
+                        raise ConfigError(self.key(field_name), value, f"{default} while {type_key} is \"\"",
+                                          f"it bounds {phase}'s own GPU node group, which only {type_key} creates")
+            elif max_count and max_count < count:
+                raise ConfigError(self.key(f"{phase}_max_count"), max_count,
+                                  f"0 (fixed) or ≥ {self.key(f'{phase}_count')} ({count})",
+                                  "the node group's maximum cannot be below its minimum")
+        if self.prefill_instance_type and self.decode_instance_type:
+            raise ConfigError(
+                self.key("decode_instance_type"), self.decode_instance_type,
+                f'"" while {self.key("prefill_instance_type")} is set (decode then runs on gpuNodeType\'s group)',
+                "one phase runs on gpuNodeType's group: set gpuNodeType to the type you want for it")
+        return self
+
+    def instance_type(self, phase: Phase) -> str | None:
+        """The type of `phase`'s own node group; None: the phase runs on gpuNodeType's."""
+        return getattr(self, f"{phase}_instance_type")
+
+    def queried_types(self) -> dict[str, str]:
+        """The phases' own types by the key naming each, for discovery (CloudQuery)."""
+        return {self.key(f"{phase}_instance_type"): name for phase in PHASES
+                if (name := self.instance_type(phase)) is not None}
+
+    def targets(self, described: Mapping[str, InstanceType]) -> dict[str, NodeGroupTarget]:
+        """Each phase's own node group, its type (`described`: as EC2 describes it, by key) refused
+        like gpuNodeType's when it lacks an NVIDIA GPU or EFA."""
+        targets: dict[str, NodeGroupTarget] = {}
+        for phase in PHASES:
+            field_name = f"{phase}_instance_type"
+            if self.instance_type(phase) is None:
+                continue
+            key = self.key(field_name)
+            instance = check_gpu_instance(described[key], key, type(self).model_fields[field_name].description or "")
+            count, max_count = getattr(self, f"{phase}_count"), getattr(self, f"{phase}_max_count")
+            targets[phase] = NodeGroupTarget(instance, count, instance.efa_capable,
+                                             max_count if max_count > count else None, own_phase=phase)
+        return targets
+
+
+@dataclass(frozen=True)
+class GpuNodeGroupSpec:
+    """One GPU managed node group as the stack builds it: the phases whose worker pods it holds, its
+    type and bounds as the app was checked against (`target`) and the worker pod each node gets."""
+
+    phases: tuple[Phase, ...]
+    target: NodeGroupTarget
+    worker: WorkerResources
+
+    @property
+    def own_phase(self) -> Phase | None:
+        """The phase whose own group this is (prefillGpuNodeType, ...); None: gpuNodeType's group."""
+        return self.target.own_phase
+
+    @property
+    def instance(self) -> InstanceType:
+        return self.target.instance
+
+    @property
+    def count(self) -> int:
+        return self.target.node_count
+
+    @property
+    def most(self) -> int:
+        return self.target.max_nodes
+
+    @property
+    def autoscaled(self) -> bool:
+        """Whether the Cluster Autoscaler may grow the group past `count`."""
+        return self.most > self.count
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Its nodes' labels, which its phases' worker pods select (components/scheduling.py)."""
+        return gpu_node_labels(self.phases)
+
+    @property
+    def storage(self) -> NodeStorage:
+        """Where its nodes keep images and the model cache (decided by the instance type)."""
+        return node_storage(self.instance)
 
 
 def _chart_version(value: str) -> str:
@@ -622,12 +747,23 @@ class ServingSettings:
 
     ray_service: RayServiceSettings
     app: CheckedApp
-    gpu_instance: InstanceType
-    gpu_node_count: int
-    gpu_node_max_count: int
-    worker: WorkerResources
+    node_groups: tuple[GpuNodeGroupSpec, ...]  # gpuNodeType's group first, then a phase's own
     hf_token_configured: bool
     region: str
+
+    def node_group(self, phase: Phase) -> GpuNodeGroupSpec:
+        """The GPU node group `phase`'s worker pods run on."""
+        return next(group for group in self.node_groups if phase in group.phases)
+
+    @property
+    def gpu_instance(self) -> InstanceType:
+        """gpuNodeType, as EC2 describes it."""
+        return self.node_groups[0].instance
+
+    @property
+    def worker(self) -> WorkerResources:
+        """The worker pod on a node of gpuNodeType's group."""
+        return self.node_groups[0].worker
 
     @property
     def name(self) -> str:
@@ -678,8 +814,8 @@ class ServingSettings:
 
     @property
     def storage(self) -> NodeStorage:
-        """Where the GPU nodes keep images and the model cache (decided by the instance type)."""
-        return node_storage(self.gpu_instance)
+        """Where the nodes of gpuNodeType's group keep images and the model cache."""
+        return self.node_groups[0].storage
 
 
 @dataclass(frozen=True)
@@ -792,6 +928,7 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     cluster = from_stack_keys(ClusterSettings, typed, texts)
     system_nodes = from_stack_keys(SystemNodeSettings, typed, texts)
     gpu_nodes = from_stack_keys(GpuNodeSettings, typed, texts)
+    phase_gpu_nodes = from_stack_keys(PhaseGpuNodeSettings, typed, texts)
     zone = gpu_nodes.availability_zone
     if zone and _AVAILABILITY_ZONE.match(zone) and not zone.startswith(region):
         raise ConfigError("gpuAvailabilityZone", zone, f"an AZ of {region}, or \"\"")
@@ -800,9 +937,11 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     app_settings = from_stack_keys(ServeAppSettings, typed, texts)
 
     cloud = ask_cloud(CloudQuery(region=region, gpu_node_type=gpu_nodes.instance_type,
-                                 system_node_type=system_nodes.instance_type))
+                                 system_node_type=system_nodes.instance_type,
+                                 phase_gpu_node_types=phase_gpu_nodes.queried_types()))
     system_nodes.check(cloud.system_instance)
     gpu_instance = gpu_nodes.check(cloud.gpu_instance)
+    phase_groups = phase_gpu_nodes.targets(cloud.phase_gpu_instances)
     if not cloud.offline:
         _refuse_placeholders(cluster)
     hf_token_configured = bool(texts.get(HF_TOKEN_KEY))
@@ -816,7 +955,8 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
         gpu_nodes=gpu_nodes,
         charts=charts,
         zones=plan_availability_zones(network.az_count, gpu_nodes, cloud),
-        serving=_serving(ray_service, app_settings, gpu_instance, gpu_nodes, hf_token_configured, region),
+        serving=_serving(ray_service, app_settings, gpu_instance, gpu_nodes, phase_groups, hf_token_configured,
+                         region),
         observability=from_stack_keys(ObservabilitySettings, typed, texts),
         hf_token_configured=hf_token_configured,
     )
@@ -838,26 +978,29 @@ def _refuse_placeholders(cluster: ClusterSettings) -> None:
 
 
 def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, instance: InstanceType,
-             gpu_nodes: GpuNodeSettings, hf_token_configured: bool, region: str) -> ServingSettings:
-    """serve_app's PD app checked against the GPU node group it runs on, with the model's own facts."""
+             gpu_nodes: GpuNodeSettings, phase_groups: Mapping[str, NodeGroupTarget], hf_token_configured: bool,
+             region: str) -> ServingSettings:
+    """serve_app's PD app checked against the GPU node groups it runs on (gpuNodeType's, and a phase's
+    own where one is set), with the model's own facts."""
     image_stack = serving_stack(ray_service.image)
     _check_image_loads_s3(app_settings, ray_service, image_stack)
     model = read_model_facts(app_settings.model_source)
-    app = check_app(app_settings.app(), DeploymentTarget(
+    target = DeploymentTarget(
         gpu_instance=instance, gpu_node_count=gpu_nodes.count,
         gpu_node_max_count=gpu_nodes.max_count if gpu_nodes.autoscaled else None,
         efa=instance.efa_capable,
         accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,
-        vllm_version=image_stack.vllm if image_stack else None), model=model.architecture)
+        vllm_version=image_stack.vllm if image_stack else None, phase_node_groups=phase_groups)
+    app = check_app(app_settings.app(), target, model=model.architecture)
     app = _with_model_notes(app, model, ServeAppSettings.key("model_source"))
+    model_bytes = app.model.weight_bytes("auto") if app.model else None
     return ServingSettings(
         ray_service=ray_service,
         app=app,
-        gpu_instance=instance,
-        gpu_node_count=gpu_nodes.count,
-        gpu_node_max_count=gpu_nodes.most,
-        # Sized now, so a node the worker pod cannot fit stops the run before any resource.
-        worker=worker_resources(instance, app.model.weight_bytes("auto") if app.model else None),
+        # Each group's worker pod sized now, so a node it cannot fit stops the run before any resource.
+        node_groups=tuple(
+            GpuNodeGroupSpec(phases, group, worker_resources(group.instance, model_bytes, group.keys.instance_type))
+            for group, phases in target.node_groups()),
         hf_token_configured=hf_token_configured,
         region=region,
     )
@@ -920,6 +1063,9 @@ def plan_availability_zones(az_count: int, gpu: GpuNodeSettings, cloud: CloudFac
     region = cloud.region
     zones = sorted(cloud.zones, key=lambda z: z.zone_id)
     offering = [z for z in zones if z.name in cloud.zones_offering_gpu]
+    # Every GPU node group shares the one AZ (and placement group): rather one that offers each
+    # phase's own type as well.
+    offering_all = [z for z in offering if all(z.name in names for names in cloud.zones_offering_phase_gpu.values())]
     if gpu.availability_zone is not None:
         wanted = next((z for z in offering if gpu.availability_zone in (z.name, z.zone_id)), None)
         if wanted is None:
@@ -928,10 +1074,16 @@ def plan_availability_zones(az_count: int, gpu: GpuNodeSettings, cloud: CloudFac
                               f"{gpu.instance_type} is not offered there")
         gpu_zone = wanted
     elif offering:
-        gpu_zone = offering[0]
+        gpu_zone = (offering_all or offering)[0]
     else:
         raise ConfigError("gpuNodeType", gpu.instance_type, "a GPU type offered in some AZ of " + region,
                           f"no AZ of {region} offers it")
+    for key, names in cloud.zones_offering_phase_gpu.items():
+        if gpu_zone.name not in names:
+            name = cloud.phase_gpu_instances[key].name
+            elsewhere = ", ".join(str(z) for z in zones if z.name in names) or f"no AZ of {region}"
+            raise ConfigError(key, name, f"a GPU type offered in {gpu_zone}, the GPU AZ",
+                              f"{name} is offered in {elsewhere}; all GPU nodes share one AZ and placement group (EFA)")
     if az_count > len(zones):
         raise ConfigError("azCount", az_count, f"at most {len(zones)} ({region} has {', '.join(map(str, zones))})")
     others = sorted((z for z in zones if z != gpu_zone),

@@ -69,8 +69,8 @@ class WorkerResources:
         return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def worker_resources(instance: InstanceType, model_bytes: int | None) -> WorkerResources:
-    """Size the one worker pod that runs on each GPU node of `instance`.
+def worker_resources(instance: InstanceType, model_bytes: int | None, key: str = "gpuNodeType") -> WorkerResources:
+    """Size the one worker pod that runs on each GPU node of `instance` (the type stack key `key` names).
 
     CPU: the node's vCPUs less `NODE_RESERVED_CPUS`; refused if fewer than
     `MIN_FREE_CPUS_BEYOND_PLACEMENT_GROUPS` stay free beside the engines' placement groups.
@@ -85,13 +85,13 @@ def worker_resources(instance: InstanceType, model_bytes: int | None) -> WorkerR
     `model_bytes` None (a model we have no facts for) skips the memory floor.
     """
     if not instance.has_gpu:
-        raise ConfigError("gpuNodeType", instance.name, "a GPU instance type", "Ray workers run the vLLM engines")
+        raise ConfigError(key, instance.name, "a GPU instance type", "Ray workers run the vLLM engines")
     cpus = instance.vcpus - NODE_RESERVED_CPUS
     placement_group_cpus = instance.gpus * PLACEMENT_GROUP_CPUS_PER_GPU
     if cpus - placement_group_cpus < MIN_FREE_CPUS_BEYOND_PLACEMENT_GROUPS:
         needed = placement_group_cpus + MIN_FREE_CPUS_BEYOND_PLACEMENT_GROUPS + NODE_RESERVED_CPUS
         raise ConfigError(
-            "gpuNodeType", instance.name, f"a type with at least {needed} vCPUs",
+            key, instance.name, f"a type with at least {needed} vCPUs",
             f"{instance.vcpus} vCPUs leave {cpus - placement_group_cpus} beside {instance.gpus} engine placement "
             f"group CPU(s); Ray Serve LLM initialization hangs without spare CPUs (ray#59764)")
 
@@ -103,7 +103,7 @@ def worker_resources(instance: InstanceType, model_bytes: int | None) -> WorkerR
     needed_gib = 2 * checkpoint_gib + WORKER_RUNTIME_MEMORY_GIB + shm_gib
     if memory_gib < needed_gib:
         raise ConfigError(
-            "gpuNodeType", instance.name, f"a type whose worker pod gets at least {needed_gib} GiB",
+            key, instance.name, f"a type whose worker pod gets at least {needed_gib} GiB",
             f"the {checkpoint_gib} GiB checkpoint needs 2 × {checkpoint_gib} GiB (page cache + load) + "
             f"{WORKER_RUNTIME_MEMORY_GIB} GiB runtime + {shm_gib} GiB /dev/shm; a {instance.memory_gib} GiB node "
             f"leaves the pod {memory_gib} GiB")

@@ -36,9 +36,16 @@ from components.inference import GcsStoreConnection, InferenceService, Inference
 from components.model_access import ModelReadAccess, ModelReadAccessArgs
 from components.network import Network, NetworkArgs
 from components.node_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
-from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, SystemNodeGroup, SystemNodeGroupArgs
+from components.node_groups import (
+    GpuFabric,
+    GpuNodeGroup,
+    GpuNodeGroupArgs,
+    SystemNodeGroup,
+    SystemNodeGroupArgs,
+    gpu_node_group_resource_name,
+)
 from components.observability import Observability, ObservabilityArgs
-from components.settings import AvailabilityZonePlan, StackSettings
+from components.settings import AvailabilityZonePlan, GpuNodeGroupSpec, StackSettings
 from components.storage import BlockStorage, BlockStorageArgs
 
 # OpenAI-compatible API after `kubectl port-forward` to the serve Service (a ClusterIP Service:
@@ -79,7 +86,8 @@ class InferenceStack:
     network: Network
     cluster: Cluster
     system_nodes: SystemNodeGroup
-    gpu_nodes: GpuNodeGroup
+    gpu_nodes: GpuNodeGroup  # gpuNodeType's group
+    phase_gpu_nodes: tuple[GpuNodeGroup, ...]  # a phase's own group, when prefill/decodeGpuNodeType sets one
     coredns: CoreDns
     device_plugins: GpuDevicePlugins
     kuberay: KubeRayOperator
@@ -89,7 +97,7 @@ class InferenceStack:
     storage: BlockStorage
     observability: Observability
     gcs_store: GcsStore | None
-    node_autoscaler: ClusterAutoscaler | None  # only when the GPU node group can grow
+    node_autoscaler: ClusterAutoscaler | None  # only when a GPU node group can grow
 
     @property
     def outputs(self) -> dict[str, Any]:
@@ -138,26 +146,36 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         settings.system_nodes, cluster, network,
         # The Ray head runs on these nodes: only they may reach the GCS store.
         extra_security_group_ids=(gcs_store.client_security_group.id,) if gcs_store else ()))
-    gpu_nodes = GpuNodeGroup("gpu-nodes", GpuNodeGroupArgs(
-        settings.gpu_nodes, settings.cluster.name, cluster, network, availability_zone=zones.gpu_zone.name,
-        instance=settings.serving.gpu_instance))
+    shared_spec, *phase_specs = settings.serving.node_groups
+
+    def gpu_node_group(spec: GpuNodeGroupSpec, fabric: GpuFabric | None) -> GpuNodeGroup:
+        return GpuNodeGroup(gpu_node_group_resource_name(spec.own_phase), GpuNodeGroupArgs(
+            spec, settings.gpu_nodes.disk_gib, settings.cluster.name, cluster, network,
+            availability_zone=zones.gpu_zone.name, fabric=fabric))
+
+    gpu_nodes = gpu_node_group(shared_spec, None)
+    # A phase's own group: same AZ, same placement group and EFA security group as gpuNodeType's.
+    phase_gpu_nodes = tuple(gpu_node_group(spec, gpu_nodes.fabric) for spec in phase_specs)
+    all_gpu_nodes = [gpu_nodes, *phase_gpu_nodes]
     coredns = CoreDns("coredns", CoreDnsArgs(cluster), opts=pulumi.ResourceOptions(depends_on=[system_nodes]))
 
     charts = settings.charts
     device_plugins = GpuDevicePlugins(
         "gpu-device-plugins",
         GpuDevicePluginsArgs(cluster.provider, charts.nvidia_device_plugin, charts.efa_device_plugin),
-        opts=pulumi.ResourceOptions(depends_on=[gpu_nodes]),
+        opts=pulumi.ResourceOptions(depends_on=all_gpu_nodes),
     )
     node_autoscaler = None
-    if settings.gpu_nodes.autoscaled:
+    autoscaled = [group for group in all_gpu_nodes if group.autoscaled]
+    if autoscaled:
         node_autoscaler = ClusterAutoscaler(
             "cluster-autoscaler",
             ClusterAutoscalerArgs(
                 cluster=cluster, cluster_name=settings.cluster.name, region=settings.region,
                 kubernetes_version=settings.cluster.kubernetes_version,
-                node_group_name=gpu_nodes.node_group_name, chart_version=charts.cluster_autoscaler),
-            opts=pulumi.ResourceOptions(depends_on=[system_nodes, gpu_nodes]),
+                node_group_names=tuple(group.node_group_name for group in autoscaled),
+                chart_version=charts.cluster_autoscaler),
+            opts=pulumi.ResourceOptions(depends_on=[system_nodes, *autoscaled]),
         )
     kuberay = KubeRayOperator(
         "kuberay", KubeRayOperatorArgs(cluster.provider, charts.kuberay),
@@ -167,7 +185,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
     # RayService's pods land there.
     image_prepull = RayImagePrePull(
         "ray-image-prepull", RayImagePrePullArgs(cluster.provider, settings.serving.image),
-        opts=pulumi.ResourceOptions(depends_on=[gpu_nodes]),
+        opts=pulumi.ResourceOptions(depends_on=all_gpu_nodes),
     )
     mirror = settings.serving.app.config.model.s3_mirror
     model_access = None if mirror is None else ModelReadAccess(
@@ -181,7 +199,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
             provider=cluster.provider, serving=settings.serving, hf_token=hf_token,
             model_reader_role_arn=model_access.role_arn if model_access else None,
             gcs_store=GcsStoreConnection(gcs_store.address, gcs_store.auth_token) if gcs_store else None),
-        opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, image_prepull, gpu_nodes]),
+        opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, image_prepull, *all_gpu_nodes]),
     )
     storage = BlockStorage("block-storage", BlockStorageArgs(cluster),
                            opts=pulumi.ResourceOptions(depends_on=[system_nodes]))
@@ -189,12 +207,13 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         "observability",
         ObservabilityArgs(provider=cluster.provider, observability=settings.observability, serving=settings.serving,
                           charts=charts, storage_class=storage.storage_class_name,
-                          gpu_nodes=(gpu_nodes, device_plugins)),
+                          gpu_nodes=(*all_gpu_nodes, device_plugins)),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes, storage]),
     )
     return InferenceStack(
         settings=settings, zones=zones, network=network, cluster=cluster, system_nodes=system_nodes,
-        gpu_nodes=gpu_nodes, coredns=coredns, device_plugins=device_plugins, kuberay=kuberay,
+        gpu_nodes=gpu_nodes, phase_gpu_nodes=phase_gpu_nodes, coredns=coredns, device_plugins=device_plugins,
+        kuberay=kuberay,
         image_prepull=image_prepull, model_access=model_access, inference=inference,
         storage=storage, observability=observability,
         gcs_store=gcs_store,

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from components.cold_start import ColdStart, cold_start
+from components.node_groups import gpu_node_group_resource_name
 from facts.durations import CreateDuration
 from facts.fault_tolerance import HEAD_RESTART, HeadRestart
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hourly_cost
@@ -415,9 +416,23 @@ def protections(resources: Iterable) -> dict:
     protected = sorted(((r.type, r.name) for r in resources if r.protect),
                        key=lambda t: (t[1], t[0]))
     return {"protected": [{"type": t, "name": n} for t, n in protected], "eks_clusters": clusters}
-def scaling_bounds(run) -> dict[str, Any] | None:
+def node_group_costs(at_min: CostInputs, at_max: CostInputs) -> dict[str, dict[str, float | None]]:
+    """Each node group's own hourly cost (its instances and root volumes) at its min and max size,
+    by its resource name; None where its type has no price."""
+    def alone(inputs: CostInputs, group: NodeGroupCost) -> float | None:
+        return hourly_cost(CostInputs(region=inputs.region, node_groups=[group], nat_gateways=0,
+                                      eks_clusters=0)).per_hour
+
+    maxima = {group.name: group for group in at_max.node_groups}
+    return {group.name: {"min": alone(at_min, group), "max": alone(at_max, maxima[group.name])}
+            for group in at_min.node_groups}
+
+
+def scaling_bounds(run, costs: dict[str, dict[str, float | None]]) -> dict[str, Any] | None:
     """Both ends of what the stack may scale: replicas and worker pods per phase, GPU nodes, and
-    whether a node autoscaler runs. None when the program built no serving stack."""
+    whether a node autoscaler runs; with a phase's own GPU node group, each group with its phases
+    and its cost per hour at both ends (`costs`: node_group_costs). None when the program built no
+    serving stack."""
     stack = run.program.get("stack")
     if stack is None:
         return None
@@ -430,9 +445,18 @@ def scaling_bounds(run) -> dict[str, Any] | None:
                          "worker_pods": {"min": nodes.min_nodes, "max": nodes.max_nodes},
                          "autoscaling": replicas.autoscaling}
     gpu = settings.gpu_nodes
-    return {"phases": phases,
-            "gpu_nodes": {"min": gpu.count, "max": gpu.most, "instance_type": gpu.instance_type},
-            "node_autoscaler": "cluster-autoscaler" if gpu.autoscaled else None}
+    groups = settings.serving.node_groups
+    bounds: dict[str, Any] = {
+        "phases": phases,
+        "gpu_nodes": {"min": gpu.count, "max": gpu.most, "instance_type": gpu.instance_type},
+        "node_autoscaler": "cluster-autoscaler" if any(group.autoscaled for group in groups) else None}
+    if len(groups) > 1:
+        bounds["gpu_node_groups"] = [
+            {"name": name, "phases": list(group.phases), "instance_type": group.instance.name,
+             "min": group.count, "max": group.most,
+             "cost_per_hour": {end: None if v is None else round(v, 4) for end, v in costs[name].items()}}
+            for group in groups for name in [gpu_node_group_resource_name(group.own_phase)]]
+    return bounds
 
 
 @dataclass(frozen=True)
@@ -505,6 +529,8 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
     secret = set(getattr(run, "secret_outputs", ()) or ())
     outputs = {k: (SECRET_MASK if k in secret else canonical(v)) for k, v in sorted(run.outputs.items())}
     offline = OfflineValues(run.invented)
+    at_min = cost_inputs(resources, region or "unknown")
+    at_max = cost_inputs(resources, region or "unknown", size="maxSize")
     return Plan(
         stack=stack,
         region=region,
@@ -513,9 +539,9 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         tree=resource_tree(resources, offline),
         capacity=reports,
         capacity_note=capacity_note,
-        cost=hourly_cost(cost_inputs(resources, region or "unknown")),
-        cost_at_max=hourly_cost(cost_inputs(resources, region or "unknown", size="maxSize")),
-        scaling=scaling_bounds(run),
+        cost=hourly_cost(at_min),
+        cost_at_max=hourly_cost(at_max),
+        scaling=scaling_bounds(run, node_group_costs(at_min, at_max)),
         critical_path=critical_path(resources, overrides),
         outputs=outputs,
         protections=protections(resources),

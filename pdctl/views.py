@@ -92,6 +92,10 @@ def _render_protections(console: Console, protections: dict) -> None:
                           highlight=False, markup=False)
 
 
+def _per_hour(cost: dict[str, float | None]) -> str:
+    return " → ".join("n/a (unpriced lines)" if cost[end] is None else f"${cost[end]:.2f}" for end in ("min", "max"))
+
+
 def render_plan(console: Console, plan) -> None:
     total = sum(plan.counts.values())
     _rule(console, f"[bold]plan: stack {plan.stack}[/] ({plan.region or 'region unknown'}, {total} resources)")
@@ -130,12 +134,12 @@ def render_plan(console: Console, plan) -> None:
             fixed = "" if bounds["autoscaling"] else " (fixed)"
             table.add_row(phase, f"{bounds['replicas']['min']} → {bounds['replicas']['max']}{fixed}",
                           f"{bounds['worker_pods']['min']} → {bounds['worker_pods']['max']}")
-        nodes = scaling["gpu_nodes"]
-        table.add_row(f"GPU nodes ({nodes['instance_type']})", "", f"{nodes['min']} → {nodes['max']}"
-                      + (f" by {scaling['node_autoscaler']}" if scaling["node_autoscaler"] else " (fixed)"))
-        cost = scaling["cost_per_hour"]
-        table.add_row("[bold]cost per hour[/]", "", " → ".join(
-            "n/a (unpriced lines)" if cost[end] is None else f"${cost[end]:.2f}" for end in ("min", "max")))
+        # With a phase's own GPU node group: one row per group, with its phases and its own cost.
+        for nodes in scaling.get("gpu_node_groups") or [scaling["gpu_nodes"]]:
+            held = f": {' + '.join(nodes['phases'])}, {_per_hour(nodes['cost_per_hour'])}" if "phases" in nodes else ""
+            table.add_row(f"GPU nodes ({nodes['instance_type']}{held})", "", f"{nodes['min']} → {nodes['max']}"
+                          + (f" by {scaling['node_autoscaler']}" if nodes["max"] > nodes["min"] else " (fixed)"))
+        table.add_row("[bold]cost per hour[/]", "", _per_hour(scaling["cost_per_hour"]))
         console.print(table)
 
     cost = plan.cost

@@ -146,7 +146,10 @@ def capacity_report(
     tensor_parallel_size: int = 1,
     pipeline_parallel_size: int = 1,
     kv_cache_dtype: str = "auto",
+    network_bytes_per_second: float | None = None,
 ) -> CapacityReport:
+    """`network_bytes_per_second`: what the KV transfer runs at (default: `instance`'s network; when
+    prefill and decode run on different types, the slower of the two)."""
     serving_dtype = model.checkpoint_dtype if dtype == "auto" else dtype
     dtype_bytes = DTYPE_BYTES[serving_dtype]
     gpus = tensor_parallel_size * pipeline_parallel_size
@@ -160,7 +163,7 @@ def capacity_report(
     per_sequence_state = state_bytes_per_sequence(model, dtype_bytes)
     per_sequence = max_model_len * per_token + per_sequence_state
     budget = max(kv_budget, 0)
-    network = instance.network_bytes_per_second
+    network = instance.network_bytes_per_second if network_bytes_per_second is None else network_bytes_per_second
     return CapacityReport(
         model=model.hf_id,
         model_facts_source=model.source,

@@ -42,16 +42,57 @@ LLM_CONFIG_KEYS = (
 ACCEPT_UCX_ON_EFA_KEY = ServeAppSettings.key("accept_ucx_on_efa")
 
 
-# The stack keys of the GPU node group's bounds (components/settings.py GpuNodeSettings reads them):
-# named in refusals, not read here.
-GPU_NODE_COUNT_KEY = "gpuNodeCount"
-GPU_NODE_MAX_COUNT_KEY = "gpuNodeMaxCount"
+@dataclass(frozen=True)
+class NodeGroupKeys:
+    """The stack keys that set one GPU node group's type and bounds (components/settings.py reads
+    them): named in refusals, not read here."""
+
+    instance_type: str = "gpuNodeType"
+    count: str = "gpuNodeCount"
+    max_count: str = "gpuNodeMaxCount"
+
+
+SHARED_NODE_GROUP_KEYS = NodeGroupKeys()
+
+
+def phase_node_group_keys(phase: Phase) -> NodeGroupKeys:
+    """The keys of the GPU node group a phase may have of its own (prefillGpuNodeType, ...)."""
+    return NodeGroupKeys(f"{phase}GpuNodeType", f"{phase}GpuNodeCount", f"{phase}GpuNodeMaxCount")
+
+
+@dataclass(frozen=True)
+class NodeGroupTarget:
+    """One GPU node group: `node_count` nodes of `instance`, growing to `node_max_count` (None:
+    fixed) under the node autoscaler; `efa`: whether its nodes carry EFA interfaces."""
+
+    instance: InstanceType
+    node_count: int
+    efa: bool
+    node_max_count: int | None = None
+    own_phase: Phase | None = None  # the phase whose own group this is; None: gpuNodeType's, shared
+
+    @property
+    def keys(self) -> NodeGroupKeys:
+        return phase_node_group_keys(self.own_phase) if self.own_phase else SHARED_NODE_GROUP_KEYS
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.instance.gpus
+
+    @property
+    def max_nodes(self) -> int:
+        return self.node_max_count or self.node_count
+
+    @property
+    def most_nodes_key(self) -> str:
+        return self.keys.max_count if self.node_max_count else self.keys.count
 
 
 @dataclass(frozen=True)
 class DeploymentTarget:
     """The GPU node group the app will run on: `gpu_node_count` nodes, growing to
-    `gpu_node_max_count` (None: fixed) under the node autoscaler."""
+    `gpu_node_max_count` (None: fixed) under the node autoscaler; a phase named in
+    `phase_node_groups` runs on a group of its own instead (same AZ and placement group)."""
 
     gpu_instance: InstanceType
     gpu_node_count: int
@@ -62,14 +103,22 @@ class DeploymentTarget:
     ray_version: str | None = None
     vllm_version: str | None = None
     gpu_node_max_count: int | None = None
+    phase_node_groups: Mapping[str, NodeGroupTarget] = field(default_factory=dict)
 
     @property
-    def gpus_per_node(self) -> int:
-        return self.gpu_instance.gpus
+    def shared_node_group(self) -> NodeGroupTarget:
+        return NodeGroupTarget(self.gpu_instance, self.gpu_node_count, self.efa, self.gpu_node_max_count)
 
-    @property
-    def max_nodes(self) -> int:
-        return self.gpu_node_max_count or self.gpu_node_count
+    def node_group(self, phase: Phase) -> NodeGroupTarget:
+        """The node group `phase`'s worker pods run on."""
+        return self.phase_node_groups.get(phase) or self.shared_node_group
+
+    def node_groups(self) -> tuple[tuple[NodeGroupTarget, tuple[Phase, ...]], ...]:
+        """Each node group with the phases it holds: the shared one (unless no phase is left on it),
+        then each phase's own."""
+        shared = tuple(phase for phase in PHASES if phase not in self.phase_node_groups)
+        own = tuple((self.phase_node_groups[phase], (phase,)) for phase in PHASES if phase in self.phase_node_groups)
+        return ((self.shared_node_group, shared), *own) if shared else own
 
 
 @dataclass(frozen=True)
@@ -178,46 +227,61 @@ def _check_engine_ids(app: PDAppConfig) -> None:
 
 
 def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) -> dict[str, PhaseNodes]:
-    """Each replica fits one node; both phases' worker groups fit the node group at their fewest
-    replicas (else the minimum is never reached) and at their most (else a scale-up stays Pending)."""
+    """Each replica fits one node of its phase's group; each group holds its phases' worker groups at
+    their fewest replicas (else the minimum is never reached) and at their most (else a scale-up
+    stays Pending)."""
     for phase in PHASES:
-        engine = app.engine_for(phase)
-        if engine.gpus_per_replica > target.gpus_per_node:
-            field_name = ("tensor_parallel_size" if engine.tensor_parallel_size > target.gpus_per_node
-                          else "pipeline_parallel_size")
+        engine, group = app.engine_for(phase), target.node_group(phase)
+        if engine.gpus_per_replica <= group.gpus_per_node:
+            continue
+        if phase in target.phase_node_groups:  # the type was picked for this phase: it is what to change
             raise ConfigError(
-                engine_setting(app, phase, field_name), getattr(engine, field_name),
-                f"tensorParallelSize × pipelineParallelSize ≤ {target.gpus_per_node} "
-                f"(GPUs per {target.gpu_instance.name} node)",
-                f"one {phase} replica needs {engine.gpus_per_replica} GPUs on one node")
-    nodes: dict[str, PhaseNodes] = {phase: phase_nodes(app, phase, target.gpus_per_node) for phase in PHASES}
-    most_nodes_key = GPU_NODE_MAX_COUNT_KEY if target.gpu_node_max_count else GPU_NODE_COUNT_KEY
-    node_group = f"{target.max_nodes} × {target.gpu_instance.name} ({most_nodes_key})"
+                group.keys.instance_type, group.instance.name,
+                f"a type with at least {engine.gpus_per_replica} GPUs per node",
+                f"one {phase} replica needs {engine.gpus_per_replica} GPUs (tensorParallelSize × "
+                f"pipelineParallelSize) on one node; {group.instance.name} has {group.gpus_per_node}")
+        field_name = ("tensor_parallel_size" if engine.tensor_parallel_size > group.gpus_per_node
+                      else "pipeline_parallel_size")
+        raise ConfigError(
+            engine_setting(app, phase, field_name), getattr(engine, field_name),
+            f"tensorParallelSize × pipelineParallelSize ≤ {group.gpus_per_node} "
+            f"(GPUs per {group.instance.name} node)",
+            f"one {phase} replica needs {engine.gpus_per_replica} GPUs on one node")
+    nodes: dict[str, PhaseNodes] = {
+        phase: phase_nodes(app, phase, target.node_group(phase).gpus_per_node) for phase in PHASES}
+    for group, phases in target.node_groups():
+        _check_node_group_bounds(app, nodes, group, phases)
+    return nodes
+
+
+def _check_node_group_bounds(app: PDAppConfig, nodes: Mapping[str, PhaseNodes], group: NodeGroupTarget,
+                             phases: tuple[Phase, ...]) -> None:
+    most_nodes_key = group.most_nodes_key
+    node_group = f"{group.max_nodes} × {group.instance.name} ({most_nodes_key})"
     # Name the phase that takes the most nodes (decode on a tie): that is the setting to lower.
-    by_weight: tuple[Phase, Phase] = ("decode", "prefill")
-    at_min = sum(n.min_nodes for n in nodes.values())
-    if at_min > target.max_nodes:
+    by_weight = tuple(phase for phase in ("decode", "prefill") if phase in phases)
+    at_min = sum(nodes[p].min_nodes for p in phases)
+    if at_min > group.max_nodes:
         busiest = max(by_weight, key=lambda p: nodes[p].min_nodes)
         raise ConfigError(
             ServeAppSettings.key(f"{busiest}_replicas"), app.phase(busiest).replicas.min_replicas,
             f"minimum replicas whose worker pods fit {node_group}",
-            f"the node group cannot reach the minimum: {_breakdown(app, nodes, 'min')} = {at_min} nodes; "
+            f"the node group cannot reach the minimum: {_breakdown(app, nodes, phases, 'min')} = {at_min} nodes; "
             f"lower the replicas or raise {most_nodes_key}")
-    at_max = sum(n.max_nodes for n in nodes.values())
-    if at_max > target.max_nodes:
+    at_max = sum(nodes[p].max_nodes for p in phases)
+    if at_max > group.max_nodes:
         busiest = max(by_weight, key=lambda p: nodes[p].max_nodes)
         replicas = app.phase(busiest).replicas
         key = ServeAppSettings.key(f"{busiest}_max_replicas" if replicas.autoscaling else f"{busiest}_replicas")
         raise ConfigError(
             key, replicas.most, f"replicas whose worker pods fit {node_group}",
-            f"{_breakdown(app, nodes, 'max')} = {at_max} nodes at most replicas; lower the replicas or raise "
-            f"{most_nodes_key}")
-    return nodes
+            f"{_breakdown(app, nodes, phases, 'max')} = {at_max} nodes at most replicas; lower the replicas or "
+            f"raise {most_nodes_key}")
 
 
-def _breakdown(app: PDAppConfig, nodes: Mapping[str, PhaseNodes], end: str) -> str:
+def _breakdown(app: PDAppConfig, nodes: Mapping[str, PhaseNodes], phases: tuple[Phase, ...], end: str) -> str:
     parts = []
-    for phase in PHASES:
+    for phase in phases:
         replicas = app.phase(phase).replicas
         count = replicas.min_replicas if end == "min" else replicas.most
         gpus = app.engine_for(phase).gpus_per_replica
@@ -227,10 +291,25 @@ def _breakdown(app: PDAppConfig, nodes: Mapping[str, PhaseNodes], end: str) -> s
 
 def _check_accelerator(app: PDAppConfig, target: DeploymentTarget) -> None:
     wanted = app.accelerator_type
-    if wanted is not None and wanted != target.gpu_instance.gpu_model:
-        raise ConfigError("accelerator_type", wanted,
-                          f"{target.gpu_instance.gpu_model} (the GPU of {target.gpu_instance.name}) or unset",
-                          "Ray would wait forever for a node with that accelerator")
+    for phase in PHASES:
+        instance = target.node_group(phase).instance
+        if wanted is not None and wanted != instance.gpu_model:
+            raise ConfigError("accelerator_type", wanted, f"{instance.gpu_model} (the GPU of {instance.name}) or unset",
+                              "Ray would wait forever for a node with that accelerator")
+
+
+def _check_kv_transfer(app: PDAppConfig, target: DeploymentTarget) -> None:
+    """The KV transfer crosses from prefill's nodes to decode's: both have EFA or neither (the
+    backend is one for both), and it runs at the slower end's rate."""
+    groups = {phase: target.node_group(phase) for phase in PHASES}
+    if len({group.efa for group in groups.values()}) > 1:
+        phase = next(p for p in PHASES if p in target.phase_node_groups)
+        group = groups[phase]
+        raise ConfigError(group.keys.instance_type, group.instance.name,
+                          f"a type that {'supports' if target.efa else 'lacks'} EFA like {target.gpu_instance.name}",
+                          "prefill and decode move the KV cache over one NIXL backend, EFA on both ends or on neither")
+    check_kv_backends(app.kv_transfer.backends, efa=target.efa, accept_ucx_on_efa=target.accept_ucx_on_efa,
+                      network_gbps=min(group.instance.network_gbps for group in groups.values()))
 
 
 def _check_image_supports_the_render(app: PDAppConfig, target: DeploymentTarget) -> tuple[str, ...]:
@@ -288,8 +367,10 @@ def _kv_cache_dtype(app: PDAppConfig, phase: Phase) -> str:
 def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget,
                    model: ModelArchitecture) -> CapacityReport:
     engine = app.engine_for(phase)
+    # The KV leaves prefill's node and enters decode's: the slower network of the two bounds it.
+    network = min(target.node_group(p).instance.network_bytes_per_second for p in PHASES)
     return capacity_report(
-        model, target.gpu_instance,
+        model, target.node_group(phase).instance, network_bytes_per_second=network,
         dtype=engine.dtype, max_model_len=engine.max_model_len,
         gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
         tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
@@ -309,6 +390,16 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArch
                               f"≤ {model.max_position_embeddings} ({model.hf_id} max_position_embeddings)",
                               "vLLM refuses a longer max_model_len")
         report = phase_capacity(app, phase, target, model)
+        if phase in target.phase_node_groups and report.max_concurrent_sequences < 1:
+            # The type was picked for this phase: a replica it cannot hold is the type's to change.
+            keys = target.phase_node_groups[phase].keys
+            raise ConfigError(
+                keys.instance_type, report.instance_type,
+                f"a type whose {report.gpus_per_replica} GPU(s) per {phase} replica hold the weights and one "
+                f"{engine.max_model_len}-token sequence of KV cache",
+                f"{phase}: {report.usable_bytes / 2**20:,.0f} MiB usable per {report.gpu_model} GPU leave a KV budget "
+                f"of {report.kv_budget_bytes / 2**20:,.0f} MiB; one sequence needs "
+                f"{report.transfer_bytes_per_max_prompt / 2**20:,.0f} MiB")
         if not report.weights_fit:
             # A 32-bit dtype doubles a 16-bit checkpoint: then the user's dtype is what to change.
             if engine.dtype in FULL_PRECISION_DTYPES:
@@ -347,10 +438,10 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
     check_pd_serving_args(checked.pd_serving_args)
     _check_kv_roles(app)
     _check_engine_ids(app)
-    check_kv_backends(app.kv_transfer.backends, efa=target.efa, accept_ucx_on_efa=target.accept_ucx_on_efa,
-                      network_gbps=target.gpu_instance.network_gbps)
-    if not target.gpu_instance.has_gpu:
-        raise ConfigError("gpuNodeType", target.gpu_instance.name, "a GPU instance type")
+    _check_kv_transfer(app, target)
+    for group, _ in target.node_groups():
+        if not group.instance.has_gpu:
+            raise ConfigError(group.keys.instance_type, group.instance.name, "a GPU instance type")
     _check_accelerator(app, target)
     nodes = _check_parallelism_and_replicas(app, target)
     notes = (*_check_image_supports_the_render(app, target), *check_engine_kwargs(app, target.vllm_version))

@@ -128,26 +128,34 @@ def dcgm_exporter_values() -> dict[str, Any]:
     }
 
 
-def cluster_autoscaler_values(*, cluster_name: str, region: str, kubernetes_version: str, node_group_name: str,
-                              service_account: str, role_arn: Any) -> dict[str, Any]:
+def _auto_discovery_tags(cluster_name: str, node_group_name: str) -> list[str]:
+    return ["k8s.io/cluster-autoscaler/enabled", f"k8s.io/cluster-autoscaler/{cluster_name}",
+            f"eks:nodegroup-name={node_group_name}"]
+
+
+def cluster_autoscaler_values(*, cluster_name: str, region: str, kubernetes_version: str,
+                              node_group_names: tuple[str, ...], service_account: str, role_arn: Any) -> dict[str, Any]:
     """Values for the `cluster-autoscaler` chart (keys as in its values.yaml at 9.59.0).
 
-    It discovers only the GPU node group's Auto Scaling group: EKS tags a managed node group's ASG
-    with the cluster-autoscaler tags and eks:nodegroup-name, and `asg:tag=` takes key=value pairs
-    (cluster-autoscaler/cloudprovider/aws/README.md, "Auto-discovery setup"). Its image is the
-    release for the cluster's Kubernetes minor version. `role_arn` may be a Pulumi output.
+    It discovers only the Auto Scaling groups of `node_group_names`: EKS tags a managed node group's
+    ASG with the cluster-autoscaler tags and eks:nodegroup-name, and `asg:tag=` takes key=value pairs
+    that must all match (cluster-autoscaler/cloudprovider/aws/README.md, "Auto-discovery setup"). So
+    each group is one discovery spec: the first is the chart's autoDiscovery.tags, a further one a
+    repeated --node-group-auto-discovery flag (extraArgs ignores a key's text after its first `_`,
+    the chart's way to repeat a flag). Its image is the release for the cluster's Kubernetes minor
+    version. `role_arn` may be a Pulumi output.
     """
+    first, *more = node_group_names
+    further = {f"node-group-auto-discovery_{index}": "asg:tag=" + ",".join(_auto_discovery_tags(cluster_name, name))
+               for index, name in enumerate(more, start=2)}
     return {
         "cloudProvider": "aws",
         "awsRegion": region,
         "autoDiscovery": {
             "clusterName": cluster_name,
-            "tags": [
-                "k8s.io/cluster-autoscaler/enabled",
-                f"k8s.io/cluster-autoscaler/{cluster_name}",
-                f"eks:nodegroup-name={node_group_name}",
-            ],
+            "tags": _auto_discovery_tags(cluster_name, first),
         },
+        **({"extraArgs": further} if further else {}),
         "image": {
             "repository": CLUSTER_AUTOSCALER_IMAGE,
             "tag": CLUSTER_AUTOSCALER_RELEASE_FOR_KUBERNETES[kubernetes_version],

@@ -19,9 +19,9 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.scheduling import GPU_NODE_SELECTOR, GPU_TOLERATION, SYSTEM_NODE_SELECTOR
+from components.scheduling import GPU_TOLERATION, PHASE_LABEL, SYSTEM_NODE_SELECTOR
 from components.settings import INITIALIZING_TIMEOUT_ANNOTATION, ServingSettings
-from components.sizing import GIB
+from components.sizing import GIB, WorkerResources
 from facts.images import RAY_AUTOSCALER_V2_ON_KUBERAY, version_tuple
 from facts.metrics import RAY_METRICS_EXPORT_PORT, RAY_METRICS_PORT_NAME
 from serve_app.config import PHASES, Phase
@@ -34,7 +34,7 @@ HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"
 WORKER_GROUP_NAMES: dict[str, str] = {"prefill": "prefill-workers", "decode": "decode-workers"}
 # On each worker pod: which phase it serves (for kubectl, dashboards and the lab).
-PHASE_POD_LABEL = "eks-pd-llm/phase"
+PHASE_POD_LABEL = PHASE_LABEL
 # The Cluster Autoscaler never removes a node that runs a pod with this annotation
 # (cluster-autoscaler/FAQ.md, "What types of pods can prevent CA from removing a node?"): a GPU node
 # goes only once the Ray autoscaler has removed its idle worker pod, never under a serving replica.
@@ -258,12 +258,12 @@ def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None,
     }
 
 
-def _compile_cache_env(serving: ServingSettings) -> list[dict[str, Any]]:
+def _compile_cache_env(worker: WorkerResources) -> list[dict[str, Any]]:
     # One engine per node (one GPU): vLLM's compile cache on the node, so a restarted engine skips
     # torch.compile. Several engines on one node start, and compile, at once in this one pod, and
     # engines compiling at once must not share vLLM's cache directory (the H200 lab,
     # lab/results/2026-12-01-h200-knobs-report.md): there the cache is off.
-    if serving.worker.gpus == 1:
+    if worker.gpus == 1:
         return [{"name": "VLLM_CACHE_ROOT", "value": NODE_VLLM_CACHE_ROOT}]
     return [{"name": "VLLM_DISABLE_COMPILE_CACHE", "value": "1"}]
 
@@ -314,7 +314,9 @@ def _autoscaler_options(serving: ServingSettings) -> dict[str, Any]:
 
 
 def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input[str] | None) -> dict[str, Any]:
-    sizing = serving.worker
+    # The phase's pods are sized for, and pinned to, the node group they run on (its own, if it has one).
+    node_group = serving.node_group(phase)
+    sizing = node_group.worker
     nodes = serving.app.nodes[phase]
     env: list[dict[str, Any]] = [
         # The image sets it too; stating it keeps libfabric on EFA if the image changes.
@@ -322,7 +324,7 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
         # vLLM/NIXL advertise this address to the peer engine; the pod IP is the one EFA can reach.
         {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "HF_HOME", "value": NODE_HF_HOME},
-        *_compile_cache_env(serving),
+        *_compile_cache_env(sizing),
     ]
     if serving.hybrid_model:
         env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"})
@@ -357,7 +359,7 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
         # instance-store array that containerd and the kubelet share (disk pressure, evictions).
         # Hugging Face's cache is keyed by revision and resumes partial files, which keeps the first
         # risk small; the array is sized from the instance facts (components/node_storage.py).
-        {"name": "node-cache", "hostPath": {"path": serving.storage.cache_root, "type": "DirectoryOrCreate"}},
+        {"name": "node-cache", "hostPath": {"path": node_group.storage.cache_root, "type": "DirectoryOrCreate"}},
         *_hf_token_volumes(hf_token_ref(serving)),
         *_model_reader_volumes(role_arn),
     ]
@@ -383,7 +385,7 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
                 "labels": {**ray_pod_labels(serving.name), PHASE_POD_LABEL: phase},
                 "annotations": {SAFE_TO_EVICT_ANNOTATION: "false"},
             },
-            "spec": _pod_spec(GPU_NODE_SELECTOR, container, volumes, [dict(GPU_TOLERATION)],
+            "spec": _pod_spec(node_group.labels, container, volumes, [dict(GPU_TOLERATION)],
                               service_account=MODEL_READER_SERVICE_ACCOUNT if role_arn is not None else None,
                               init_containers=[_node_cache_init_container(serving)]),
         },

@@ -68,6 +68,12 @@ ALTERNATIVES = {
     "gpuNodeMaxCount": "5",
     "gpuAvailabilityZone": "us-west-2c",
     "gpuDiskGiB": "500",
+    "prefillGpuNodeType": "g6.12xlarge",
+    "prefillGpuNodeCount": "2",
+    "prefillGpuNodeMaxCount": "3",
+    "decodeGpuNodeType": "g6.16xlarge",
+    "decodeGpuNodeCount": "2",
+    "decodeGpuNodeMaxCount": "3",
     "kuberayChartVersion": "1.6.1",
     "nvidiaDevicePluginChartVersion": "0.19.3",
     "efaDevicePluginChartVersion": "v0.5.29",
@@ -130,6 +136,10 @@ COMPANIONS = {
     "prefillMaxReplicas": {"gpuNodeCount": "4"},
     "decodeMaxReplicas": {"gpuNodeCount": "4"},
     "acceptUcxOnEfaKvTransferIs100xSlower": {"kvBackends": '["UCX"]'},
+    "prefillGpuNodeCount": {"prefillGpuNodeType": "g6.8xlarge"},
+    "prefillGpuNodeMaxCount": {"prefillGpuNodeType": "g6.8xlarge"},
+    "decodeGpuNodeCount": {"decodeGpuNodeType": "g6.8xlarge"},
+    "decodeGpuNodeMaxCount": {"decodeGpuNodeType": "g6.8xlarge"},
 }
 
 

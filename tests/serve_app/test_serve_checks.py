@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -13,6 +14,7 @@ from serve_app.checks import (
     LLM_CONFIG_KEYS,
     PD_SERVING_ARGS_KEYS,
     DeploymentTarget,
+    NodeGroupTarget,
     check_app,
     check_pd_serving_args,
 )
@@ -299,3 +301,42 @@ def test_an_image_whose_vllm_is_unknown_gets_a_note_not_a_refusal():
     assert any("not checked against the image's vLLM" in note for note in result.notes)
     dlc = check_app(PDAppConfig(), DeploymentTarget(G6_8X, 2, efa=True, ray_version="2.58.0", vllm_version="0.26.0"))
     assert dlc.notes == ()
+
+
+# ── A phase on a node group of its own (prefillGpuNodeType / decodeGpuNodeType) ────────────────────
+
+def own_group(instance: InstanceType, nodes: int = 1, *, phase: str = "prefill") -> DeploymentTarget:
+    """Decode on the reference's g6.8xlarge group of 1 node, `phase` on `nodes` × `instance`."""
+    return DeploymentTarget(G6_8X, 1, efa=True, phase_node_groups={
+        phase: NodeGroupTarget(instance, nodes, instance.efa_capable, own_phase=phase)})
+
+
+def test_each_phase_is_sized_on_its_own_groups_type():
+    checked = check_app(PDAppConfig(), own_group(recorded("p5.48xlarge")))
+    assert (checked.capacity["prefill"].instance_type, checked.capacity["decode"].instance_type) == (
+        "p5.48xlarge", "g6.8xlarge")
+    # H100's 81,559 MiB against L4's 22,888 MiB: far more KV room on prefill's replica.
+    assert checked.capacity["prefill"].kv_tokens > 10 * checked.capacity["decode"].kv_tokens
+    # 3,200 Gbps on one end, 25 on the other: the transfer runs at the slower end's rate.
+    assert {r.network_bytes_per_second for r in checked.capacity.values()} == {G6_8X.network_bytes_per_second}
+    assert checked.nodes["prefill"].replicas_per_node == 8
+
+
+def test_a_phase_type_whose_gpus_cannot_hold_the_weights_is_named():
+    small = dataclasses.replace(G6_8X, name="g9.small", gpu_memory_mib_usable=16_384)
+    error = refused(PDAppConfig(), own_group(small))
+    assert error.setting == "prefillGpuNodeType" and error.value == "g9.small"
+    assert "hold the weights" in str(error)
+
+
+def test_a_phase_type_without_efa_is_refused_for_the_kv_transfer():
+    no_efa = dataclasses.replace(G6_8X, name="g9.noefa", efa_interfaces=0)
+    error = refused(PDAppConfig(), own_group(no_efa, phase="decode"))
+    assert error.setting == "decodeGpuNodeType" and "EFA on both ends" in str(error)
+
+
+def test_a_phase_group_too_small_for_its_replicas_names_its_bound():
+    app = from_stack(prefillReplicas="2")
+    error = refused(app, own_group(G6_8X))
+    assert error.setting == "prefillReplicas" and "raise prefillGpuNodeCount" in str(error)
+    assert check_app(app, own_group(G6_8X, nodes=2)).nodes["prefill"].min_nodes == 2
