@@ -12,6 +12,10 @@
   faults      kill replicas, engine processes and the Serve controller under load (lab/faults.py)
   soak        a long steady load, memory sampled (lab/soak.py)
   bad-requests  the requests clients get wrong, a burst, then a normal one (lab/bad_requests.py)
+  scaling     decode scaled 1 → 2 → 1 by the stack's autoscaling config under a load ramp (lab/scaling.py)
+
+`--set KEY=VALUE` (render, resilience, faults, soak, bad-requests, scaling; repeatable) sets a serving
+stack key over Pulumi.<stack>.yaml, validated like the stack file (lab/stack.py).
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ import sys
 from pathlib import Path
 
 from lab.faults import FAULTS
+from lab.scaling import Ramp
 from serve_app.errors import ConfigError
 
 MODEL_KINDS = ("tiny", "llama3-8b-shape")
+SET_HELP = "set a serving stack key over the stack file, e.g. decodeMaxReplicas=2 (repeatable)"
 VARIANTS_HELP = ("variant matrix: a JSON list (or a file holding one) of {name, modes, engine_kwargs, "
                  "experimental_configs, env, direct_streaming}; each variant gets its own apps (see "
                  "lab/variants.py). Default: the stack's render as is")
@@ -60,11 +66,13 @@ def _lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list
     return out
 
 
-def _render_args(stack: str | None) -> tuple[dict, str]:
+def _render_args(stack: str | None, overrides: list[str] | None = None) -> tuple[dict, str]:
     if stack:
-        from lab.stack import rendered_pd_serving_args
+        from lab.stack import parse_overrides, rendered_pd_serving_args
 
-        return rendered_pd_serving_args(stack)
+        return rendered_pd_serving_args(stack, overrides=parse_overrides(overrides or []))
+    if overrides:
+        raise ConfigError("--set", overrides[0], "a stack to set it on (--stack NAME)")
     from serve_app.config import PDAppConfig
     from serve_app.render import pd_serving_args
 
@@ -76,7 +84,7 @@ def cmd_render(args) -> int:
     from lab.runner import LabModel, lab_apps
     from lab.variants import parse_variants
 
-    rendered, source = _render_args(args.stack)
+    rendered, source = _render_args(args.stack, args.set)
     model = LabModel(key="model", path=args.model_path, dummy_weights=False, compare_outputs=False,
                      prompt_token_range=(4, 100))
     apps = lab_apps(rendered, [model], gpus=args.gpus, kv_cache_memory_bytes=None if args.gpus > 1 else 4 * GiB,
@@ -189,7 +197,7 @@ def cmd_bench_compare(args) -> int:
 
 
 def cmd_resilience(args) -> int:
-    from lab import bench_compare, faults, resilience
+    from lab import bench_compare, faults, resilience, scaling
 
     kinds = [args.command] if args.command != "resilience" else [k for k in args.runs.split(",") if k]
     if not kinds or set(kinds) - set(resilience.KINDS):
@@ -197,13 +205,18 @@ def cmd_resilience(args) -> int:
     names = tuple(f for f in args.faults.split(",") if f)
     if not names or set(names) - set(faults.FAULTS):
         raise ConfigError("--faults", args.faults, f"a comma-separated subset of {', '.join(faults.FAULTS)}")
-    rendered, source = _render_args(args.stack)
+    rendered, source = _render_args(args.stack, args.set)
+    ramp = scaling.Ramp(low_concurrency=args.low_concurrency, high_concurrency=args.high_concurrency,
+                        low_s=args.low_s, up_timeout_s=args.up_timeout_s, hold_s=args.hold_s,
+                        down_timeout_s=args.down_timeout_s, seed=args.seed)
+    if "scaling" in kinds:  # before the models are written and Ray starts
+        scaling.check_ramp(ramp, rendered["decode_config"])
     [model] = _lab_models(["tiny"], Path(args.model_dir), args.seed, [])
     options = resilience.RunOptions(
         fault_names=names,
         load=faults.LoadSpec(concurrency=args.concurrency, long_prompt_tokens=args.long_prompt_tokens, seed=args.seed),
         times=faults.FaultTimes(recover_s=args.recover_s), duration_s=args.duration_s,
-        sample_every_s=args.sample_every_s,
+        sample_every_s=args.sample_every_s, ramp=ramp,
         side_by_side=bench_compare.SideBySide(base_url="", model="", tokenizer="", requests=args.bench_requests,
                                               concurrency=args.bench_concurrency, seed=args.seed))
     documents = resilience.run_resilience(kinds, rendered_args=rendered, source=source, model=model,
@@ -236,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--model-path", default="/tmp/lab-models/tiny")
     render.add_argument("--gpus", type=int, default=1, help="1: shared GPU; 2: a whole GPU per engine")
     render.add_argument("--variants", default="", help=VARIANTS_HELP)
+    render.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     render.set_defaults(func=cmd_render)
 
     make = sub.add_parser("make-model", help="write a generated model directory")
@@ -300,12 +314,15 @@ def main(argv: list[str] | None = None) -> int:
     for kind, text in (("resilience", "several of the runs below, in order, on one deployment (--runs)"),
                        ("faults", "kill replicas, engine processes and the Serve controller under a steady load"),
                        ("soak", "a long steady mixed load; failed requests and memory over time"),
-                       ("bad-requests", "bad requests, a burst and a normal request against the PD app")):
+                       ("bad-requests", "bad requests, a burst and a normal request against the PD app"),
+                       ("scaling", "decode 1 → 2 → 1 replicas by the stack's autoscaling config under a load ramp")):
         resilience = sub.add_parser(kind, help=text)
         if kind == "resilience":
             resilience.add_argument("--runs", default="bench-compare,bad-requests,faults,soak",
-                                    help="comma-separated, in order: bench-compare, bad-requests, faults, soak")
+                                    help="comma-separated, in order: bench-compare, bad-requests, faults, soak, "
+                                         "scaling (needs --set decodeMaxReplicas=2)")
         resilience.add_argument("--stack", default="dev")
+        resilience.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
         resilience.add_argument("--out", default=".lab/out", help="results folder (.lab/ is git-ignored)")
         resilience.add_argument("--model-dir", default="/tmp/lab-models")
         resilience.add_argument("--seed", type=int, default=0)
@@ -317,6 +334,18 @@ def main(argv: list[str] | None = None) -> int:
         resilience.add_argument("--sample-every-s", type=float, default=5.0, help="soak: memory sampling interval")
         resilience.add_argument("--bench-requests", type=int, default=64, help="bench-compare: timed requests per tool")
         resilience.add_argument("--bench-concurrency", type=int, default=8, help="bench-compare: requests in flight")
+        ramp = Ramp()
+        resilience.add_argument("--low-concurrency", type=int, default=ramp.low_concurrency,
+                                help="scaling: clients before the step and after the drop (≤ the decode target)")
+        resilience.add_argument("--high-concurrency", type=int, default=ramp.high_concurrency,
+                                help="scaling: clients from the step to the drop (> the decode target)")
+        resilience.add_argument("--low-s", type=float, default=ramp.low_s, help="scaling: low load before the step")
+        resilience.add_argument("--up-timeout-s", type=float, default=ramp.up_timeout_s,
+                                help="scaling: longest wait from the step for the 2nd decode replica to serve")
+        resilience.add_argument("--hold-s", type=float, default=ramp.hold_s,
+                                help="scaling: high load kept after the new replica served")
+        resilience.add_argument("--down-timeout-s", type=float, default=ramp.down_timeout_s,
+                                help="scaling: longest wait from the drop for decode to be back at 1 replica")
         resilience.add_argument("--ready-timeout-s", type=float, default=420)
         resilience.set_defaults(func=cmd_resilience)
 

@@ -122,12 +122,14 @@ def serve_details() -> dict[str, Any] | None:
         return None
 
 
-def observe(app: str) -> recovery.Observation:
+def observe(app: str, controller: bool = True) -> recovery.Observation:
+    """Serve now: RUNNING replicas per deployment and (with `controller`, a state API call) the
+    controller's pid."""
     details = serve_details()
     running: dict[str, frozenset[str]] = {}
     controller_pid = None
     if details is not None:
-        controller_pid = _controller_pid()
+        controller_pid = _controller_pid() if controller else None
         deployments = details.get("applications", {}).get(app, {}).get("deployments", {})
         for name, deployment in deployments.items():
             running[name] = frozenset(r["replica_id"] for r in deployment.get("replicas", [])

@@ -13,7 +13,14 @@ host with one GPU, a handful of settings cannot stay as rendered, and nothing el
 | engine_kwargs.seed                                        | fixed seed                     | reproducible runs |
 | engine_kwargs.load_format                                 | "dummy" (shaped models only)   | random weights of a real shape, no 16 GB checkpoint |
 | runtime_env.env_vars.VLLM_DP_MASTER_PORT / VLLM_NIXL_SIDE_CHANNEL_PORT | distinct per engine | engines on one host otherwise race for the same torch.distributed / NIXL port |
+| experimental_configs.NIXL_SIDE_CHANNEL_PORT_BASE (instead of the NIXL env var, when the phase may run several replicas) | the engine's NIXL window | Ray Serve LLM adds each replica's rank: a 2nd replica of the phase gets the next port |
 | accelerator_type (only if rendered)                       | removed                        | the lab GPU is not the cloud's GPU type |
+
+A phase that may run several replicas (`replicas` > 1: autoscaling up to that many, or a fixed count)
+has one LLMConfig for all of them, so one environment: a fixed NIXL port there would be bound twice
+on one host. Its replicas share VLLM_DP_MASTER_PORT: vLLM scans from it for a free port, and a
+replica Serve adds later finds the first one's port taken and moves on (only engines starting at
+the same moment race).
 
 With one engine per GPU (`engines_on_gpu=1`, the two-GPU lab: prefill and decode on separate GPUs),
 the bundle is a whole GPU, the rendered `gpu_memory_utilization` stays, and `kv_cache_memory_bytes=None`
@@ -46,6 +53,9 @@ WHOLE_CARD_MEMORY_UTILIZATION = 0.90
 DP_MASTER_PORT_BASE = 30000
 NIXL_SIDE_CHANNEL_PORT_BASE = 21000
 PORT_STRIDE = 100
+# Ray Serve LLM's key for a phase's first NIXL port (engines/vllm/kv_transfer/nixl.py, Ray 2.58 and 2.60):
+# replica r listens on base + r × GPUs per replica.
+NIXL_PORT_BASE_KEY = "NIXL_SIDE_CHANNEL_PORT_BASE"
 
 KV_BACKENDS_PATH = "engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends"
 
@@ -56,6 +66,7 @@ class LabOverlay:
 
     engine_slot: 0..engines_on_host-1, distinct per engine on the host (picks its port windows).
     engines_on_host: engines on the whole host (several GPUs); defaults to engines_on_gpu.
+    replicas: the most replicas this LLMConfig runs at once (its deployment's max); they share the slot.
     kv_cache_memory_bytes: None leaves the KV cache size to vLLM's memory profiling (whole GPU only).
     """
 
@@ -67,8 +78,11 @@ class LabOverlay:
     dummy_weights: bool = False
     kv_backends: tuple[str, ...] = LAB_KV_BACKENDS
     engines_on_host: int | None = None
+    replicas: int = 1
 
     def __post_init__(self) -> None:
+        if not 1 <= self.replicas <= PORT_STRIDE:
+            raise ConfigError("replicas", self.replicas, f"1..{PORT_STRIDE} (one port window per engine slot)")
         if self.engines_on_gpu < 1:
             raise ConfigError("engines_on_gpu", self.engines_on_gpu, "at least 1")
         if self.host_engines < self.engines_on_gpu:
@@ -140,7 +154,9 @@ def overlay_values(config: Mapping[str, Any], overlay: LabOverlay) -> dict[str, 
     if overlay.dummy_weights:
         values["engine_kwargs.load_format"] = "dummy"
     values["runtime_env.env_vars.VLLM_DP_MASTER_PORT"] = str(overlay.dp_master_port)
-    if _has_kv_transfer(config):
+    if _has_kv_transfer(config) and overlay.replicas > 1:
+        values[f"experimental_configs.{NIXL_PORT_BASE_KEY}"] = overlay.nixl_side_channel_port
+    elif _has_kv_transfer(config):
         values["runtime_env.env_vars.VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(overlay.nixl_side_channel_port)
     if "accelerator_type" in config:
         values["accelerator_type"] = None

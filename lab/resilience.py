@@ -9,7 +9,9 @@ writes `<kind>-result.json` after every step, and shuts down:
 - `bench-compare`: `lab.bench_compare` — `pdctl bench` beside `vllm bench serve` on the PD app;
 - `bad-requests`: `lab.bad_requests` — the list, a burst, a normal request, no replica restart;
 - `faults`: `lab.faults` — each fault in turn under a steady mixed load;
-- `soak`: the steady load for `duration_s`, the serving processes' and GPUs' memory sampled.
+- `soak`: the steady load for `duration_s`, the serving processes' and GPUs' memory sampled;
+- `scaling`: `lab.scaling` — a load ramp under the stack's rendered autoscaling config: decode
+  from 1 to 2 replicas and back, prefill watched, requests counted through both.
 
 One deployment for several kinds saves its start-up (minutes on a GPU host) per kind; a kind that
 runs after `faults` meets replicas that were restarted, as a production endpoint would.
@@ -30,16 +32,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab import bad_requests, bench_compare, faults, runner, soak
+from lab import bad_requests, bench_compare, faults, runner, scaling, soak
 from lab.overlay import GiB
+from lab.recovery import Observation
 from measure.latency import summarize
 
-KINDS = ("bench-compare", "bad-requests", "faults", "soak")
+KINDS = ("bench-compare", "bad-requests", "faults", "soak", "scaling")
 RESULT_SCHEMA = "lab-resilience-result/1"
 BURST_SIZE = 256
 FAKE_ENGINE_CPUS = 8
 DEFAULT_LOAD = faults.LoadSpec()
 DEFAULT_TIMES = faults.FaultTimes()
+DEFAULT_RAMP = scaling.Ramp()
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class RunOptions:
     warmup_s: float = 60.0
     burst_size: int = BURST_SIZE
     side_by_side: bench_compare.SideBySide | None = None  # bench-compare's workload (base_url/model filled in)
+    ramp: scaling.Ramp = DEFAULT_RAMP
 
 
 def _apps(rendered_args: dict[str, Any], model: runner.LabModel, fake_engines: bool) -> list[runner.LabApp]:
@@ -83,7 +88,7 @@ def _ray_init(fake_engines: bool, env: dict[str, str]) -> None:
         from lab.fake_engine import env as fake_env
 
         runtime_env = {"env_vars": {**fake_env(), "PYTHONPATH": os.getcwd()}}
-    # Fake engines on a small CPU machine: logical CPUs for the five replicas (they hardly compute).
+    # Fake engines on a small CPU machine: logical CPUs for the replicas (they hardly compute).
     ray.init(_metrics_export_port=runner.METRICS_PORT, log_to_driver=False, runtime_env=runtime_env,
              resources=runner.phase_resources(),
              **({"num_gpus": 0, "num_cpus": FAKE_ENGINE_CPUS} if fake_engines else {}))
@@ -154,6 +159,115 @@ def _faults(pd: runner.LabApp, colocated: runner.LabApp, model: runner.LabModel,
     data["verdict"]["passed"] = data["verdict"]["passed"] and not any("error" in f for f in data["faults"])
 
 
+def _first_served(app: str, deployment: str, replicas: Sequence[str], wall_offset: float) -> tuple[str, float] | None:
+    """(replica, time on the lab's clock) of the earliest successful call in the Serve logs of
+    `replicas` (Serve's replica details name each one's log file); None: none served yet."""
+    listed = (faults.serve_details() or {}).get("applications", {}).get(app, {}).get("deployments", {})
+    files = {r["replica_id"]: r.get("log_file_path") for r in listed.get(deployment, {}).get("replicas", [])}
+    found = []
+    for replica in replicas:
+        path = runner.ray_log_dir() / (files.get(replica) or "").lstrip("/")
+        if files.get(replica) and path.is_file():
+            found += [(at - wall_offset, replica) for at in scaling.served_ok_times(path.read_text(errors="replace"))]
+    return (min(found)[1], min(found)[0]) if found else None
+
+
+def _decisions(app: str, deployment: str, wall_offset: float) -> list[dict[str, Any]]:
+    """The Serve controller's scaling decisions for `deployment` (its logs), times on the lab's clock."""
+    found = []
+    for log in sorted((runner.ray_log_dir() / "serve").glob("controller_*.log")):
+        found += scaling.decisions(log.read_text(errors="replace"), app, deployment)
+    return sorted(({**d, "at": d["at"] - wall_offset} for d in found), key=lambda d: d["at"])
+
+
+def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, data: dict[str, Any],
+             log: Callable[[str], None]) -> None:
+    ramp, names = options.ramp, faults.deployment_names(pd.args)
+    decode = names["decode"]
+    autoscaling = scaling.check_ramp(ramp, pd.args["decode_config"])
+    wall_offset = time.time() - time.perf_counter()  # Serve's log and decision times → the lab's clock
+    observations: list[Observation] = []
+
+    def watch(seconds: float, done: Callable[[], bool] = lambda: False) -> bool:
+        """Observe Serve every sample_every_s for `seconds` or until `done()`."""
+        end = time.perf_counter() + seconds
+        while True:
+            observations.append(faults.observe(pd.name, controller=False))
+            if done():
+                return True
+            if time.perf_counter() >= end:
+                return False
+            time.sleep(ramp.sample_every_s)
+
+    def load(concurrency: int, seed: int) -> faults.SteadyLoad:
+        spec = faults.LoadSpec(concurrency=concurrency, short_prompt_tokens=ramp.prompt_tokens,
+                               long_prompt_tokens=ramp.prompt_tokens, output_tokens=ramp.output_tokens, seed=seed)
+        return faults.SteadyLoad(pd.base_url, pd.model_id, spec, model.prompt_token_range).start()
+
+    origin = time.perf_counter()
+    low = load(ramp.low_concurrency, ramp.seed)
+    watch(ramp.low_s)
+    step = time.perf_counter()
+    log(f"scaling: load step {ramp.low_concurrency} → {ramp.high_concurrency} clients")
+    high = load(ramp.high_concurrency - ramp.low_concurrency, ramp.seed + 1)
+    served: list[tuple[str, float]] = []
+
+    def scaled_up_and_served() -> bool:
+        if scaling.first_at(observations, step, decode, scaling.SCALED_TO, at_least=True) is None:
+            return False
+        first = _first_served(pd.name, decode, scaling.new_replicas(observations, step, decode), wall_offset)
+        served[:] = [first] if first else []
+        return bool(served)
+
+    watch(ramp.up_timeout_s, scaled_up_and_served)
+    scaled_up_at = scaling.first_at(observations, step, decode, scaling.SCALED_TO, at_least=True)
+    log(f"scaling: decode {scaling.SCALED_TO} RUNNING after {scaling.after(step, scaled_up_at)} s, new replica "
+        f"served after {scaling.after(step, served[0][1] if served else None)} s")
+    watch(ramp.hold_s)
+    drop = time.perf_counter()
+    high.stop()  # its clients finish the requests they are in
+    log(f"scaling: load drop to {ramp.low_concurrency} client(s)")
+    if scaled_up_at is not None:
+        watch(ramp.down_timeout_s, lambda: scaling.first_at(observations, drop, decode, 1, at_least=False) is not None)
+    scaled_down_at = scaling.first_at(observations, drop, decode, 1, at_least=False) if scaled_up_at else None
+    log(f"scaling: decode back to 1 RUNNING after {scaling.after(drop, scaled_down_at)} s")
+    watch(ramp.after_s)
+    end = time.perf_counter()
+    samples = low.stop() + high.snapshot()
+    decisions = _decisions(pd.name, decode, wall_offset)
+    counts = scaling.replica_counts(observations, names)
+    requests = scaling.requests_by_phase(samples, {"low": (origin, step), "high": (step, drop),
+                                                   "scale_down": (drop, end)})
+    served_at = served[0][1] if served else None
+    up, down = scaling.first_decision(decisions, step, up=True), scaling.first_decision(decisions, drop, up=False)
+    data["scaling"] = {
+        "ramp": asdict(ramp),
+        "autoscaling_config": {"decode": autoscaling, "prefill": pd.args["prefill_config"]["deployment_config"]},
+        "deployments": names,
+        "marks_s": {"step": scaling.after(origin, step), "drop": scaling.after(origin, drop),
+                    "end": scaling.after(origin, end)},
+        "scale_up": {
+            "serve_decision_after_s": scaling.after(step, (up or {}).get("at")),
+            "ongoing_requests_at_decision": (up or {}).get("ongoing_requests"),
+            "second_replica_running_after_s": scaling.after(step, scaled_up_at),
+            "new_replica": served[0][0] if served else None,
+            "new_replica_first_request_ok_after_s": scaling.after(step, served_at),
+        },
+        "scale_down": {
+            "serve_decision_after_s": scaling.after(drop, (down or {}).get("at")),
+            "ongoing_requests_at_decision": (down or {}).get("ongoing_requests"),
+            "back_to_one_running_after_s": scaling.after(drop, scaled_down_at),
+        },
+        "serving_judged_by": "the new replica's first `CALL ... OK` line in its Serve log (Serve's access log)",
+        "replicas": counts,
+        "timeline": scaling.timeline(observations, names, origin),
+        "requests": requests,
+        "serve_decisions": [{**d, "at": scaling.after(origin, d["at"])} for d in decisions],
+    }
+    data["verdict"] = scaling.verdict(counts, scaled_up_at=scaled_up_at, new_replica_served_at=served_at,
+                                      scaled_down_at=scaled_down_at, requests=requests)
+
+
 def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], source: str, model: runner.LabModel,
                    out_dir: Path, fake_engines: bool = False, options: RunOptions = RunOptions(),
                    ready_timeout_s: float = 420) -> dict[str, dict[str, Any]]:
@@ -161,12 +275,14 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         raise ValueError(f"kinds {list(kinds)!r}: each one of {KINDS}")
+    if "scaling" in kinds:  # refused before Ray starts
+        scaling.check_ramp(options.ramp, rendered_args["decode_config"])
     started = time.perf_counter()
     # The colocated baseline only where greedy outputs are compared.
     apps = [a for a in _apps(rendered_args, model, fake_engines) if "faults" in kinds or a.mode == "pd"]
     pd = next(a for a in apps if a.mode == "pd")
     colocated = next((a for a in apps if a.mode == "colocated"), None)
-    env = runner.lab_environment([model])
+    env = runner.lab_environment([model], per_app=runner.engines_per_app(rendered_args))
     common = {
         "schema": RESULT_SCHEMA,
         "engines": "fake (lab/fake_engine.py): CPU rehearsal, no GPU result" if fake_engines else "vLLM",
@@ -205,6 +321,8 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
                     _bad_requests(pd, options, data)
                 elif kind == "soak":
                     _soak(pd, model, options, data, started)
+                elif kind == "scaling":
+                    _scaling(pd, model, options, data, log)
                 else:
                     assert colocated is not None
                     _faults(pd, colocated, model, options, data, results.save, log)

@@ -28,9 +28,11 @@ import platform
 import re
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from lab import bench_compare, compare, evidence, workload
@@ -162,15 +164,37 @@ def _variants(variants: tuple[Variant, ...]) -> tuple[Variant, ...]:
     return variants or (STACK,)
 
 
-def engines_on_host(models: list[LabModel], variants: tuple[Variant, ...] = ()) -> int:
-    """Prefill + decode per PD app and one engine per colocated app, for every model and variant."""
-    per_model = sum(2 * ("pd" in v.modes) + ("colocated" in v.modes) for v in _variants(variants))
+def most_replicas(llm_config: dict[str, Any]) -> int:
+    """The most replicas one rendered LLMConfig runs at once: its autoscaling max, else its fixed count."""
+    deployment = llm_config.get("deployment_config", {})
+    autoscaling = deployment.get("autoscaling_config")
+    return int(autoscaling["max_replicas"]) if autoscaling else int(deployment.get("num_replicas", 1))
+
+
+# Engines per app without autoscaling: prefill + decode; one colocated engine.
+ENGINES_PER_APP: Mapping[str, int] = MappingProxyType({"pd": 2, "colocated": 1})
+
+
+def engines_per_app(rendered_args: dict[str, Any]) -> dict[str, int]:
+    """Engines each kind of app may run at once: a PD app prefill's and decode's most replicas, the
+    colocated baseline (made from decode's config) decode's."""
+    decode = most_replicas(rendered_args["decode_config"])
+    return {"pd": most_replicas(rendered_args["prefill_config"]) + decode, "colocated": decode}
+
+
+def engines_on_host(models: list[LabModel], variants: tuple[Variant, ...] = (),
+                    per_app: Mapping[str, int] = ENGINES_PER_APP) -> int:
+    """Every replica each app may run, for every model and variant: a replica Serve's autoscaling
+    adds later needs its share of the GPU too."""
+    per_model = sum(per_app["pd"] * ("pd" in v.modes) + per_app["colocated"] * ("colocated" in v.modes)
+                    for v in _variants(variants))
     return per_model * len(models)
 
 
-def engines_on_gpu(models: list[LabModel], gpus: int = 1, variants: tuple[Variant, ...] = ()) -> int:
+def engines_on_gpu(models: list[LabModel], gpus: int = 1, variants: tuple[Variant, ...] = (),
+                   per_app: Mapping[str, int] = ENGINES_PER_APP) -> int:
     """One GPU: every engine shares it. Several: a whole GPU per engine (apps run in stages)."""
-    return engines_on_host(models, variants) if gpus == 1 else 1
+    return engines_on_host(models, variants, per_app) if gpus == 1 else 1
 
 
 def _check_gpus(gpus: int) -> None:
@@ -189,15 +213,19 @@ def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
     keys are set before the overlay (which they may not touch).
     """
     _check_gpus(gpus)
-    per_gpu, per_host = engines_on_gpu(models, gpus, variants), engines_on_host(models, variants)
+    per_app = engines_per_app(rendered_args)
+    if gpus > 1 and per_app != ENGINES_PER_APP:
+        raise ConfigError("gpus", gpus, "1 when a phase may run more than one replica",
+                          "the staged multi-GPU lab gives a PD app exactly two GPUs")
+    per_gpu, per_host = engines_on_gpu(models, gpus, variants, per_app), engines_on_host(models, variants, per_app)
     apps: list[LabApp] = []
     slot = 0
 
-    def overlay_for(model: LabModel) -> LabOverlay:
+    def overlay_for(model: LabModel, replicas: int = 1) -> LabOverlay:
         nonlocal slot
         overlay = LabOverlay(model_path=model.path, engines_on_gpu=per_gpu, engine_slot=slot,
                              kv_cache_memory_bytes=kv_cache_memory_bytes, seed=seed,
-                             dummy_weights=model.dummy_weights, engines_on_host=per_host)
+                             dummy_weights=model.dummy_weights, engines_on_host=per_host, replicas=replicas)
         slot += 1
         return overlay
 
@@ -210,7 +238,7 @@ def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
                 pd_args = copy.deepcopy(rendered_args)
                 overlays = {}
                 for role in ("prefill_config", "decode_config"):
-                    overlay = overlay_for(model)
+                    overlay = overlay_for(model, most_replicas(rendered_args[role]))
                     phase = apply_variant(rendered_args[role], variant)
                     overlays[role] = {**changed, **overlay_values(phase, overlay)}
                     pd_args[role] = apply_lab_overlay(phase, overlay)
@@ -218,7 +246,7 @@ def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
                                    overlays, variant))
             if "colocated" in variant.modes:
                 baseline = apply_variant(colocated_config(rendered_args["decode_config"]), variant)
-                overlay = overlay_for(model)
+                overlay = overlay_for(model, most_replicas(baseline))
                 colocated_args: dict[str, Any] = {"llm_configs": [apply_lab_overlay(baseline, overlay)]}
                 if "ingress_deployment_config" in rendered_args:
                     colocated_args["ingress_deployment_config"] = copy.deepcopy(
@@ -240,7 +268,8 @@ def cpus_wanted(apps: list[LabApp]) -> int:
                                                                            app.args["decode_config"]]
         for config in configs:
             bundle = config.get("placement_group_config", {}).get("bundle_per_worker", {})
-            total += int(bundle.get("CPU", 0)) + 1  # one GPU worker per engine in the lab (tp = pp = 1)
+            # One GPU worker per engine in the lab (tp = pp = 1), per replica the phase may run.
+            total += (int(bundle.get("CPU", 0)) + 1) * most_replicas(config)
         total += 1
     return total
 
@@ -265,10 +294,12 @@ def lab_stages(apps: list[LabApp], gpus: int = 1) -> list[list[LabApp]]:
     return pd_stages[:1] + colocated_stages + pd_stages[1:]
 
 
-def lab_environment(models: list[LabModel], gpus: int = 1, variants: tuple[Variant, ...] = ()) -> dict[str, str]:
+def lab_environment(models: list[LabModel], gpus: int = 1, variants: tuple[Variant, ...] = (),
+                    per_app: Mapping[str, int] = ENGINES_PER_APP) -> dict[str, str]:
     if gpus > 1:  # whole GPUs: Ray Serve LLM's own per-worker GPU share (1) is right
         return {**STATIC_ENV, **MULTI_GPU_ENV}
-    overlay = LabOverlay(model_path="", engines_on_gpu=engines_on_gpu(models, variants=variants), engine_slot=0)
+    overlay = LabOverlay(model_path="", engines_on_gpu=engines_on_gpu(models, variants=variants, per_app=per_app),
+                         engine_slot=0)
     return {**STATIC_ENV, "VLLM_RAY_PER_WORKER_GPUS": str(overlay.gpu_share)}
 
 
@@ -622,7 +653,8 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
     apps = [a for a in lab_apps(rendered_args, models, kv_cache_memory_bytes=kv_cache_memory_bytes, seed=spec.seed,
                                 gpus=gpus, variants=variants) if a.mode in modes]
     stages = lab_stages(apps, gpus)
-    env = lab_environment(models, gpus, variants)
+    per_app = engines_per_app(rendered_args)
+    env = lab_environment(models, gpus, variants, per_app)
     if spec.metrics_window_concurrency is not None:  # export often enough for a window of seconds
         env = {**env, "RAY_metrics_report_interval_ms": METRICS_REPORT_INTERVAL_MS}
     results = Results(out_dir / "lab-result.json", {
@@ -631,7 +663,8 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
         "host": {"gpu": _gpu(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "versions": _versions(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
-        "topology": {"gpus": gpus, "engines_on_gpu": engines_on_gpu(models, gpus, variants), "modes": list(modes),
+        "topology": {"gpus": gpus, "engines_on_gpu": engines_on_gpu(models, gpus, variants, per_app),
+                     "modes": list(modes),
                      "stages": [[a.name for a in stage] for stage in stages]},
         "environment": env,
         "models": {m.key: {"path": m.path, "dummy_weights": m.dummy_weights, "timed": m.timed, "card": m.card}
@@ -674,7 +707,7 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
                 _log(f"warning: stage {number} wants about {wanted} Ray CPUs, the host has {os.cpu_count()}: "
                      "an app's ingress may never be scheduled", started)
             _log(f"stage {number}/{len(stages)}: deploying {names} "
-                 f"({engines_on_gpu(models, gpus, variants)} engine(s) per GPU)", started)
+                 f"({engines_on_gpu(models, gpus, variants, per_app)} engine(s) per GPU)", started)
             stage_started = time.perf_counter()
             _deploy(stage)
             state = _wait_ready(stage, min(ready_timeout_s, time_left() - 60), started)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.overlay import NIXL_PORT_BASE_KEY
 from serve_app.errors import ConfigError
 
 DIRECT_STREAMING_ENV = "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"
@@ -43,6 +44,7 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 OVERLAY_ENGINE_KEYS = frozenset({"gpu_memory_utilization", "kv_cache_memory_bytes", "seed", "load_format",
                                  "kv_transfer_config", "tensor_parallel_size", "pipeline_parallel_size"})
 OVERLAY_ENV_KEYS = frozenset({"VLLM_DP_MASTER_PORT", "VLLM_NIXL_SIDE_CHANNEL_PORT"})
+OVERLAY_EXPERIMENTAL_KEYS = frozenset({NIXL_PORT_BASE_KEY})
 # Modules of Ray Serve LLM (2.58) that hold the import-time direct-streaming constant.
 DIRECT_STREAMING_MODULES = (
     "ray.llm._internal.serve.constants",
@@ -74,6 +76,10 @@ class Variant:
         if clash:
             raise ConfigError(f"variant {self.name!r} engine_kwargs", clash, "keys the lab overlay does not own",
                               "the overlay sets these for the single host")
+        experimental_clash = sorted(OVERLAY_EXPERIMENTAL_KEYS & set(self.experimental_configs))
+        if experimental_clash:
+            raise ConfigError(f"variant {self.name!r} experimental_configs", experimental_clash,
+                              "keys the lab overlay does not own", "ports are the overlay's")
         env_clash = sorted((OVERLAY_ENV_KEYS | {DIRECT_STREAMING_ENV}) & set(self.env))
         if env_clash:
             raise ConfigError(f"variant {self.name!r} env", env_clash, "keys the lab does not own",

@@ -1,0 +1,224 @@
+"""The scaling run's arithmetic (lab/scaling.py) on a recorded-shape timeline with known answers, the
+stack-key overrides it renders with (lab/stack.py), and what the lab overlay gives a phase that may
+run two replicas on one host (lab/overlay.py, lab/runner.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from lab import runner, scaling
+from lab.overlay import NIXL_PORT_BASE_KEY
+from lab.recovery import Observation
+from lab.stack import parse_overrides, rendered_pd_serving_args
+from measure.latency import RequestSample
+from serve_app.errors import ConfigError
+
+NAMES = {"prefill": "Prefill:m", "decode": "Decode:m"}
+STEP, DROP, END = 30.0, 150.0, 260.0
+SCALING_SETS = ["decodeMaxReplicas=2", "decodeUpscaleDelaySeconds=10", "decodeDownscaleDelaySeconds=30"]
+
+
+def seen(at: float, decode: set[str], prefill: set[str] | None = None) -> Observation:
+    return Observation(at=at, running={"Prefill:m": frozenset({"p1"} if prefill is None else prefill),
+                                       "Decode:m": frozenset(decode)}, controller_pid=None)
+
+
+# A ramp as the lab records it: one decode replica, the step at 30 s, a 2nd replica RUNNING at 112 s,
+# the drop at 150 s, back to one at 221 s; one observation in between could not reach Serve.
+OBSERVATIONS = [seen(0, {"d1"}), seen(29, {"d1"}), seen(31, {"d1"}), seen(111, {"d1"}),
+                Observation(at=111.5, running={}, controller_pid=None),
+                seen(112, {"d1", "d2"}), seen(149, {"d1", "d2"}), seen(151, {"d1", "d2"}), seen(221, {"d1"}),
+                seen(259, {"d1"})]
+
+
+def ok(start: float) -> RequestSample:
+    return RequestSample(start=start, end=start + 2, token_times=(start + 0.1,), output_tokens=8)
+
+
+def failed(start: float) -> RequestSample:
+    return RequestSample(start=start, end=start + 0.1, error="HTTP 503: no replica (Request ID: 0123456789abcdef01)")
+
+
+def test_the_times_from_the_step_and_the_drop():
+    up = scaling.first_at(OBSERVATIONS, STEP, "Decode:m", 2, at_least=True)
+    down = scaling.first_at(OBSERVATIONS, DROP, "Decode:m", 1, at_least=False)
+    assert (scaling.after(STEP, up), scaling.after(DROP, down)) == (82.0, 71.0)
+    # one replica before the step is not "back to one" after the drop
+    assert scaling.first_at(OBSERVATIONS[:4], DROP, "Decode:m", 1, at_least=False) is None
+
+
+def test_the_new_replica_is_the_one_that_was_not_running_before_the_step():
+    assert scaling.new_replicas(OBSERVATIONS, STEP, "Decode:m") == ["d2"]
+    # Serve replaced d1 by d3 during the ramp: both new ones, in the order they appeared
+    replaced = [*OBSERVATIONS[:3], seen(40, {"d3"}), seen(50, {"d3", "d2"})]
+    assert scaling.new_replicas(replaced, STEP, "Decode:m") == ["d3", "d2"]
+
+
+def test_replica_counts_and_timeline_leave_out_what_could_not_reach_serve():
+    counts = scaling.replica_counts(OBSERVATIONS, NAMES)
+    assert counts == {"prefill": {"min": 1, "max": 1}, "decode": {"min": 1, "max": 2}}
+    assert scaling.timeline(OBSERVATIONS, NAMES, 0.0) == [
+        {"t_s": 0.0, "prefill": 1, "decode": 1}, {"t_s": 112.0, "prefill": 1, "decode": 2},
+        {"t_s": 221.0, "prefill": 1, "decode": 1}]
+
+
+def test_requests_are_counted_by_the_part_of_the_ramp_they_started_in():
+    samples = [ok(5), ok(29.9), ok(30), failed(120), ok(149.9), ok(150), ok(200), failed(259.5)]
+    result = scaling.requests_by_phase(samples, {"low": (0, STEP), "high": (STEP, DROP), "scale_down": (DROP, END)})
+    assert {p: (r["succeeded"], r["failed"]) for p, r in result.items()} == {
+        "low": (2, 0), "high": (2, 1), "scale_down": (2, 1)}
+    assert result["high"]["errors"] == {"HTTP 503: no replica (Request ID: <id>)": 1}
+
+
+def test_served_times_are_the_replicas_ok_calls_from_its_serve_log():
+    first = time.mktime((2026, 12, 1, 10, 0, 1, 0, 0, -1))
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(first))
+    log = "\n".join([
+        f"INFO {stamp},100 Decode:m d2 -- Started replica.",
+        f"INFO {stamp},234 Decode:m d2 7f3a -- CALL chat ERROR 12.0ms",
+        f"INFO {stamp},812 Decode:m d2 7f3b -- CALL completions OK 812.3ms",
+        f"INFO {stamp},900 Decode:m d2 7f3c -- CALL completions OK 5.0ms ",
+    ])
+    assert scaling.served_ok_times(log) == pytest.approx([first + 0.812, first + 0.9])
+    assert scaling.served_ok_times("INFO nothing here\n") == []
+
+
+def test_serve_decisions_are_read_from_the_controllers_log_for_one_deployment():
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.mktime((2026, 12, 1, 10, 0, 0, 0, 0, -1))))
+    line = ("INFO {stamp},{ms} controller 10890 -- {verb}scaling Deployment(name='{name}', app='tiny-pd') from {a} "
+            "to {b} replicas. Current ongoing requests: {ongoing}, current running replicas: {a}.")
+    log = "\n".join([
+        f"INFO {stamp},000 controller 10890 -- Registering autoscaling state for deployment Deployment(name='Decode:m')",
+        line.format(stamp=stamp, ms="191", verb="Up", name="Decode:m", a=1, b=2, ongoing="3.25"),
+        line.format(stamp=stamp, ms="200", verb="Up", name="Prefill:m", a=1, b=2, ongoing="9.00"),
+        line.format(stamp=stamp, ms="529", verb="Down", name="Decode:m", a=2, b=1, ongoing="0.85"),
+    ])
+    found = scaling.decisions(log, "tiny-pd", "Decode:m")
+    assert [(d["from"], d["to"], d["ongoing_requests"]) for d in found] == [(1, 2, 3.25), (2, 1, 0.85)]
+    assert found[1]["at"] - found[0]["at"] == pytest.approx(0.338)
+    assert scaling.decisions(log, "other-app", "Decode:m") == []
+    up = scaling.first_decision(found, found[0]["at"], up=True)
+    down = scaling.first_decision(found, found[0]["at"], up=False)
+    assert (up, down) == (found[0], found[1])
+    assert scaling.first_decision(found, found[1]["at"] + 1, up=False) is None
+
+
+def requests(**failed: int) -> dict:
+    return {p: {"succeeded": 10, "failed": failed.get(p, 0), "errors": {}} for p in scaling.PHASES}
+
+
+def test_the_verdict_passes_only_for_1_to_2_to_1_with_prefill_at_1_and_no_failure():
+    counts = scaling.replica_counts(OBSERVATIONS, NAMES)
+    passing = {"scaled_up_at": 112.0, "new_replica_served_at": 113.5, "scaled_down_at": 221.0}
+    assert scaling.verdict(counts, **passing, requests=requests())["passed"]
+    assert not scaling.verdict(counts, **passing, requests=requests(scale_down=1))["checks"]["zero_failed_requests"]
+    never_down = scaling.verdict(counts, **{**passing, "scaled_down_at": None}, requests=requests())
+    assert never_down["checks"] == {**never_down["checks"], "decode_returned_to_1": False}
+    assert not never_down["passed"]
+    prefill_grew = [*OBSERVATIONS, seen(262, {"d1"}, {"p1", "p2"})]
+    checks = scaling.verdict(scaling.replica_counts(prefill_grew, NAMES), **passing, requests=requests())["checks"]
+    assert checks["prefill_stayed_at_1"] is False
+    unserved = scaling.verdict(counts, **{**passing, "new_replica_served_at": None}, requests=requests())
+    assert unserved["checks"]["new_decode_replica_served"] is False
+
+
+# ── the ramp against the rendered config ─────────────────────────────────────────────────────
+
+def test_the_ramp_needs_decode_autoscaling_from_1_and_loads_either_side_of_the_target():
+    scaled, _ = rendered_pd_serving_args("dev", overrides=parse_overrides(SCALING_SETS))
+    autoscaling = scaling.check_ramp(scaling.Ramp(), scaled["decode_config"])
+    assert autoscaling == {"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 2,
+                           "upscale_delay_s": 10, "downscale_delay_s": 30}
+    fixed, _ = rendered_pd_serving_args("dev")
+    with pytest.raises(ConfigError, match="decodeMaxReplicas: got 0"):
+        scaling.check_ramp(scaling.Ramp(), fixed["decode_config"])
+    with pytest.raises(ConfigError, match=r"--high-concurrency: got 2; allowed: more than decodeTargetOngoingRequests \(2\)"):
+        scaling.check_ramp(scaling.Ramp(high_concurrency=2), scaled["decode_config"])
+    with pytest.raises(ConfigError, match="--low-concurrency: got 3"):
+        scaling.check_ramp(scaling.Ramp(low_concurrency=3), scaled["decode_config"])
+    with pytest.raises(ConfigError, match="--hold-s: got -1"):
+        scaling.check_ramp(scaling.Ramp(hold_s=-1), scaled["decode_config"])
+
+
+# ── --set: serving keys over the stack file, validated like it ───────────────────────────────
+
+def test_overrides_render_the_stacks_autoscaling_config():
+    args, source = rendered_pd_serving_args("dev", overrides=parse_overrides(SCALING_SETS))
+    assert args["decode_config"]["deployment_config"]["autoscaling_config"]["max_replicas"] == 2
+    assert args["prefill_config"]["deployment_config"] == {"num_replicas": 1}
+    assert "with decodeMaxReplicas=2" in source
+
+
+@pytest.mark.parametrize(("pairs", "message"), [
+    (["decodeMaxReplica=2"], "decodeMaxReplica: got '2'.*did you mean decodeMaxReplicas"),
+    (["decodeMaxReplicas=two"], "decodeMaxReplicas: got 'two'; allowed: a whole number"),
+    (["decodeDownscaleDelaySeconds=4000"], "decodeDownscaleDelaySeconds: got '4000'; allowed: whole seconds from 0 to 3600"),
+    (["decodeReplicas=3", "decodeMaxReplicas=2"], "decodeMaxReplicas: got 2; allowed: 0 \\(fixed\\) or ≥ decodeReplicas"),
+    (["gpuNodeCount=3"], "--set: got 'gpuNodeCount=3'; allowed: a serving key"),
+    (["decodeMaxReplicas"], "--set: got 'decodeMaxReplicas'; allowed: KEY=VALUE"),
+    (["decodeMaxReplicas=2", "decodeMaxReplicas=3"], "--set: got 'decodeMaxReplicas=3'; allowed: each key once"),
+])
+def test_a_bad_override_is_one_config_error_naming_it(pairs, message):
+    with pytest.raises(ConfigError, match=message):
+        rendered_pd_serving_args("dev", overrides=parse_overrides(pairs))
+
+
+# ── one host, a phase that may run two replicas ──────────────────────────────────────────────
+
+def test_a_second_decode_replica_has_its_gpu_share_and_its_own_nixl_port():
+    scaled, _ = rendered_pd_serving_args("dev", overrides=parse_overrides(SCALING_SETS))
+    model = runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
+    apps = runner.lab_apps(scaled, [model])
+    pd = next(a for a in apps if a.mode == "pd")
+    # prefill 1 + decode up to 2 + a colocated baseline up to 2 (decode's config): 5 shares of one GPU
+    assert runner.engines_per_app(scaled) == {"pd": 3, "colocated": 2}
+    decode, prefill = pd.args["decode_config"], pd.args["prefill_config"]
+    assert decode["placement_group_config"]["bundle_per_worker"]["GPU"] == 0.2
+    assert runner.lab_environment([model], per_app=runner.engines_per_app(scaled))["VLLM_RAY_PER_WORKER_GPUS"] == "0.2"
+    # Ray Serve LLM adds the replica rank to decode's base: replicas 0 and 1 listen on different ports
+    assert NIXL_PORT_BASE_KEY in decode["experimental_configs"]
+    assert "VLLM_NIXL_SIDE_CHANNEL_PORT" not in decode["runtime_env"]["env_vars"]
+    # prefill stays fixed at one replica: its own fixed port, as before
+    assert prefill["runtime_env"]["env_vars"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] != str(
+        decode["experimental_configs"][NIXL_PORT_BASE_KEY])
+    assert NIXL_PORT_BASE_KEY not in prefill.get("experimental_configs", {})
+    with pytest.raises(ConfigError, match="gpus: got 2; allowed: 1 when a phase may run more than one replica"):
+        runner.lab_apps(scaled, [model], gpus=2)
+
+
+def test_the_gpu_runs_keys_pass_the_ramp_and_fit_one_gpu():
+    scaled, _ = rendered_pd_serving_args("dev", overrides=parse_overrides(scaling.STACK_OVERRIDES))
+    scaling.check_ramp(scaling.Ramp(), scaled["decode_config"])
+    model = runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
+    engines = runner.engines_on_host([model], per_app=runner.engines_per_app(scaled))
+    assert engines == 6  # prefill 2, decode 2, the colocated baseline's 2
+    pd = next(a for a in runner.lab_apps(scaled, [model]) if a.mode == "pd")
+    shares = [pd.args[role]["placement_group_config"]["bundle_per_worker"]["GPU"]
+              for role in ("prefill_config", "decode_config")]
+    assert shares == [0.1666, 0.1666] and engines * shares[0] <= 1
+    assert pd.args["decode_config"]["engine_kwargs"]["gpu_memory_utilization"] == 0.15
+    ports = {pd.args[role]["experimental_configs"][NIXL_PORT_BASE_KEY] for role in ("prefill_config", "decode_config")}
+    assert len(ports) == 2  # a window each: base + replica rank never meets the other phase's
+
+
+def test_a_variant_may_not_set_the_overlays_nixl_port_base():
+    from lab.variants import Variant
+
+    with pytest.raises(ConfigError, match="experimental_configs: got \\['NIXL_SIDE_CHANNEL_PORT_BASE'\\]"):
+        Variant(name="ports", experimental_configs={NIXL_PORT_BASE_KEY: 25000})
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    ([], "error: decodeMaxReplicas: got 0; allowed: ≥ 2 with decodeReplicas 1 (--set decodeMaxReplicas=2)"),
+    (["--set", "decodeMaxReplicas=2", "--set", "decodeTargetOngoingRequests=0"],
+     "error: decodeTargetOngoingRequests: got '0'; allowed: a whole number from 1 to 1024"),
+    (["--set", "decodeMaxReplicas=2", "--high-concurrency", "2"], "error: --high-concurrency: got 2"),
+])
+def test_the_scaling_command_refuses_bad_input_in_one_line_before_anything_starts(capsys, argv, says):
+    from lab.__main__ import main
+
+    assert main(["scaling", "--stack", "dev", "--model-dir", "/nonexistent/never-written", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(says) and err.count("\n") == 1
