@@ -197,7 +197,7 @@ def cmd_bench_compare(args) -> int:
 
 
 def cmd_resilience(args) -> int:
-    from lab import bench_compare, faults, resilience, scaling
+    from lab import faults, resilience, scaling
 
     kinds = [args.command] if args.command != "resilience" else [k for k in args.runs.split(",") if k]
     if not kinds or set(kinds) - set(resilience.KINDS):
@@ -217,8 +217,7 @@ def cmd_resilience(args) -> int:
         load=faults.LoadSpec(concurrency=args.concurrency, long_prompt_tokens=args.long_prompt_tokens, seed=args.seed),
         times=faults.FaultTimes(recover_s=args.recover_s), duration_s=args.duration_s,
         sample_every_s=args.sample_every_s, ramp=ramp,
-        side_by_side=bench_compare.SideBySide(base_url="", model="", tokenizer="", requests=args.bench_requests,
-                                              concurrency=args.bench_concurrency, seed=args.seed))
+        bench_requests=args.bench_requests, bench_concurrency=args.bench_concurrency)
     documents = resilience.run_resilience(kinds, rendered_args=rendered, source=source, model=model,
                                           out_dir=Path(args.out), options=options, ready_timeout_s=args.ready_timeout_s)
     verdicts = {kind: documents.get(kind, {}).get("verdict") for kind in kinds}

@@ -57,7 +57,8 @@ class RunOptions:
     sample_every_s: float = 5.0
     warmup_s: float = 60.0
     burst_size: int = BURST_SIZE
-    side_by_side: bench_compare.SideBySide | None = None  # bench-compare's workload (base_url/model filled in)
+    bench_requests: int = 64  # bench-compare: timed requests per tool
+    bench_concurrency: int = 8  # bench-compare: requests in flight
     ramp: scaling.Ramp = DEFAULT_RAMP
 
 
@@ -99,9 +100,9 @@ def _ray_init(fake_engines: bool, env: dict[str, str]) -> None:
 
 def _bench_compare(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, out_dir: Path,
                    data: dict[str, Any]) -> None:
-    side = options.side_by_side or bench_compare.SideBySide(base_url="", model="", tokenizer="")
-    side = bench_compare.SideBySide(**{**asdict(side), "base_url": pd.base_url, "model": pd.model_id,
-                                       "tokenizer": model.path})
+    side = bench_compare.SideBySide(base_url=pd.base_url, model=pd.model_id, tokenizer=model.path,
+                                    requests=options.bench_requests, concurrency=options.bench_concurrency,
+                                    seed=options.load.seed)
     data["side_by_side"] = bench_compare.run(side, out_dir / "side-by-side")
     data["verdict"] = {"passed": bool((data["side_by_side"].get("comparison") or {}).get("agree"))}
 
