@@ -868,6 +868,14 @@ def _parse(key: DeclaredKey, text: str) -> Any:
     return text
 
 
+# Settings this project no longer reads, with why: a stack file that still sets one is told, not
+# given a long list of every key.
+RETIRED_KEYS = dict.fromkeys(
+    ("prefillEngineId", "decodeEngineId"),
+    "Ray Serve LLM now names each NIXL engine at its start, so decode hand-shakes with a restarted prefill "
+    "engine instead of reusing its stale peer (serve_app/config.py); delete it from the stack file")
+
+
 def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
     """Bare names for the project's keys, and only the keys this program reads."""
     known = declared_keys()
@@ -880,6 +888,8 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
             if name in known:
                 values[name] = text
             continue  # other providers' settings (aws:profile, …) are theirs to use
+        if bare in RETIRED_KEYS:
+            raise ConfigError(bare, text, "nothing: the setting was removed", RETIRED_KEYS[bare])
         if bare not in known:
             project_keys = sorted(k for k in known if ":" not in k)
             close = difflib.get_close_matches(bare, project_keys, n=1)

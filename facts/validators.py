@@ -13,7 +13,8 @@ by running the same rendered config on Ray 2.58 in the GPU lab before a release.
 What makes the shape check meaningful across the gap: the rendered app uses the keys the AWS
 reference deployment ran on the 2.58 image (docs/SOURCES.md#reference-serve-config: LLMConfig model_loading_config,
 engine_kwargs with max_model_len, dtype, gpu_memory_utilization, enforce_eager and
-kv_transfer_config {kv_connector, kv_role, engine_id, kv_connector_extra_config.backends},
+kv_transfer_config {kv_connector, kv_role, kv_connector_extra_config.backends} (the reference also set
+engine_id; the render leaves it to Ray, see serve_app/config.py),
 deployment_config), plus long-standing LLMConfig / Serve fields (accelerator_type,
 tensor/pipeline_parallel_size, autoscaling_config). The PD-args keys 2.60 removed
 (proxy_cls_config, proxy_deployment_config) are refused by the 2.60 validator, so the app cannot

@@ -80,24 +80,32 @@ def scan_log_dir(root: Path) -> LogEvidence:
     return scan_lines(lines(), files_scanned=len(files))
 
 
-def engine_ids_with_prefix(engine_ids: Iterable[str], prefix: str) -> list[str]:
-    """Ray Serve LLM rewrites engine_id to `<id>-<host>-<port>`: the ids that came from `prefix`."""
-    return sorted(e for e in engine_ids if e == prefix or e.startswith(prefix + "-"))
+def engine_ids_on_ports(engine_ids: Iterable[str], ports: Iterable[range]) -> list[str]:
+    """Ray Serve LLM names each engine `<6 random characters>-<host>-<NIXL port>` (the stack sets no
+    engine id: serve_app/config.py): the ids whose port lies in one of `ports`."""
+    windows = list(ports)
+    found = []
+    for engine_id in engine_ids:
+        port = engine_id.rpartition("-")[2]
+        if port.isdigit() and any(int(port) in window for window in windows):
+            found.append(engine_id)
+    return sorted(found)
 
 
-def nixl_checks(evidence: LogEvidence, *, prefill_id: str, decode_id: str, backend: str,
-                pd_apps: int) -> dict[str, bool]:
+def nixl_checks(evidence: LogEvidence, *, prefill_ports: Iterable[range], decode_ports: Iterable[range],
+                backend: str, pd_apps: int) -> dict[str, bool]:
     """The log checks a PD run must pass (one prefill and one decode engine per PD app).
 
-    vLLM's NixlConnector logs the class it dispatches to (NixlPullConnector, …): any Nixl* counts.
-    With no PD app running there is nothing to prove, and every check fails.
+    A phase's engines are told apart by the NIXL ports the lab gave it (`prefill_ports`,
+    `decode_ports`). vLLM's NixlConnector logs the class it dispatches to (NixlPullConnector, …):
+    any Nixl* counts. With no PD app running there is nothing to prove, and every check fails.
     """
     nixl_ids = {i for name, ids in evidence.connectors.items() if name.startswith("Nixl") for i in ids}
     if pd_apps < 1:
         return {"pd_app_running": False}
     return {
-        "nixl_connector_per_prefill_engine": len(engine_ids_with_prefix(nixl_ids, prefill_id)) >= pd_apps,
-        "nixl_connector_per_decode_engine": len(engine_ids_with_prefix(nixl_ids, decode_id)) >= pd_apps,
+        "nixl_connector_per_prefill_engine": len(engine_ids_on_ports(nixl_ids, prefill_ports)) >= pd_apps,
+        "nixl_connector_per_decode_engine": len(engine_ids_on_ports(nixl_ids, decode_ports)) >= pd_apps,
         f"backend_{backend}_instantiated": evidence.backends.get(backend, 0) >= 2 * pd_apps,
         "decode_handshake_compatibility_passed": evidence.compatibility_checks_passed >= pd_apps,
         "decode_transfer_plan_logged": len(evidence.transfer_plans) >= pd_apps,

@@ -14,8 +14,9 @@ connector backend (ports, engine ids) — and only the engine is this class. Wha
 - an engine core in a process of its own, like vLLM's EngineCore: when it dies, requests fail with a
   500 and `check_health` raises, so Serve replaces the replica — what the lab's fault run kills;
 - a scheduler that runs `MAX_RUNNING` requests at a time and queues the rest (vLLM's max_num_seqs);
-- the PD handshake: prefill answers with kv_transfer_params, decode logs the NIXL lines the lab's
-  evidence scan reads when it first sees a prefill engine, so a restarted peer shows up again.
+- the PD handshake: prefill answers with kv_transfer_params, decode hand-shakes (and logs the NIXL
+  lines the lab's evidence scan reads) when it first sees a prefill engine id, and caches the peer
+  by id as vLLM does: a prefill engine restarted under its old id fails every pull, as on the H200.
 
 What it does not do: load a model. Text is tokenized one token per UTF-8 byte; outputs are a
 deterministic function of the prompt (greedy PD == colocated holds by construction, and across a
@@ -30,6 +31,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -80,6 +82,10 @@ class EngineDead(RuntimeError):
     """What vLLM raises once its engine core process is gone (EngineDeadError)."""
 
 
+class StaleNixlPeer(RuntimeError):
+    """A KV pull against a prefill engine's previous NIXL registration."""
+
+
 class FakeVLLMEngine(LLMEngine):
     def __init__(self, llm_config: Any) -> None:
         self.llm_config = llm_config
@@ -92,7 +98,10 @@ class FakeVLLMEngine(LLMEngine):
         self.model_id = llm_config.model_id
         self.core: subprocess.Popen | None = None
         self.running = asyncio.Semaphore(MAX_RUNNING)
-        self.peers_seen: set[str] = set()
+        # What a NIXL handshake learns of a prefill engine (its agent's memory registration), cached
+        # by engine id as vLLM's NixlConnector caches it; `agent` is this engine start's own.
+        self.peers: dict[str, str] = {}
+        self.agent = uuid.uuid4().hex
 
     async def start(self) -> None:
         self.core = subprocess.Popen(_engine_core_command())
@@ -134,18 +143,29 @@ class FakeVLLMEngine(LLMEngine):
         return steps
 
     def _kv_params(self, request: Any) -> dict[str, Any] | None:
-        """Prefill: what decode needs to pull the KV. Decode: note the prefill engine it pulls from."""
+        """Prefill: what decode needs to pull the KV. Decode: pull it from the prefill engine, hand-
+        shaking with an engine id seen for the first time.
+
+        `fake_agent` stands for the prefill engine's live NIXL registration (the real params carry
+        none: decode learns it in the handshake). A prefill engine that restarted under the same id
+        is not hand-shaken again, and the pull fails as vLLM's does against the dead registration.
+        """
         params = getattr(request, "kv_transfer_params", None) or {}
         if params.get("do_remote_decode"):
             return {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [0],
                     "remote_engine_id": self.engine_id, "remote_host": os.environ.get("VLLM_NIXL_SIDE_CHANNEL_HOST"),
-                    "remote_port": os.environ.get("VLLM_NIXL_SIDE_CHANNEL_PORT"), "tp_size": 1}
+                    "remote_port": os.environ.get("VLLM_NIXL_SIDE_CHANNEL_PORT"), "tp_size": 1,
+                    "fake_agent": self.agent}
         peer = params.get("remote_engine_id")
-        if params.get("do_remote_prefill") and peer and peer not in self.peers_seen:
-            # The handshake vLLM's NixlConnector does with each new prefill engine.
-            self.peers_seen.add(peer)
+        if not (params.get("do_remote_prefill") and peer):
+            return None
+        if peer not in self.peers:
+            self.peers[peer] = params.get("fake_agent", "")
             print(f"NIXL compatibility check passed (remote engine {peer})", flush=True)
             print("Transfer plan: TransferTopology(tp_ratio=1)", flush=True)
+        elif self.peers[peer] != params.get("fake_agent", ""):
+            raise StaleNixlPeer(f"transfer_setup_failed: KV read from engine {peer} failed: its NIXL agent "
+                                "is not the one hand-shaken (the engine restarted under the same id)")
         return None
 
     async def _run(self, request: Any, prompt_ids: list[int], default_tokens: int, chat: bool):
@@ -158,7 +178,11 @@ class FakeVLLMEngine(LLMEngine):
         except Exception as exc:  # vLLM answers a bad request with its error response, not a crash
             yield _error(exc)
             return
-        kv_params = self._kv_params(request)
+        try:
+            kv_params = self._kv_params(request)
+        except StaleNixlPeer as exc:
+            yield self._dead(exc)
+            return
         count = getattr(request, "max_tokens", None) or getattr(request, "max_completion_tokens", None) \
             or default_tokens
         steps = self._generate(prompt, min(count, self.model_config.max_model_len - len(prompt)))

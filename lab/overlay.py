@@ -163,6 +163,13 @@ def overlay_values(config: Mapping[str, Any], overlay: LabOverlay) -> dict[str, 
     return values
 
 
+def nixl_ports(config: Mapping[str, Any]) -> range | None:
+    """The NIXL side-channel ports the overlay gave one phase's engines (None: no KV transfer)."""
+    env = config.get("runtime_env", {}).get("env_vars", {})
+    first = env.get("VLLM_NIXL_SIDE_CHANNEL_PORT", config.get("experimental_configs", {}).get(NIXL_PORT_BASE_KEY))
+    return None if first is None else range(int(first), int(first) + PORT_STRIDE)
+
+
 def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     node = data

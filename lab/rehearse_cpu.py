@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+import string
 import sys
 import time
 from pathlib import Path
@@ -22,6 +24,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
 from lab import runner
+from lab.overlay import nixl_ports
 from lab.report import markdown_report
 from lab.stack import rendered_pd_serving_args
 from lab.variants import parse_variants
@@ -37,12 +40,12 @@ def _next_token(context: list[int]) -> tuple[int, float]:
 @serve.deployment(ray_actor_options={"num_cpus": 0})
 @serve.ingress(fake_api)
 class FakeEngine:
-    def __init__(self, name: str, pd: bool) -> None:
+    def __init__(self, name: str, nixl_ports: list[int]) -> None:
         self.name = name
-        if pd:
-            for engine in ("prefill", "decode"):
-                port = 21000 + sum(map(ord, name))  # distinct per app, like the real engines' ids
-                print(f"Creating v1 connector with name: NixlConnector and engine_id: {engine}-10.0.0.1-{port}",
+        if nixl_ports:
+            for port in nixl_ports:  # the prefill's, then the decode's, as Ray Serve LLM names engines
+                engine_id = "".join(random.choices(string.ascii_letters, k=6))
+                print(f"Creating v1 connector with name: NixlConnector and engine_id: {engine_id}-10.0.0.1-{port}",
                       flush=True)
                 print("Backend UCX was instantiated", flush=True)
             print("NIXL compatibility check passed (hash: abc)", flush=True)
@@ -82,9 +85,14 @@ class FakeEngine:
         return StreamingResponse(stream(), media_type="text/event-stream")
 
 
+def _nixl_ports(app) -> list[int]:
+    windows = [nixl_ports(app.args[f"{phase}_config"]) for phase in ("prefill", "decode")] if app.mode == "pd" else []
+    return [window.start for window in windows if window]
+
+
 def fake_deploy(apps):
     serve.run_many([serve.RunTarget(target=FakeEngine.bind(  # type: ignore[attr-defined]  # @serve.deployment adds bind
-        app.name, app.mode == "pd"), name=app.name,
+        app.name, _nixl_ports(app)), name=app.name,
                                     route_prefix=app.route_prefix) for app in apps],
                    wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
 

@@ -42,6 +42,7 @@ from lab.overlay import (
     LabOverlay,
     apply_lab_overlay,
     colocated_config,
+    nixl_ports,
     overlay_values,
 )
 from lab.variants import STACK, Variant, apply_variant, direct_streaming_flag, variant_values
@@ -771,7 +772,7 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
                     data["not_done"].append(f"{key}: greedy comparison (an app was not measured)")
         results.save()
         if "pd" in modes:  # a colocated-only run has no KV transfer to prove
-            _collect_evidence(data, apps, rendered_args, started)
+            _collect_evidence(data, apps, started)
             results.save()
     finally:
         checks["verdict"] = verdict(data)
@@ -875,16 +876,16 @@ def _side_by_side(app: LabApp, spec: Workload, data: dict[str, Any], out_dir: Pa
          f"{ {k: m['relative_difference'] for k, m in comparison.get('metrics', {}).items()} }", started)
 
 
-def _collect_evidence(data: dict[str, Any], apps: list[LabApp], rendered_args: dict[str, Any], started: float) -> None:
+def _collect_evidence(data: dict[str, Any], apps: list[LabApp], started: float) -> None:
     found = evidence.scan_log_dir(ray_log_dir())
     pd_apps = [a for a in apps if a.mode == "pd" and "ready_after_s" in data["apps"][a.name]]
-    kv = rendered_args["prefill_config"]["engine_kwargs"]["kv_transfer_config"]
-    decode_kv = rendered_args["decode_config"]["engine_kwargs"]["kv_transfer_config"]
+    ports = {phase: [window for app in pd_apps if (window := nixl_ports(app.args[f"{phase}_config"]))]
+             for phase in ("prefill", "decode")}
     backend = pd_apps[0].args["prefill_config"]["engine_kwargs"]["kv_transfer_config"][
         "kv_connector_extra_config"]["backends"][0] if pd_apps else "UCX"
     data["checks"]["nixl_logs"] = {
         "found": found.as_dict(),
-        "checks": evidence.nixl_checks(found, prefill_id=kv["engine_id"], decode_id=decode_kv["engine_id"],
+        "checks": evidence.nixl_checks(found, prefill_ports=ports["prefill"], decode_ports=ports["decode"],
                                        backend=backend, pd_apps=len(pd_apps)),
     }
     _log(f"NIXL log checks: {data['checks']['nixl_logs']['checks']}", started)

@@ -213,7 +213,6 @@ def serve_config_essentials(ray_service_inputs: dict) -> dict[str, Any]:
                 "model": lookup(config, "model_loading_config.model_id"),
                 "source": lookup(config, "model_loading_config.model_source"),
                 "accelerator": config.get("accelerator_type"),
-                "engine_id": kv.get("engine_id"),
                 "kv": f"{kv.get('kv_connector')} {kv.get('kv_role')}",
                 "backends": lookup(kv, "kv_connector_extra_config.backends"),
                 "replicas": (f"{auto.get('min_replicas')}..{auto.get('max_replicas')}"

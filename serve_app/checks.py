@@ -219,13 +219,6 @@ def _check_kv_roles(app: PDAppConfig) -> None:
                               f"the {phase} engine must {'produce' if phase == 'prefill' else 'consume'} KV")
 
 
-def _check_engine_ids(app: PDAppConfig) -> None:
-    if app.prefill.engine_id == app.decode.engine_id:
-        raise ConfigError(ServeAppSettings.key("decode_engine_id"), app.decode.engine_id,
-                          f"an id other than prefillEngineId ({app.prefill.engine_id!r})",
-                          "NIXL tells the two engines apart by id")
-
-
 def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) -> dict[str, PhaseNodes]:
     """Each replica fits one node of its phase's group; each group holds its phases' worker groups at
     their fewest replicas (else the minimum is never reached) and at their most (else a scale-up
@@ -437,7 +430,6 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
     checked = CheckedApp(config=app, serve_config_v2=rendered, model=model or known_model(app.model.architecture_key))
     check_pd_serving_args(checked.pd_serving_args)
     _check_kv_roles(app)
-    _check_engine_ids(app)
     _check_kv_transfer(app, target)
     for group, _ in target.node_groups():
         if not group.instance.has_gpu:

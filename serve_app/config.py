@@ -58,7 +58,12 @@ Why (read from the installed sources: Ray 2.60.0, vLLM 0.29.0):
   are exactly right for prefill and decode respectively.
 - Ray 2.60 (ray/llm/_internal/serve/serving_patterns/prefill_decode/builder.py PDServingArgs and
   engines/vllm/kv_transfer/nixl.py) never reads kv_role: it requires kv_transfer_config on both
-  sides and rewrites engine_id to `<engine_id>-<host>-<port>`.
+  sides and sets engine_id to `<engine_id or 6 random characters>-<host>-<port>`. The render leaves
+  engine_id out: decode's NixlConnector caches a peer's NIXL metadata by engine id, so a fixed id
+  makes a restarted prefill engine (same host, same port) look like the one that died, and decode
+  keeps reading from its stale registration (measured on the H200: `transfer_setup_failed` on every
+  request until decode restarted; lab/results/2026-12-01-h200-resilience-report.md). A random part
+  per engine start makes decode hand-shake with the new engine.
 kv_both stays allowed per phase (PhaseSettings.kv_role) for a byte-for-byte copy of the AWS sample;
 checks.py refuses only roles a phase cannot play (a kv_consumer prefill, a kv_producer decode).
 """
@@ -256,7 +261,6 @@ class Replicas(FrozenModel):
 class PhaseSettings(FrozenModel):
     """What differs between the prefill and the decode deployment."""
 
-    engine_id: str = Field(min_length=1, description="NIXL engine id prefix (Ray appends host and port).")
     kv_role: KvRole
     replicas: Replicas = Replicas()
     engine: EngineOverrides = EngineOverrides()
@@ -285,8 +289,8 @@ class PDAppConfig(FrozenModel):
     model: ModelSettings = ModelSettings()
     engine: EngineSettings = EngineSettings()
     kv_transfer: KvTransferSettings = KvTransferSettings()
-    prefill: PhaseSettings = PhaseSettings(engine_id="prefill", kv_role=DEFAULT_KV_ROLE["prefill"])
-    decode: PhaseSettings = PhaseSettings(engine_id="decode", kv_role=DEFAULT_KV_ROLE["decode"])
+    prefill: PhaseSettings = PhaseSettings(kv_role=DEFAULT_KV_ROLE["prefill"])
+    decode: PhaseSettings = PhaseSettings(kv_role=DEFAULT_KV_ROLE["decode"])
     accelerator_type: str | None = Field(
         None, description="Ray accelerator type both phases require (L4, A10G, H100, …); None = any GPU.")
     # Ray Serve LLM's own default, kept: measured on an H200, 5 ms (or 0) takes 20–26 ms off TTFT at

@@ -65,7 +65,6 @@ def engine_kwargs(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
     kwargs["kv_transfer_config"] = {
         "kv_connector": app.kv_transfer.connector,
         "kv_role": settings.kv_role,
-        "engine_id": settings.engine_id,
         "kv_connector_extra_config": {"backends": list(app.kv_transfer.backends)},
     }
     return kwargs

@@ -37,11 +37,9 @@ UNMODELLED_ENGINE_KWARGS = ("data_parallel_size", "data_parallel_size_local", "p
 # Owned engine arguments whose setting is not the field of the same name.
 _OWNED_BY_OTHER_KEYS = {
     "compilation_config": "enforceEager/cudaGraphMaxBatchSize",
-    "kv_transfer_config": "kvBackends/prefillEngineId/decodeEngineId", "model": "modelSource",
+    "kv_transfer_config": "kvBackends", "model": "modelSource",
     "tokenizer": "tokenizerSource", "served_model_name": "modelId",
 }
-_ENGINE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
-_ENGINE_ID_ALLOWED = "1–63 letters, digits, '.', '_' or '-', starting with a letter or digit"
 _MODEL_LOCATION_ALLOWED = ("a Hugging Face model id (org/name), s3://<bucket>/<prefix> (a mirror: `pdctl "
                            "mirror-model`) or a path inside the image, without spaces")
 
@@ -96,8 +94,6 @@ class ServeAppSettings(StackKeyModel):
         alias="decodeDownscaleDelaySeconds", ge=0, le=3600, description="whole seconds from 0 to 3600")
     kv_backends: tuple[str, ...] = Field(
         alias="kvBackends", description=f"a non-empty list of distinct names from {list(KV_BACKENDS)}")
-    prefill_engine_id: str = Field(alias="prefillEngineId", pattern=_ENGINE_ID_PATTERN, description=_ENGINE_ID_ALLOWED)
-    decode_engine_id: str = Field(alias="decodeEngineId", pattern=_ENGINE_ID_PATTERN, description=_ENGINE_ID_ALLOWED)
     accept_ucx_on_efa: bool = Field(alias="acceptUcxOnEfaKvTransferIs100xSlower", description="true or false")
     extra_engine_kwargs: Mapping[str, Any] = Field(
         alias="extraEngineKwargs", description='JSON text of an object, e.g. {"max_num_seqs": 16}')
@@ -197,7 +193,6 @@ class ServeAppSettings(StackKeyModel):
     def _phase(self, phase: Phase) -> dict[str, Any]:
         most = getattr(self, f"{phase}_max_replicas")
         return {
-            "engine_id": getattr(self, f"{phase}_engine_id"),
             "kv_role": DEFAULT_KV_ROLE[phase],
             "replicas": {
                 "min_replicas": getattr(self, f"{phase}_replicas"), "max_replicas": most or None,

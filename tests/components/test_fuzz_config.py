@@ -7,9 +7,8 @@ valid, borderline and plainly wrong ones. Every run must end one of two ways:
 - it fails with the project's ConfigError naming the setting, and nothing but the root Stack was
   registered (no partial graph: the checks run before any resource).
 Any other exception, or a ConfigError naming none of the changed settings, is a bug. A conflict
-between two settings may be reported on the one left at its default (decodeEngineId when
-prefillEngineId was changed to "decode"; rayVersion when rayImage names an image the project has
-no facts for): then the message must name the changed setting or quote its value.
+between two settings may be reported on the one left at its default (rayVersion when rayImage
+names an image the project has no facts for): then the message must name the changed setting or quote its value.
 """
 
 from __future__ import annotations
@@ -111,8 +110,6 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "prefillDownscaleDelaySeconds": st.one_of(_INTS, _one_of("3600", "3601")),
     "decodeDownscaleDelaySeconds": st.one_of(_INTS, _one_of("3600", "3601")),
     "kvBackends": _json_lists(["LIBFABRIC"], ["UCX"], ["LIBFABRIC", "UCX"], [], ["TCP"], "LIBFABRIC"),
-    "prefillEngineId": _one_of("prefill", "decode", "p1", "", "x y"),
-    "decodeEngineId": _one_of("decode", "prefill", "d1", "", "x y"),
     "acceptUcxOnEfaKvTransferIs100xSlower": _BOOLS,
     "extraEngineKwargs": _one_of("{}", '{"max_num_seqs": 64}', "[]", "not json", '{"kv_transfer_config": {}}',
                                  '{"no_such_engine_arg": 1}'),

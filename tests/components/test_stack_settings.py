@@ -120,8 +120,6 @@ ALTERNATIVES = {
     "prefillDownscaleDelaySeconds": "300",
     "decodeDownscaleDelaySeconds": "300",
     "kvBackends": '["LIBFABRIC", "UCX"]',
-    "prefillEngineId": "p",
-    "decodeEngineId": "d",
     "acceptUcxOnEfaKvTransferIs100xSlower": "true",
     "extraEngineKwargs": '{"max_num_seqs": 8}',
 }

@@ -20,6 +20,7 @@ from lab.overlay import (
     changed_paths,
     colocated_config,
     leaf_items,
+    nixl_ports,
     overlay_values,
 )
 from lab.runner import LabModel, lab_apps, lab_environment, verdict
@@ -68,7 +69,7 @@ def test_overlay_changes_exactly_the_lab_keys_of_the_dev_stack_render(dev_args, 
     assert changed_paths(before, after) == PD_PHASE_OVERLAY_LEAVES
     # The settings that make this the stack's config survive untouched.
     kv_before, kv_after = before["engine_kwargs"]["kv_transfer_config"], after["engine_kwargs"]["kv_transfer_config"]
-    assert (kv_after["kv_role"], kv_after["engine_id"]) == (kv_before["kv_role"], kv_before["engine_id"])
+    assert kv_after["kv_role"] == kv_before["kv_role"] and "engine_id" not in kv_after
     assert after["deployment_config"] == before["deployment_config"]
     assert after["model_loading_config"]["model_id"] == before["model_loading_config"]["model_id"]
     assert kv_after["kv_connector_extra_config"]["backends"] == ["UCX"]
@@ -302,41 +303,58 @@ def test_prompts_are_reproducible_distinct_and_in_range():
 
 # ── NIXL evidence ────────────────────────────────────────────────────────────────────────────
 
-# Lines as the H200 run logged them (engine ids as Ray Serve LLM rewrites them).
+# Lines as the H200 run logged them, engine ids as Ray Serve LLM names them when no id is set
+# (`<random>-<host>-<NIXL port>`): the prefill engine on the lab's first port window, decode on the next.
 NIXL_LOG = """\
-(EngineCore pid=1) INFO [factory.py:62] Creating v1 connector with name: NixlPullConnector and engine_id: prefill-192.0.2.2-21000
-(EngineCore pid=2) INFO [factory.py:62] Creating v1 connector with name: NixlPullConnector and engine_id: decode-192.0.2.2-21100
+(EngineCore pid=1) INFO [factory.py:62] Creating v1 connector with name: NixlPullConnector and engine_id: Xq3bZk-192.0.2.2-21000
+(EngineCore pid=2) INFO [factory.py:62] Creating v1 connector with name: NixlPullConnector and engine_id: p0LmWa-192.0.2.2-21100
 (Worker pid=3) INFO nixl_cu13 _api.py:390 Backend UCX was instantiated
 (Worker pid=4) INFO nixl_cu13 _api.py:390 Backend UCX was instantiated
 (Worker pid=4) INFO [base_worker.py:669] NIXL compatibility check passed (hash: 4f2a)
 (Worker pid=4) INFO [base_worker.py:1565] Transfer plan: TransferTopology(tp_ratio=1, num_kv_heads=2)
 """
 
+PREFILL_PORTS, DECODE_PORTS = [range(21000, 21100)], [range(21100, 21200)]
+
 
 def test_nixl_log_checks_pass_on_a_real_pd_log():
     found = evidence.scan_lines(NIXL_LOG.splitlines())
-    checks = evidence.nixl_checks(found, prefill_id="prefill", decode_id="decode", backend="UCX", pd_apps=1)
+    checks = evidence.nixl_checks(found, prefill_ports=PREFILL_PORTS, decode_ports=DECODE_PORTS, backend="UCX", pd_apps=1)
     assert all(checks.values()) and len(checks) == 5
 
 
 def test_nixl_log_checks_fail_without_the_decode_handshake():
     lines = [line for line in NIXL_LOG.splitlines() if "compatibility" not in line]
-    checks = evidence.nixl_checks(evidence.scan_lines(lines), prefill_id="prefill", decode_id="decode",
+    checks = evidence.nixl_checks(evidence.scan_lines(lines), prefill_ports=PREFILL_PORTS, decode_ports=DECODE_PORTS,
                                   backend="UCX", pd_apps=1)
     assert checks["decode_handshake_compatibility_passed"] is False
 
 
 def test_nixl_log_checks_fail_when_no_pd_app_ran():
-    checks = evidence.nixl_checks(evidence.scan_lines([]), prefill_id="prefill", decode_id="decode",
+    checks = evidence.nixl_checks(evidence.scan_lines([]), prefill_ports=PREFILL_PORTS, decode_ports=DECODE_PORTS,
                                   backend="UCX", pd_apps=0)
     assert not all(checks.values())
 
 
 def test_nixl_log_checks_count_engines_per_pd_app():
-    checks = evidence.nixl_checks(evidence.scan_lines(NIXL_LOG.splitlines()), prefill_id="prefill",
-                                  decode_id="decode", backend="LIBFABRIC", pd_apps=2)
+    checks = evidence.nixl_checks(evidence.scan_lines(NIXL_LOG.splitlines()), prefill_ports=PREFILL_PORTS,
+                                  decode_ports=DECODE_PORTS, backend="LIBFABRIC", pd_apps=2)
     assert checks["nixl_connector_per_prefill_engine"] is False
     assert checks["backend_LIBFABRIC_instantiated"] is False
+
+
+def test_an_engine_counts_for_the_phase_whose_ports_it_listens_on():
+    checks = evidence.nixl_checks(evidence.scan_lines(NIXL_LOG.splitlines()), prefill_ports=[range(21100, 21200)],
+                                  decode_ports=[range(22000, 22100)], backend="UCX", pd_apps=1)
+    assert (checks["nixl_connector_per_prefill_engine"], checks["nixl_connector_per_decode_engine"]) == (True, False)
+
+
+def test_the_ports_of_each_phase_come_from_the_overlay(dev_args):
+    ports = [nixl_ports(apply_lab_overlay(dev_args[role], LabOverlay(model_path=MODEL_DIR, engines_on_gpu=2,
+                                                                      engine_slot=slot)))
+             for slot, role in enumerate(("prefill_config", "decode_config"))]
+    assert ports == [range(21000, 21100), range(21100, 21200)]
+    assert nixl_ports(colocated_config(dev_args["decode_config"])) is None
 
 
 def test_nixl_metric_totals():

@@ -79,7 +79,7 @@ def test_an_engine_argument_is_judged_by_the_vllm_inside_the_image():
 
 
 def test_a_per_phase_engine_argument_is_named_by_its_phase():
-    app = PDAppConfig(decode=PhaseSettings(engine_id="decode", kv_role="kv_consumer",
+    app = PDAppConfig(decode=PhaseSettings(kv_role="kv_consumer",
                                            engine=EngineOverrides(extra_engine_kwargs={"enable_chunked_prefil": True})))
     error = refused(app)
     assert error.setting == "decode.engine.extra_engine_kwargs" and "enable_chunked_prefill" in str(error)
@@ -110,14 +110,9 @@ def test_libfabric_without_efa_is_refused():
     assert check_app(PDAppConfig(kv_transfer={"backends": ("UCX",)}), no_efa).capacity
 
 
-def test_same_engine_id_on_both_phases_is_refused():
-    error = refused(from_stack(prefillEngineId="pd", decodeEngineId="pd"))
-    assert error.setting == "decodeEngineId"
-
-
 @pytest.mark.parametrize(("phase", "role"), [("prefill", "kv_consumer"), ("decode", "kv_producer")])
 def test_role_a_phase_cannot_play_is_refused(phase, role):
-    app = PDAppConfig(**{phase: PhaseSettings(engine_id=phase, kv_role=role)})
+    app = PDAppConfig(**{phase: PhaseSettings(kv_role=role)})
     error = refused(app)
     assert error.setting == f"{phase}.kv_role"
 
@@ -173,7 +168,7 @@ def test_pipeline_parallel_beyond_the_node_is_refused():
 
 
 def test_per_phase_parallel_override_is_named_by_its_path():
-    app = PDAppConfig(decode=PhaseSettings(engine_id="decode", kv_role="kv_consumer",
+    app = PDAppConfig(decode=PhaseSettings(kv_role="kv_consumer",
                                            engine=EngineOverrides(tensor_parallel_size=2)))
     assert refused(app).setting == "decode.engine.tensor_parallel_size"
 
@@ -252,7 +247,7 @@ def test_a_model_passed_in_is_used_instead_of_the_facts():
 
 def test_each_phase_is_sized_with_its_own_engine_settings():
     # Decode keeps more memory for the KV cache than prefill: the reports differ accordingly.
-    app = PDAppConfig(decode=PhaseSettings(engine_id="decode", kv_role="kv_consumer",
+    app = PDAppConfig(decode=PhaseSettings(kv_role="kv_consumer",
                                            engine=EngineOverrides(gpu_memory_utilization=0.95)))
     capacity = check_app(app, REFERENCE_TARGET).capacity
     assert capacity["decode"].kv_budget_bytes - capacity["prefill"].kv_budget_bytes == (
@@ -261,7 +256,7 @@ def test_each_phase_is_sized_with_its_own_engine_settings():
 
 
 def test_per_phase_memory_override_that_starves_the_kv_cache_is_refused():
-    app = PDAppConfig(prefill=PhaseSettings(engine_id="prefill", kv_role="kv_producer",
+    app = PDAppConfig(prefill=PhaseSettings(kv_role="kv_producer",
                                             engine=EngineOverrides(max_model_len=40_960)))
     assert refused(app).setting == "prefill.engine.max_model_len"
 

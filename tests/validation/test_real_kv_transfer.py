@@ -57,6 +57,8 @@ def test_prefill_produces_and_decode_consumes_kv(deployed: DeployedConfig) -> No
     assert prefill.is_kv_producer
     assert decode.is_kv_consumer
     assert prefill.engine_id != decode.engine_id
+    # No id is rendered: each engine start gets its own, so decode hand-shakes with a restarted prefill.
+    assert kv_transfer_config(**_kv_fields(deployed, "prefill")).engine_id != prefill.engine_id
 
 
 def assert_kv_moves_over_libfabric(fields: dict[str, Any], nixl_plugins: list[str]) -> None:
