@@ -183,13 +183,19 @@ def cmd_compare_greedy(args) -> int:
     return 0 if result["passed"] else 1
 
 
+def _rounds(value: int) -> int:
+    if value < 1:
+        raise ConfigError("--bench-rounds", value, "a whole number of rounds, at least 1")
+    return value
+
+
 def cmd_bench_compare(args) -> int:
     from lab import bench_compare
 
     side = bench_compare.SideBySide(
         base_url=args.base_url.rstrip("/"), model=args.model, tokenizer=args.tokenizer, input_tokens=args.input_tokens,
         output_tokens=args.output_tokens, requests=args.requests, concurrency=args.concurrency, rate=args.rate,
-        warmup=args.warmup, seed=args.seed)
+        warmup=args.warmup, seed=args.seed, rounds=_rounds(args.bench_rounds))
     result = bench_compare.run(side, Path(args.out))
     Path(args.out, "side-by-side.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: result.get(k) for k in ("comparison", "pdctl_error", "vllm_error") if k in result}, indent=2))
@@ -205,6 +211,7 @@ def cmd_resilience(args) -> int:
     names = tuple(f for f in args.faults.split(",") if f)
     if not names or set(names) - set(faults.FAULTS):
         raise ConfigError("--faults", args.faults, f"a comma-separated subset of {', '.join(faults.FAULTS)}")
+    _rounds(args.bench_rounds)
     rendered, source = _render_args(args.stack, args.set)
     ramp = scaling.Ramp(low_concurrency=args.low_concurrency, high_concurrency=args.high_concurrency,
                         low_s=args.low_s, up_timeout_s=args.up_timeout_s, hold_s=args.hold_s,
@@ -217,7 +224,8 @@ def cmd_resilience(args) -> int:
         load=faults.LoadSpec(concurrency=args.concurrency, long_prompt_tokens=args.long_prompt_tokens, seed=args.seed),
         times=faults.FaultTimes(recover_s=args.recover_s), duration_s=args.duration_s,
         sample_every_s=args.sample_every_s, ramp=ramp,
-        bench_requests=args.bench_requests, bench_concurrency=args.bench_concurrency)
+        bench_requests=args.bench_requests, bench_concurrency=args.bench_concurrency,
+        bench_rounds=args.bench_rounds)
     documents = resilience.run_resilience(kinds, rendered_args=rendered, source=source, model=model,
                                           out_dir=Path(args.out), options=options, ready_timeout_s=args.ready_timeout_s)
     verdicts = {kind: documents.get(kind, {}).get("verdict") for kind in kinds}
@@ -302,11 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     side.add_argument("--tokenizer", required=True, help="Hugging Face id or directory of the model's tokenizer")
     side.add_argument("--input-tokens", type=int, default=512)
     side.add_argument("--output-tokens", type=int, default=128)
-    side.add_argument("--requests", type=int, default=64)
+    side.add_argument("--requests", type=int, default=128, help="timed requests per tool and round")
     side.add_argument("--concurrency", type=int, default=8, help="in flight (a cap with --rate)")
     side.add_argument("--rate", type=float, default=None, help="requests per second, Poisson (default: closed loop)")
     side.add_argument("--warmup", type=int, default=8)
-    side.add_argument("--seed", type=int, default=0)
+    side.add_argument("--seed", type=int, default=0, help="round i (from 0) sends seed + i with both tools")
+    side.add_argument("--bench-rounds", type=int, default=3,
+                      help="rounds of both tools, order alternating; agreement is judged on the medians")
     side.add_argument("--out", default=".lab/out/side-by-side", help="results folder (.lab/ is git-ignored)")
     side.set_defaults(func=cmd_bench_compare)
 
@@ -331,8 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         resilience.add_argument("--recover-s", type=float, default=240.0, help="longest wait for a fault to heal")
         resilience.add_argument("--duration-s", type=float, default=600.0, help="soak: how long the load runs")
         resilience.add_argument("--sample-every-s", type=float, default=5.0, help="soak: memory sampling interval")
-        resilience.add_argument("--bench-requests", type=int, default=64, help="bench-compare: timed requests per tool")
+        resilience.add_argument("--bench-requests", type=int, default=128,
+                                help="bench-compare: timed requests per tool and round")
         resilience.add_argument("--bench-concurrency", type=int, default=8, help="bench-compare: requests in flight")
+        resilience.add_argument("--bench-rounds", type=int, default=3,
+                                help="bench-compare: rounds of both tools, order alternating; medians judged")
         ramp = Ramp()
         resilience.add_argument("--low-concurrency", type=int, default=ramp.low_concurrency,
                                 help="scaling: clients before the step and after the drop (≤ the decode target)")

@@ -1,12 +1,26 @@
-"""`pdctl bench` beside `vllm bench serve`: one endpoint, one workload, one after the other, and whether
-they agree within 5% on TTFT p50 and p90, TPOT p50 and output throughput.
+"""`pdctl bench` beside `vllm bench serve`: one endpoint, one workload, in rounds of alternating order,
+and whether the medians over the rounds agree within 5% on TTFT p50 and p90, TPOT p50 and output
+throughput.
 
 Both send streamed chat completions (vLLM's `openai-chat` backend) of random tokens of an exact
 input length in the model's tokenizer, force the output length (ignore_eos), warm up first and run
 at the same concurrency (closed loop), or the same request rate (Poisson) capped at it. Run it where
 a GPU serves the model: `python -m lab bench-compare --base-url http://127.0.0.1:8000/<prefix> ...`,
-or `python -m lab run --side-by-side` against each timed app while it is up. Neither was run here:
-no result exists until a GPU host runs it.
+or `python -m lab run --side-by-side` against each timed app while it is up.
+
+Measured on an H200 (lab/results/2026-12-01-h200-resilience-bench-compare-result.json.gz, one run of
+64 requests each, pdctl first, ~3 s each): TTFT p50 98.1 vs 95.8 ms and p90 114.0 vs 114.2 agreed, but
+TPOT p50 2.02 vs 2.30 ms (-12%), output throughput 2807 vs 2543 tok/s (+10%), E2E p50 0.356 vs
+0.394 s. Both define E2E as the end of the stream and TPOT as (E2E - TTFT) / (tokens - 1) (pdctl:
+measure/latency.py; vLLM: `endpoint_request_func`), so the gap is in the per-request decode time
+(vLLM's run: 277-322 ms) — and one run each, one after the other, cannot tell a tool's difference
+from the server drifting over those seconds. Hence rounds: each round runs both tools with its own
+seed (seed + round index), the order alternates (pdctl first in round 1, vLLM first in round 2, ...)
+so drift falls on both tools alike, the default workload is 128 requests, and agreement is judged on
+the median over the rounds of each metric, with each tool's min–max beside it. Each round also
+reports both tools' per-request decode time median: pdctl's from its `per_request` list (E2E -
+TTFT), vLLM's from `--save-detailed` (the sum of a request's ITLs: first to last token, without the
+stream's closing chunk).
 
 One definition differs: vLLM's client starts TTFT at the first streamed chunk with any choice, the
 role-only chunk included (vllm `benchmarks/lib/endpoint_request_func.py`,
@@ -17,14 +31,16 @@ that sends the role chunk with the first token, as vLLM's does, makes them the s
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 TOLERANCE = 0.05
+TOOLS = ("pdctl", "vllm")
 # metric: (its value in pdctl's run, the key of `vllm bench serve --save-result`'s JSON)
 METRICS: dict[str, tuple[Callable[[dict], float | None], str]] = {
     "ttft_p50_ms": (lambda run: run["ttft_s"]["p50"] * 1000, "median_ttft_ms"),
@@ -41,11 +57,12 @@ class SideBySide:
     tokenizer: str  # Hugging Face id or directory: both tools build prompts with it
     input_tokens: int = 512
     output_tokens: int = 128
-    requests: int = 64
+    requests: int = 128  # at concurrency 8 on an H200, ~6 s a run: long enough that one batch is not the unit
     concurrency: int = 8
     rate: float | None = None  # None: closed loop at `concurrency`
     warmup: int = 8
-    seed: int = 0
+    seed: int = 0  # round i (from 0) sends seed + i with both tools
+    rounds: int = 3
 
     def pdctl_command(self, out: Path) -> list[str]:
         command = [sys.executable, "-m", "pdctl", "bench", "--base-url", f"{self.base_url}/v1",
@@ -72,35 +89,77 @@ class SideBySide:
                 "--save-result", "--save-detailed", "--result-dir", str(out.parent), "--result-filename", out.name]
 
 
-def compare(pdctl_result: dict[str, Any], vllm_result: dict[str, Any], tolerance: float = TOLERANCE) -> dict[str, Any]:
-    """Each metric from both tools and their relative difference (against vLLM's); agree when every
-    one is within `tolerance`."""
-    [run] = pdctl_result["runs"]
+def metrics_of(tool: str, result: dict[str, Any]) -> dict[str, float | None]:
+    """The compared metrics from one tool's result file."""
+    if tool == "pdctl":
+        [run] = result["runs"]
+        return {name: ours(run) for name, (ours, _) in METRICS.items()}
+    return {name: result.get(key) for name, (_, key) in METRICS.items()}
+
+
+def decode_s_p50(tool: str, result: dict[str, Any]) -> float | None:
+    """Median per-request decode time (first token to the end), where the raw data allows: pdctl's
+    `per_request` E2E - TTFT, vLLM's `--save-detailed` ITLs summed; None without it."""
+    if tool == "pdctl":
+        per_request = result["runs"][0].get("per_request")
+        decode = [] if per_request is None else [
+            e2e - ttft for ttft, e2e in zip(per_request["ttft_s"], per_request["e2e_s"], strict=True)
+            if ttft is not None]
+    else:
+        decode = [sum(itls) for itls, error in zip(result.get("itls") or [], result.get("errors") or [], strict=False)
+                  if itls and not error]
+    return statistics.median(decode) if decode else None
+
+
+def _known(values: list[float | None]) -> list[float] | None:
+    """The values when every round has one; None otherwise."""
+    known = [v for v in values if v is not None]
+    return known if known and len(known) == len(values) else None
+
+
+def compare(rounds: list[dict[str, dict[str, float | None]]], tolerance: float = TOLERANCE) -> dict[str, Any]:
+    """`rounds`: per round, each tool's metrics (`metrics_of`). Each metric's median over the rounds
+    per tool, its per-round values and min–max, and the medians' relative difference (against
+    vLLM's); agree when every difference is within `tolerance`."""
     metrics = {}
-    for name, (ours, key) in METRICS.items():
-        mine, theirs = ours(run), vllm_result.get(key)
+    for name in METRICS:
+        values = {tool: [r[tool][name] for r in rounds] for tool in TOOLS}
+        known = {tool: _known(v) for tool, v in values.items()}
+        mine, theirs = (None if v is None else statistics.median(v) for v in (known["pdctl"], known["vllm"]))
         difference = None if mine is None or not theirs else (mine - theirs) / theirs
-        metrics[name] = {"pdctl": mine, "vllm": theirs, "relative_difference": difference,
-                         "within": difference is not None and abs(difference) <= tolerance}
-    return {"tolerance": tolerance, "metrics": metrics, "agree": all(m["within"] for m in metrics.values())}
+        metrics[name] = {
+            "pdctl": mine, "vllm": theirs, "relative_difference": difference,
+            "within": difference is not None and abs(difference) <= tolerance, "rounds": values,
+            "spread": {tool: None if v is None else [min(v), max(v)] for tool, v in known.items()}}
+    return {"tolerance": tolerance, "rounds": len(rounds), "metrics": metrics,
+            "agree": all(m["within"] for m in metrics.values())}
 
 
 def run(side: SideBySide, out_dir: Path, runner: Callable[..., subprocess.CompletedProcess] = subprocess.run
         ) -> dict[str, Any]:
-    """Run pdctl bench, then vllm bench serve, against `side.base_url`; the side-by-side document."""
+    """`side.rounds` rounds against `side.base_url`, pdctl first in odd rounds, vLLM first in even ones;
+    each round's result files kept in `out_dir`. The side-by-side document (a plain dict): stops at
+    the first round in which a tool fails, with no comparison."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    pdctl_out, vllm_out = out_dir / "pdctl-bench.json", out_dir / "vllm-bench-serve.json"
-    document: dict[str, Any] = {"workload": asdict(side), "commands": {
-        "pdctl": side.pdctl_command(pdctl_out), "vllm": side.vllm_command(vllm_out)}}
-    for tool, out in (("pdctl", pdctl_out), ("vllm", vllm_out)):
-        done = runner(document["commands"][tool], capture_output=True, text=True, check=False)
-        document[f"{tool}_exit"] = done.returncode
-        if done.returncode != 0 or not out.exists():
-            document[f"{tool}_error"] = (done.stderr or done.stdout)[-2000:]
-    if "pdctl_error" in document or "vllm_error" in document:
-        document["comparison"] = None
-        return document
-    pdctl_result, vllm_result = json.loads(pdctl_out.read_text()), json.loads(vllm_out.read_text())
-    document["pdctl"], document["vllm"] = pdctl_result, vllm_result
-    document["comparison"] = compare(pdctl_result, vllm_result)
+    document: dict[str, Any] = {"workload": asdict(side), "rounds": []}
+    for index in range(side.rounds):
+        number, seeded = index + 1, replace(side, seed=side.seed + index)
+        outs = {"pdctl": out_dir / f"round-{number}-pdctl-bench.json",
+                "vllm": out_dir / f"round-{number}-vllm-bench-serve.json"}
+        order = TOOLS if index % 2 == 0 else TOOLS[::-1]
+        this: dict[str, Any] = {"round": number, "seed": seeded.seed, "order": list(order), "commands": {
+            "pdctl": seeded.pdctl_command(outs["pdctl"]), "vllm": seeded.vllm_command(outs["vllm"])}}
+        document["rounds"].append(this)
+        for tool in order:
+            done = runner(this["commands"][tool], capture_output=True, text=True, check=False)
+            this[f"{tool}_exit"] = done.returncode
+            if done.returncode != 0 or not outs[tool].exists():
+                document[f"{tool}_error"] = f"round {number}: " + (done.stderr or done.stdout or "")[-2000:]
+                document["comparison"] = None
+                return document
+        for tool in TOOLS:
+            this[tool] = json.loads(outs[tool].read_text())
+        this["metrics"] = {tool: metrics_of(tool, this[tool]) for tool in TOOLS}
+        this["decode_s_p50"] = {tool: decode_s_p50(tool, this[tool]) for tool in TOOLS}
+    document["comparison"] = compare([r["metrics"] for r in document["rounds"]])
     return document

@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     rendered, source = rendered_pd_serving_args("dev", overrides=parse_overrides(overrides))
     model = runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
     options = RunOptions(load=CPU_LOAD, times=CPU_TIMES, duration_s=args.soak_s, sample_every_s=2.0,
-                         warmup_s=min(20.0, args.soak_s / 3), burst_size=64, ramp=CPU_RAMP)
+                         warmup_s=min(20.0, args.soak_s / 3), burst_size=64, ramp=CPU_RAMP,
+                         bench_requests=32, bench_rounds=2)  # both orders once; fake engines time nothing
     documents = run_resilience(kinds, rendered_args=rendered, source=source + " [CPU rehearsal, fake engines]",
                                model=model, out_dir=Path(args.out), fake_engines=True, options=options,
                                ready_timeout_s=180)

@@ -118,18 +118,42 @@ def checks_table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
 def side_by_side_table(app: str, result: dict[str, Any]) -> str:
-    """pdctl bench against vllm bench serve on one app (lab.bench_compare)."""
+    """pdctl bench against vllm bench serve on one app (lab.bench_compare): the medians over the
+    rounds with each tool's min–max, the verdict, then each round's values."""
     comparison = result.get("comparison")
     if not comparison:
         return f"Side by side ({app}): not compared ({result.get('pdctl_error') or result.get('vllm_error')})"
-    rows = [f"Side by side ({app}): pdctl bench vs vllm bench serve, agree within "
-            f"{comparison['tolerance']:.0%}: {comparison['agree']}", "",
-            "| metric | pdctl | vllm | difference |", "|---|---|---|---|"]
+    rounds = result.get("rounds", [])
+    rows = [f"Side by side ({app}): pdctl bench vs vllm bench serve, medians of {comparison.get('rounds', 1)} "
+            f"round(s) (order alternating), agree within {comparison['tolerance']:.0%}: {comparison['agree']}", "",
+            "| metric | pdctl median (min–max) | vllm median (min–max) | difference | within |",
+            "|---|---|---|---|---|"]
     for name, metric in comparison["metrics"].items():
         difference = metric["relative_difference"]
-        pdctl, vllm = (("—" if v is None else f"{v:.2f}") for v in (metric["pdctl"], metric["vllm"]))
-        rows.append(f"| {name} | {pdctl} | {vllm} | {'—' if difference is None else f'{difference:+.1%}'} |")
+        cells = []
+        for tool in ("pdctl", "vllm"):
+            spread = (metric.get("spread") or {}).get(tool)
+            cells.append(_number(metric[tool]) + ("" if spread is None else
+                                                  f" ({_number(spread[0])}–{_number(spread[1])})"))
+        rows.append(f"| {name} | {cells[0]} | {cells[1]} | {'—' if difference is None else f'{difference:+.1%}'} "
+                    f"| {'yes' if metric['within'] else '**NO**'} |")
+    if rounds:
+        names = list(comparison["metrics"])
+        rows += ["", "Per round, pdctl / vllm (decode: median per-request E2E − TTFT, ms):", "",
+                 "| round | first | seed | " + " | ".join(names) + " | decode_p50_ms |",
+                 "|---|---|---|" + "---|" * (len(names) + 1)]
+        for entry in rounds:
+            values = [f"{_number(entry['metrics']['pdctl'][n])} / {_number(entry['metrics']['vllm'][n])}"
+                      for n in names]
+            decode = entry.get("decode_s_p50", {})
+            values.append(" / ".join(_number(None if decode.get(t) is None else decode[t] * 1000)
+                                     for t in ("pdctl", "vllm")))
+            rows.append(f"| {entry['round']} | {entry['order'][0]} | {entry['seed']} | " + " | ".join(values) + " |")
     return "\n".join(rows)
 
 

@@ -57,8 +57,9 @@ class RunOptions:
     sample_every_s: float = 5.0
     warmup_s: float = 60.0
     burst_size: int = BURST_SIZE
-    bench_requests: int = 64  # bench-compare: timed requests per tool
+    bench_requests: int = 128  # bench-compare: timed requests per tool and round
     bench_concurrency: int = 8  # bench-compare: requests in flight
+    bench_rounds: int = 3  # bench-compare: rounds of both tools, order alternating; medians judged
     ramp: scaling.Ramp = DEFAULT_RAMP
 
 
@@ -102,7 +103,7 @@ def _bench_compare(pd: runner.LabApp, model: runner.LabModel, options: RunOption
                    data: dict[str, Any]) -> None:
     side = bench_compare.SideBySide(base_url=pd.base_url, model=pd.model_id, tokenizer=model.path,
                                     requests=options.bench_requests, concurrency=options.bench_concurrency,
-                                    seed=options.load.seed)
+                                    seed=options.load.seed, rounds=options.bench_rounds)
     data["side_by_side"] = bench_compare.run(side, out_dir / "side-by-side")
     data["verdict"] = {"passed": bool((data["side_by_side"].get("comparison") or {}).get("agree"))}
 

@@ -856,11 +856,11 @@ def write_metrics_exposition(path: Path, metrics_text: str, data: dict[str, Any]
     path.write_text("\n".join(header) + "\n" + metrics_text + ("" if metrics_text.endswith("\n") else "\n"))
 
 
-SIDE_BY_SIDE_MIN_S = 120  # two benchmark runs and vLLM's start-up
+SIDE_BY_SIDE_MIN_S = 300  # rounds of two benchmark runs, each vLLM run with its start-up
 
 
 def _side_by_side(app: LabApp, spec: Workload, data: dict[str, Any], out_dir: Path, time_left, started: float) -> None:
-    """`pdctl bench` and `vllm bench serve` against this app, one after the other (lab.bench_compare)."""
+    """`pdctl bench` and `vllm bench serve` against this app, in rounds of alternating order (lab.bench_compare)."""
     if time_left() < SIDE_BY_SIDE_MIN_S:
         data["not_done"].append(f"{app.name} side-by-side: out of time")
         return

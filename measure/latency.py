@@ -130,6 +130,16 @@ def goodput(samples: Sequence[RequestSample], slo: Slo, wall_seconds: float) -> 
     }
 
 
+def per_request(samples: Sequence[RequestSample]) -> dict[str, list]:
+    """Each request's start (seconds after the first), TTFT and E2E (None for a failed request) and
+    output tokens, in completion order, to the microsecond: the raw data beside a summary, in columns."""
+    first = min((s.start for s in samples), default=0.0)
+    return {"start_s": [round(s.start - first, 6) for s in samples],
+            "ttft_s": [round(s.ttft, 6) if s.ok else None for s in samples],
+            "e2e_s": [round(s.e2e, 6) if s.ok else None for s in samples],
+            "output_tokens": [s.tokens_out if s.ok else None for s in samples]}
+
+
 def summarize(samples: Iterable[RequestSample], wall_seconds: float | None = None, slo: Slo | None = None) -> dict:
     """Summary of a benchmark run.
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from measure.latency import ITL_CAVEAT, RequestSample, Slo, summarize
+from measure.latency import ITL_CAVEAT, RequestSample, Slo, per_request, summarize
 
 ARRIVALS = ("poisson", "constant")
 # The line of a Job's log that carries its result (the log has whatever else the image prints).
@@ -333,6 +333,7 @@ async def benchmark(client, target: BenchTarget, specs: Sequence[BenchSpec], *, 
             "prompts": prompts.to_dict(spec.input_tokens),
             "warmup": {"requests": len(warm), "failed": sum(1 for s in warm if not s.ok)},
             **summarize(samples, wall, spec.slo),
+            "per_request": per_request(samples),
         })
     return {
         "where": where,

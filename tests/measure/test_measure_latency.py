@@ -2,7 +2,7 @@
 
 import pytest
 
-from measure.latency import RequestSample, percentile, summarize
+from measure.latency import RequestSample, per_request, percentile, summarize
 
 
 def test_percentile_interpolates_between_ranks_like_numpy():
@@ -65,3 +65,14 @@ def test_no_successful_request_gives_no_distributions():
     summary = summarize([RequestSample(start=0.0, end=1.0, error="boom")])
     assert summary["ttft_s"] is None and summary["e2e_s"] is None
     assert summary["output_tokens_per_s"] == 0.0
+
+
+def test_per_request_columns_are_start_relative_with_failures_unmeasured():
+    late = RequestSample(start=10.5, end=11.4, token_times=[10.7, 11.3], output_tokens=5)
+    failed = RequestSample(start=10.2, end=10.3, error="APIConnectionError: refused")
+    early = RequestSample(start=10.0, end=10.9, token_times=[10.5, 10.8], output_tokens=2)
+    columns = per_request([late, failed, early])  # completion order kept
+    assert columns["start_s"] == pytest.approx([0.5, 0.2, 0.0])
+    assert columns["ttft_s"][0] == pytest.approx(0.2) and columns["ttft_s"][1] is None
+    assert columns["e2e_s"] == [pytest.approx(0.9), None, pytest.approx(0.9)]
+    assert columns["output_tokens"] == [5, None, 2]

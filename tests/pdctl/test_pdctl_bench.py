@@ -238,6 +238,11 @@ def test_bench_checks_the_model_list_warms_up_then_times(server, cli, tmp_path):
     assert run["parameters"]["seed"] == 7 and run["parameters"]["mode"] == "closed loop"
     assert run["requests"] == {"total": 6, "succeeded": 6, "failed": 0}
     assert run["warmup"] == {"requests": 3, "failed": 0}
+    # The raw data beside the summary: one row per timed request, decode time = e2e - ttft.
+    rows = run["per_request"]
+    assert rows["output_tokens"] == [20] * 6 and min(rows["start_s"]) == 0.0
+    assert sorted(rows["e2e_s"])[2] <= run["e2e_s"]["p50"] <= sorted(rows["e2e_s"])[3]
+    assert all(e2e - ttft >= 19 * ITL for ttft, e2e in zip(rows["ttft_s"], rows["e2e_s"], strict=True))
     # Over real sockets only causality holds: no token before the server's delay.
     assert run["ttft_s"]["p50"] >= TTFT and run["e2e_s"]["p50"] >= TTFT + 19 * ITL
     # Three untimed warm-ups (16 tokens) were answered before the first timed request (20) arrived.
