@@ -57,6 +57,14 @@ DECISION = re.compile(STAMP + r"controller \d+ -- (?:Up|Down)scaling Deployment\
                       r"from (\d+) to (\d+) replicas\. Current ongoing requests: ([\d.]+)")
 
 
+# A new decode replica serves only after its vLLM engine has started: 104–149 s on the H200 (decode
+# replica restart 103.6 s in results/2026-12-01-h200-resilience-faults-result.json; replica start →
+# engine up 146–149 s in results/2026-12-01-h200-knobs-report.md run A), after Serve's decision
+# (~20 s). The first GPU scaling run waited 160 s and saw no second replica: too short a wait, not a
+# verdict on autoscaling. 300 s leaves a margin over the slowest measured start.
+NEW_REPLICA_WAIT_S = 300.0
+
+
 @dataclass(frozen=True)
 class Ramp:
     low_concurrency: int = 1
@@ -64,7 +72,7 @@ class Ramp:
     prompt_tokens: int = 64
     output_tokens: int = 256
     low_s: float = 30.0
-    up_timeout_s: float = 160.0
+    up_timeout_s: float = NEW_REPLICA_WAIT_S
     hold_s: float = 15.0
     down_timeout_s: float = 110.0
     after_s: float = 10.0

@@ -56,6 +56,9 @@ from offline import OfflineRun, ask_recorded_cloud, run_offline, stack_config
 REPO = Path(__file__).resolve().parents[1]
 KUBERAY_DIR = Path(__file__).resolve().parent / "data" / "kuberay-v1.7.0"
 
+# Ends a session that ran Ray in-process with pytest's status, not a teardown crash (its docstring).
+pytest_plugins = ["session_exit"]
+
 # The real metrics exposition of the PD app: Ray's metrics endpoint scraped by the GPU lab on one H200
 # (Ray 2.58.0, vLLM 0.26.0, NIXL 1.3.1, 2026-12-01; its header says what ran), with Serve's
 # ray_serve_* and the engines' ray_vllm_* under the stack's model id. The one place that says which
@@ -407,3 +410,4 @@ def bootstrap_run(tmp_path_factory) -> Callable[..., OfflineRun]:
         return runs[key]
 
     return run
+
