@@ -48,7 +48,7 @@ from facts.images import (
 from facts.instances import InstanceType
 from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
 from serve_app.checks import CheckedApp, DeploymentTarget, NodeGroupTarget, check_app, phase_node_group_keys
-from serve_app.config import PHASES, S3_SCHEME, Phase
+from serve_app.config import PHASES, S3_SCHEME, STREAMER_LOAD_FORMATS, Phase
 from serve_app.errors import ConfigError
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
@@ -993,7 +993,7 @@ def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, in
     """serve_app's PD app checked against the GPU node groups it runs on (gpuNodeType's, and a phase's
     own where one is set), with the model's own facts."""
     image_stack = serving_stack(ray_service.image)
-    _check_image_loads_s3(app_settings, ray_service, image_stack)
+    _check_image_streams_weights(app_settings, ray_service, image_stack)
     model = read_model_facts(app_settings.model_source)
     target = DeploymentTarget(
         gpu_instance=instance, gpu_node_count=gpu_nodes.count,
@@ -1016,27 +1016,31 @@ def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, in
     )
 
 
-def _check_image_loads_s3(app_settings: ServeAppSettings, ray_service: RayServiceSettings,
-                          image_stack: ServingStack | None) -> None:
-    """An s3:// model is streamed by vLLM's Run:ai Model Streamer, which must be in the image: refuse
-    an image known not to carry it, and one not known to carry it unless the user says it does.
-    Refused rather than warned: the missing package shows only as DEPLOY_FAILED once the GPU nodes
-    are up and billing."""
-    if not app_settings.model_source.startswith(S3_SCHEME):
+def _check_image_streams_weights(app_settings: ServeAppSettings, ray_service: RayServiceSettings,
+                                 image_stack: ServingStack | None) -> None:
+    """An s3:// model, or extraEngineKwargs' load_format runai_streamer, is loaded by vLLM's Run:ai
+    Model Streamer, which must be in the image: refuse an image known not to carry it, and one not
+    known to carry it unless the user says it does. Refused rather than warned: the missing package
+    shows only as DEPLOY_FAILED once the GPU nodes are up and billing."""
+    on_s3 = app_settings.model_source.startswith(S3_SCHEME)
+    load_format = app_settings.extra_engine_kwargs.get("load_format")
+    if not on_s3 and load_format not in STREAMER_LOAD_FORMATS:
         return
     source_key, declared_key = ServeAppSettings.key("model_source"), RayServiceSettings.key(
         "image_carries_runai_streamer")
+    asked_by = (f"{source_key} is an S3 mirror" if on_s3
+                else f"{ServeAppSettings.key('extra_engine_kwargs')} sets load_format {load_format}")
     carries = image_stack.runai_model_streamer if image_stack else None
     if carries is False:
         raise ConfigError(RayServiceSettings.key("image"), ray_service.image,
                           "an image with vllm[runai] (runai-model-streamer, runai-model-streamer-s3)",
-                          f"{source_key} is an S3 mirror and this image has no Run:ai Model Streamer")
+                          f"{asked_by} and this image has no Run:ai Model Streamer")
     if carries is None and not ray_service.image_carries_runai_streamer:
+        instead = f"set {source_key} to a Hugging Face id" if on_s3 else "drop that load_format"
         raise ConfigError(declared_key, False, "true, once rayImage carries vllm[runai] (runai-model-streamer, "
                           "runai-model-streamer-s3)",
-                          f"{source_key} is an S3 mirror, loaded with load_format runai_streamer, and "
-                          f"{ray_service.image} is not known to carry the streamer; or set {source_key} to a "
-                          "Hugging Face id")
+                          f"{asked_by}, loaded with the Run:ai Model Streamer, and {ray_service.image} is not "
+                          f"known to carry it; or {instead}")
 
 
 def _with_model_notes(app: CheckedApp, model: ModelFacts, key: str) -> CheckedApp:

@@ -101,6 +101,15 @@ class StepDuration:
     where: str  # the measurement or the reasoning behind the figure
 
 
+@dataclass(frozen=True)
+class SourcedValue:
+    """A rate or a fraction the cold-start steps are computed from, with its source like a step's."""
+
+    value: float
+    source: str  # MEASURED, REFERENCE or ESTIMATE
+    where: str
+
+
 H200_KNOBS_REPORT = "lab/results/2026-12-01-h200-knobs-report.md"
 
 # A managed node group's node until Ready: the reference's 3–5 min (as the node group create above).
@@ -117,24 +126,56 @@ RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registrat
 # upper bound for one engine per GPU). Middle of the range.
 ENGINE_START_COLD = StepDuration(
     147.8, MEASURED, f"{H200_KNOBS_REPORT} §1 engine start-up, run A (H200, 6 engines on one GPU, dummy weights)")
-# The part of that start a warm vLLM compile cache removes: torch.compile took 16.7–25.0 s per engine
-# in run A. That a cache hit saves all of it was not measured (the lab ran with the cache off).
-COMPILE_SAVED_BY_CACHE = StepDuration(
-    20.9, ESTIMATE, f"torch.compile 16.7–25.0 s measured in {H200_KNOBS_REPORT} run A; the cache hit's saving "
-    "is not measured")
+# A Serve replica killed (SIGKILL) until Serve runs a new one (`back_after_s`), in the H200 resilience
+# run: decode 103.571 s, prefill 123.203 s; the mean stands for a restart of either phase. Each took
+# a vLLM engine start with CUDA graphs and torch.compile, vLLM's compile cache at its default (on;
+# whether it hit is not recorded), 3 engines on one GPU, a tiny random-weight model (its load takes
+# no time to speak of). Killing the engine process alone took longer (decode 120.2 s, prefill 139.8 s).
+# After the prefill restart no request succeeded (a stale NIXL peer, addressed since: the stack renders
+# no engine id): its figure is the replica's return, which is what the engine start costs.
+H200_RESILIENCE_FAULTS_RESULT = "lab/results/2026-12-01-h200-resilience-faults-result.json"
+DECODE_REPLICA_RESTART_SECONDS = 103.571
+PREFILL_REPLICA_RESTART_SECONDS = 123.203
+# What it does not hold, and so is added beside it in "pod restart → serving": the container start
+# and raylet join (Serve replaced the replica inside a running Ray node) and the checkpoint's load.
+# What may be counted twice: Serve noticing the dead replica (at most one 10 s health-check period)
+# happens during a pod's start.
+ENGINE_RESTART = StepDuration(
+    (DECODE_REPLICA_RESTART_SECONDS + PREFILL_REPLICA_RESTART_SECONDS) / 2, MEASURED,
+    f"{H200_RESILIENCE_FAULTS_RESULT}: replica killed → new replica running, decode "
+    f"{DECODE_REPLICA_RESTART_SECONDS:.1f} s, prefill {PREFILL_REPLICA_RESTART_SECONDS:.1f} s, mean (H200, 3 engines "
+    "on one GPU, CUDA graphs + torch.compile, compile cache on, tiny weights); holds no pod start and no weight "
+    "load, which are added beside it; Serve's noticing the death (≤ 10 s) may overlap the pod start")
 
-# Weight load paths, as bytes per second (divide the checkpoint's size by them).
+# Weight load paths.
 # From Hugging Face through the NAT gateway, download + load: the reference's first load, 145 s for
 # the Qwen3.5-9B checkpoint (facts/models.py sizes it).
 HF_FIRST_LOAD_SECONDS = 145.0
-# Reloading from the node's page cache: about 2 s for the same checkpoint in the reference.
-PAGE_CACHE_RELOAD_SECONDS = 2.0
-# From local disk with vLLM's default safetensors loader: 15 GB in 48 s from gp3 in vLLM's Run:ai
-# streamer documentation (docs/SOURCES.md#cold-start); NVMe taken to be no slower (an estimate
-# until lab/loadtime.py measures it).
-LOCAL_DISK_DEFAULT_LOADER_BYTES_PER_SECOND = StepDuration(
-    15e9 / 48, ESTIMATE, "vLLM docs: default loader 15 GB in 48 s from gp3; NVMe assumed no slower (not measured)")
+
+# From local disk, timed on the H200 lab host (H200_LOADTIME_RESULT): an 8B-shaped checkpoint,
+# 16.06 GB of bf16 safetensors, in GB/s; "cold": the page cache dropped (drop_caches) first.
+H200_LOADTIME_RESULT = "lab/results/2026-12-01-h200-loadtime.json"
+LAB_DISK_SEQUENTIAL_READ_GB_PER_S = 1.781  # a plain buffered sequential read, cold
+DEFAULT_LOADER_COLD_GB_PER_S = 0.88  # vLLM's default safetensors loader → GPU
+DEFAULT_LOADER_WARM_GB_PER_S = 6.988  # the same with the checkpoint still in the page cache
+STREAMER_COLD_GB_PER_S = 1.903  # the Run:ai Model Streamer → GPU (1.916 warm: it gains nothing from the cache)
+# The GPU node's NVMe is not the lab's disk, so the plan carries each loader as a share of the disk's
+# own sequential read, and multiplies it by the node's disk.
+DEFAULT_LOADER_DISK_SHARE = SourcedValue(
+    DEFAULT_LOADER_COLD_GB_PER_S / LAB_DISK_SEQUENTIAL_READ_GB_PER_S, MEASURED,
+    f"{H200_LOADTIME_RESULT}: vLLM's default loader {DEFAULT_LOADER_COLD_GB_PER_S} GB/s, page cache cold, "
+    f"against the disk's {LAB_DISK_SEQUENTIAL_READ_GB_PER_S} GB/s sequential read")
+STREAMER_DISK_SHARE = SourcedValue(
+    STREAMER_COLD_GB_PER_S / LAB_DISK_SEQUENTIAL_READ_GB_PER_S, MEASURED,
+    f"{H200_LOADTIME_RESULT}: Run:ai streamer {STREAMER_COLD_GB_PER_S} GB/s, page cache cold (concurrent "
+    f"streams), against the disk's {LAB_DISK_SEQUENTIAL_READ_GB_PER_S} GB/s sequential read")
+# No source gives an instance-store NVMe's read bandwidth per instance type (facts/instances.py,
+# docs/SOURCES.md): the lab disk stands in.
+NVME_READ_BYTES_PER_SECOND = SourcedValue(
+    LAB_DISK_SEQUENTIAL_READ_GB_PER_S * 1e9, ESTIMATE,
+    f"the H200 lab disk's sequential read ({H200_LOADTIME_RESULT}, where the loaders' shares were measured) "
+    "stands in: no sourced figure for the node's instance-store NVMe")
 # From the S3 mirror with the Run:ai streamer: bounded by the node's network; half the nominal
 # bandwidth is this project's assumption, not a measurement.
-S3_STREAM_FRACTION_OF_NETWORK = StepDuration(
+S3_STREAM_FRACTION_OF_NETWORK = SourcedValue(
     0.5, ESTIMATE, "half the instance's nominal network bandwidth (facts/instances.py); not measured")

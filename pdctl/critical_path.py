@@ -47,6 +47,7 @@ class CriticalPath:
     steps: list[PathStep]  # resources on the longest chain that take time, in create order
     minutes: float  # expected wall time of the whole deploy (parallel, as the engine does it)
     sequential_minutes: float  # the same resources created one after another
+    finished_at: Mapping[str, float]  # minutes from the start until each resource (by URN) is done
 
     def to_dict(self) -> dict:
         return {
@@ -120,7 +121,7 @@ def critical_path(resources: Iterable[GraphResource],
         return best
 
     if not by_urn:
-        return CriticalPath(steps=[], minutes=0.0, sequential_minutes=0.0)
+        return CriticalPath(steps=[], minutes=0.0, sequential_minutes=0.0, finished_at={})
     last = min(by_urn)  # the first in sorted order, which wins ties
     for urn in sorted(by_urn):
         finished = done_of(urn)
@@ -146,4 +147,5 @@ def critical_path(resources: Iterable[GraphResource],
         steps=steps,
         minutes=done[last],
         sequential_minutes=sum(d.minutes for d in durations.values()),
+        finished_at=done,
     )

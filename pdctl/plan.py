@@ -18,7 +18,13 @@ from typing import Any
 
 import yaml
 
-from components.cold_start import ColdStart, cold_start
+from components.cold_start import (
+    CONTROL_PLANE_TO_FIRST_TOKEN_TARGET_MINUTES,
+    DEPLOY_TARGET_MINUTES,
+    ColdStart,
+    Verdict,
+    cold_start,
+)
 from components.node_groups import gpu_node_group_resource_name
 from facts.durations import CreateDuration
 from facts.fault_tolerance import HEAD_RESTART, HeadRestart
@@ -476,6 +482,8 @@ class Plan:
     warnings: list[str]
     notes: list[str]
     cold_start: ColdStart | None = None
+    # Minutes from the EKS control plane ready to the RayService serving, against issue 13's target.
+    control_plane_to_first_token: Verdict | None = None
     head_restart: HeadRestart | None = None
     scaling: dict[str, Any] | None = None
     cost_at_max: CostEstimate | None = None  # every node group at its maximum
@@ -492,7 +500,7 @@ class Plan:
                          "note": self.capacity_note},
             "cost": self.cost.to_dict(),
             "scaling": self._scaling_dict(),
-            "critical_path": self.critical_path.to_dict(),
+            "critical_path": self._critical_path_dict(),
             "cold_start": self.cold_start.to_dict() if self.cold_start else None,
             "head_restart": self.head_restart.to_dict() if self.head_restart else None,
             "outputs": self.outputs,
@@ -501,6 +509,18 @@ class Plan:
             "warnings": self.warnings,
             "notes": self.notes,
         }
+
+    @property
+    def deploy_target(self) -> Verdict:
+        return Verdict(self.critical_path.minutes, DEPLOY_TARGET_MINUTES, "min")
+
+    def _critical_path_dict(self) -> dict[str, Any]:
+        path = {**self.critical_path.to_dict(), "target": self.deploy_target.to_dict()}
+        if self.control_plane_to_first_token is not None:
+            path["control_plane_to_first_token"] = {
+                "minutes": round(self.control_plane_to_first_token.figure, 2),
+                "target": self.control_plane_to_first_token.to_dict()}
+        return path
 
     def _scaling_dict(self) -> dict[str, Any] | None:
         if self.scaling is None:
@@ -513,6 +533,16 @@ def stack_cold_start(run) -> ColdStart | None:
     """The cold-start figures of the serving settings the program built, when it built a stack."""
     stack = run.program.get("stack")
     return cold_start(stack.settings.serving) if stack is not None else None
+
+
+def control_plane_to_first_token(resources: list, path: CriticalPath) -> Verdict | None:
+    """From the EKS control plane ready to the RayService serving (its first token), as the deploy's
+    critical path times them, against issue 13's target; None without a cluster or a RayService."""
+    ready = [path.finished_at[r.urn] for r in resources if r.type in CLUSTER_TYPES]
+    serving = [path.finished_at[r.urn] for r in resources if r.type == RAY_SERVICE_TYPE]
+    if not ready or not serving:
+        return None
+    return Verdict(max(serving) - min(ready), CONTROL_PLANE_TO_FIRST_TOKEN_TARGET_MINUTES, "min")
 
 
 def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
@@ -530,6 +560,7 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
     offline = OfflineValues(run.invented)
     at_min = cost_inputs(resources, region or "unknown")
     at_max = cost_inputs(resources, region or "unknown", size="maxSize")
+    path = critical_path(resources, overrides)
     return Plan(
         stack=stack,
         region=region,
@@ -541,7 +572,7 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         cost=hourly_cost(at_min),
         cost_at_max=hourly_cost(at_max),
         scaling=scaling_bounds(run, node_group_costs(at_min, at_max)),
-        critical_path=critical_path(resources, overrides),
+        critical_path=path,
         outputs=outputs,
         protections=protections(resources),
         offline_outputs=offline.marks({k: v for k, v in outputs.items() if k not in secret}),
@@ -549,5 +580,6 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         warnings=plan_warnings(app),
         notes=list(app.notes) if app is not None else [],
         cold_start=start,
+        control_plane_to_first_token=control_plane_to_first_token(resources, path),
         head_restart=head_restart(resources),
     )

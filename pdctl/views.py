@@ -170,7 +170,11 @@ def render_plan(console: Console, plan) -> None:
     console.print(
         f"[bold]{path.minutes:.1f} min[/] with the graph's parallelism, vs "
         f"[bold]{path.sequential_minutes:.1f} min[/] for the same resources one after another "
-        f"(how the reference scripts run)", highlight=False)
+        f"(how the reference scripts run); {plan.deploy_target.text}", highlight=False)
+    if plan.control_plane_to_first_token is not None:
+        reach = plan.control_plane_to_first_token
+        console.print(f"EKS control plane ready → first token: [bold]{reach.figure:.1f} min[/] on this path; "
+                      f"{reach.text}", highlight=False)
     if plan.cold_start is not None:
         _render_cold_start(console, plan.cold_start)
     if plan.head_restart:
@@ -196,8 +200,13 @@ def _render_cold_start(console: Console, start) -> None:
         for step in figure.steps:
             table.add_row(f"{step.duration.seconds:.0f}", step.name, step.duration.source, escape(step.duration.where))
         console.print(table)
-        console.print(f"[bold]{figure.name}: {figure.seconds:.0f} s[/] ({figure.measured_share:.0%} of it measured)",
-                      highlight=False)
+        verdict = f"; {figure.verdict.text}" if figure.verdict else ""
+        console.print(f"[bold]{figure.name}: {figure.seconds:.0f} s[/] ({figure.measured_share:.0%} of it measured)"
+                      f"{verdict}", highlight=False)
+    load, share = start.weight_load, start.weight_load.disk_share
+    console.print(f"weight load: {load.loader} at [bold]{share.value:.0%}[/] of a local disk's sequential read "
+                  f"({share.source}: {escape(share.where)}), reading {escape(load.reads_from)}; {load.verdict.text}",
+                  highlight=False)
 
 
 def render_status(console: Console, service, pods, nodes, warnings: list[str]) -> None:

@@ -98,10 +98,11 @@ S3_SCHEME = "s3://"
 # S3 bucket names: 3–63 lowercase letters, digits, '.' and '-', starting and ending with a letter or
 # digit (S3 user guide, "Bucket naming rules").
 _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-# vLLM loads weights from S3 itself only with a streaming load format (Ray Serve LLM then downloads
-# nothing: ray/llm/_internal/common/utils/download_utils.py STREAMING_LOAD_FORMATS).
+# The Run:ai Model Streamer's load formats: vLLM loads weights from S3 itself only with one of them
+# (Ray Serve LLM then downloads nothing: ray/llm/_internal/common/utils/download_utils.py
+# STREAMING_LOAD_FORMATS); from local disk they are an opt-in.
 S3_LOAD_FORMAT = "runai_streamer"
-S3_LOAD_FORMATS = ("runai_streamer", "runai_streamer_sharded")
+STREAMER_LOAD_FORMATS = ("runai_streamer", "runai_streamer_sharded")
 
 
 def s3_location(uri: str) -> tuple[str, str]:

@@ -20,8 +20,8 @@ from serve_app.config import (
     KV_BACKENDS,
     OWNED_ENGINE_KWARGS,
     REFUSED_ENGINE_KWARGS,
-    S3_LOAD_FORMATS,
     S3_SCHEME,
+    STREAMER_LOAD_FORMATS,
     Dtype,
     PDAppConfig,
     Phase,
@@ -175,9 +175,9 @@ class ServeAppSettings(StackKeyModel):
                               f'"" or a path under {self.key("model_source")} when that is an s3:// mirror',
                               "the Ray pods' role may read the model's bucket and prefix only")
         load_format = self.extra_engine_kwargs.get("load_format")
-        if model_on_s3 and load_format is not None and load_format not in S3_LOAD_FORMATS:
+        if model_on_s3 and load_format is not None and load_format not in STREAMER_LOAD_FORMATS:
             raise ConfigError(self.key("extra_engine_kwargs"), {"load_format": load_format},
-                              f"load_format unset or one of {list(S3_LOAD_FORMATS)}",
+                              f"load_format unset or one of {list(STREAMER_LOAD_FORMATS)}",
                               f"{self.key('model_source')} is an S3 mirror, which vLLM reads only by streaming")
         return self
 

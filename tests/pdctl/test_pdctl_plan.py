@@ -171,12 +171,33 @@ def test_plan_shows_both_cold_start_figures_with_their_sources(dev_plan):
     for figure in (new_node, restart):
         assert figure["seconds"] == pytest.approx(sum(s["seconds"] for s in figure["steps"]), abs=0.5)
         assert all(s["source"] in ("measured", "reference timing", "estimate") and s["where"] for s in figure["steps"])
-    # The engine start is the lab's H200 measurement, and says where it was taken.
+    # The engine starts are the lab's H200 measurements, and say where they were taken: the first
+    # start on a new node, a Serve replica's restart on a pod restart.
     (engine,) = [s for s in new_node["steps"] if s["source"] == "measured"]
     assert "2026-12-01-h200-knobs-report" in engine["where"]
+    (restarted,) = [s for s in restart["steps"] if s["source"] == "measured"]
+    assert "2026-12-01-h200-resilience-faults-result.json" in restarted["where"]
     # A restart on the same node downloads nothing and skips the image pull and the node.
     assert any("0 bytes downloaded" in s["step"] for s in restart["steps"])
     assert restart["seconds"] < new_node["seconds"]
+
+
+def test_plan_judges_each_start_target_of_issue_13(dev_plan):
+    start, path = dev_plan["cold_start"], dev_plan["critical_path"]
+    restart = start["pod_restart"]
+    assert restart["target"] == {"at_most": 60.0, "unit": "s", "met": restart["seconds"] <= 60,
+                                 "missed_by": pytest.approx(max(restart["seconds"] - 60, 0), abs=0.1)}
+    load = start["weight_load"]
+    assert (load["loader"], load["source"]) == ("vLLM's default loader", "measured")
+    assert "2026-12-01-h200-loadtime.json" in load["where"]
+    assert load["target"] == {"at_least": 70.0, "unit": "%", "met": False, "missed_by": pytest.approx(20.6, abs=0.1)}
+    assert path["target"] == {"at_most": 25.0, "unit": "min", "met": path["minutes"] <= 25,
+                              "missed_by": pytest.approx(max(path["minutes"] - 25, 0), abs=0.1)}
+    # The control plane's end to the RayService's, on the path: what follows the cluster on it.
+    (cluster,) = [s for s in path["steps"] if s["type"] == CLUSTER]
+    reach = path["control_plane_to_first_token"]
+    assert reach["minutes"] == pytest.approx(path["minutes"] - cluster["starts_at"] - cluster["minutes"], abs=0.02)
+    assert reach["target"]["at_most"] == 5.0 and reach["target"]["met"] is (reach["minutes"] <= 5)
 
 
 def test_rayservice_waits_for_kuberay_and_the_device_plugins(dev_run):
@@ -209,6 +230,30 @@ def test_plan_text_shows_every_section(cached_dev):
                     "deploy critical path", "while the Ray head restarts", "stack outputs"):
         assert heading in result.stdout
     assert "kubeconfig = [secret]" in result.stdout
+
+
+def test_plan_text_states_each_start_target_beside_its_figure(dev_plan, cached_dev):
+    text = invoke("plan").stdout
+    path, start = dev_plan["critical_path"], dev_plan["cold_start"]
+    restart, reach = start["pod_restart"], path["control_plane_to_first_token"]
+    expected = [
+        f"{path['minutes']:.1f} min with the graph's parallelism",
+        f"issue 13 target ≤ 25 min: MISSED by {path['minutes'] - 25:.1f} min",
+        f"EKS control plane ready → first token: {reach['minutes']:.1f} min on this path; "
+        f"issue 13 target ≤ 5 min: MISSED by {reach['minutes'] - 5:.1f} min",
+        f"pod restart → serving: {restart['seconds']:.0f} s",
+        f"issue 13 target ≤ 60 s: MISSED by {restart['seconds'] - 60:.0f} s",
+        "weight load: vLLM's default loader at 49% of a local disk's sequential read (measured: "
+        "lab/results/2026-12-01-h200-loadtime.json",
+        "issue 13 target ≥ 70%: MISSED by 21 points",
+    ]
+    for line in expected:
+        assert line in text, line
+    # Each figure's verdict is on the figure's own line.
+    for figure, verdict in (("with the graph's parallelism", "≤ 25 min"), ("pod restart → serving:", "≤ 60 s"),
+                            ("weight load:", "≥ 70%")):
+        (line,) = [line for line in text.splitlines() if figure in line]
+        assert verdict in line
 
 
 @pytest.mark.parametrize(("setting", "value", "rule"), [

@@ -295,6 +295,9 @@ def test_accelerator_type_ingress_and_app_name_render():
     ({"modelSource": "s3://models/a", "tokenizerSource": "s3://models/b", "rayImageCarriesRunaiStreamer": "true"},
      "tokenizerSource", "bucket and prefix only"),
     ({"modelSource": "s3://models/qwen3.5-9b"}, "rayImageCarriesRunaiStreamer", "runai-model-streamer"),
+    # The streamer asked for on the Hugging Face path is held to the same declaration.
+    ({"extraEngineKwargs": '{"load_format": "runai_streamer"}'}, "rayImageCarriesRunaiStreamer",
+     "extraEngineKwargs sets load_format runai_streamer"),
     ({"modelSource": "s3://models/qwen3.5-9b", "rayImageCarriesRunaiStreamer": "true",
       "extraEngineKwargs": '{"load_format": "safetensors"}'}, "extraEngineKwargs", "reads only by streaming"),
     ({"rayImageCarriesRunaiStreamer": "maybe"}, "rayImageCarriesRunaiStreamer", "true or false"),
