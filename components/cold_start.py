@@ -207,11 +207,14 @@ def _weight_load(serving: ServingSettings) -> WeightLoad:
                       warm_gb_per_s=durations.DEFAULT_LOADER_WARM_GB_PER_S)
 
 
+COLD_ENGINE_START = Step("vLLM engine start, compile cache cold", durations.ENGINE_START_COLD)
+
+
 def _engine_restart(compile_cached: bool) -> Step:
     if compile_cached:
         return Step("Serve replica and vLLM engine restart, compile cache on the node", durations.ENGINE_RESTART)
     # Several engines per node (cache off) or eager: they start as on a new node.
-    return Step("vLLM engine start, compile cache cold", durations.ENGINE_START_COLD)
+    return COLD_ENGINE_START
 
 
 def cold_start(serving: ServingSettings) -> ColdStart:
@@ -227,7 +230,7 @@ def cold_start(serving: ServingSettings) -> ColdStart:
     new_node = Figure("new GPU node → serving", (
         Step("GPU node joins and is Ready", durations.GPU_NODE_READY),
         Step("Ray image pre-pulled (device plugins register meanwhile)", pull_or_plugins),
-        pod, first, Step("vLLM engine start, compile cache cold", durations.ENGINE_START_COLD)))
+        pod, first, COLD_ENGINE_START))
     restart = Figure("pod restart → serving", (pod, _restart_weights(serving, load), _engine_restart(compile_cached)),
                      target_seconds=POD_RESTART_TARGET_SECONDS)
     ray_service = pod.duration.seconds + first.duration.seconds + durations.ENGINE_START_COLD.seconds
