@@ -123,11 +123,13 @@ def _soak(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, data: 
           started: float) -> None:
     names = faults.deployment_names(pd.args)
     steady = faults.SteadyLoad(pd.base_url, pd.model_id, options.load, model.prompt_token_range).start()
-    sampler = soak.MemorySampler(lambda: soak.memory_sample(pd.name, list(names.values())),
-                                 options.sample_every_s).start()
-    time.sleep(options.duration_s)
-    series = sampler.stop()
-    requests = summarize(steady.stop())["requests"]
+    try:
+        sampler = soak.MemorySampler(lambda: soak.memory_sample(pd.name, list(names.values())),
+                                     options.sample_every_s).start()
+        time.sleep(options.duration_s)
+        series = sampler.stop()
+    finally:  # the load stops with the soak, whatever ended it
+        requests = summarize(steady.stop())["requests"]
     trends = soak.trends(series, options.warmup_s)
     data["soak"] = {"duration_s": options.duration_s, "sample_every_s": options.sample_every_s,
                     "warmup_s": options.warmup_s, "requests": requests, "memory": trends,
@@ -161,16 +163,21 @@ def _faults(pd: runner.LabApp, colocated: runner.LabApp, model: runner.LabModel,
     data["verdict"]["passed"] = data["verdict"]["passed"] and not any("error" in f for f in data["faults"])
 
 
+def _replica_logs(app: str, deployment: str) -> dict[str, Path]:
+    """Each replica's Serve log file, by replica id, as Serve's replica details name it."""
+    listed = (faults.serve_details() or {}).get("applications", {}).get(app, {}).get("deployments", {})
+    return {r["replica_id"]: runner.ray_log_dir() / r["log_file_path"].lstrip("/")
+            for r in listed.get(deployment, {}).get("replicas", []) if r.get("log_file_path")}
+
+
 def _first_served(app: str, deployment: str, replicas: Sequence[str], wall_offset: float) -> tuple[str, float] | None:
     """(replica, time on the lab's clock) of the earliest successful call in the Serve logs of
-    `replicas` (Serve's replica details name each one's log file); None: none served yet."""
-    listed = (faults.serve_details() or {}).get("applications", {}).get(app, {}).get("deployments", {})
-    files = {r["replica_id"]: r.get("log_file_path") for r in listed.get(deployment, {}).get("replicas", [])}
-    found = []
+    `replicas`; None: none served yet."""
+    logs, found = _replica_logs(app, deployment), []
     for replica in replicas:
-        path = runner.ray_log_dir() / (files.get(replica) or "").lstrip("/")
-        if files.get(replica) and path.is_file():
-            found += [(at - wall_offset, replica) for at in scaling.served_ok_times(path.read_text(errors="replace"))]
+        if replica in logs and logs[replica].is_file():
+            found += [(at - wall_offset, replica)
+                      for at in scaling.served_ok_times(logs[replica].read_text(errors="replace"))]
     return (min(found)[1], min(found)[0]) if found else None
 
 
@@ -212,21 +219,32 @@ def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, dat
     step = time.perf_counter()
     log(f"scaling: load step {ramp.low_concurrency} → {ramp.high_concurrency} clients")
     high = load(ramp.high_concurrency - ramp.low_concurrency, ramp.seed + 1)
-    served: list[tuple[str, float]] = []
+    served: list[tuple[str, float]] = []  # the access log's witness: (replica, its first OK call)
+    counted: list[tuple[str, float]] = []  # the request counter's: (replica, when first seen above 0)
+
+    def decode_requests() -> dict[str, float]:
+        return scaling.requests_per_replica(runner._scrape_metrics(), pd.name, decode)
 
     def scaled_up_and_served() -> bool:
         if scaling.first_at(observations, step, decode, scaling.SCALED_TO, at_least=True) is None:
             return False
-        first = _first_served(pd.name, decode, scaling.new_replicas(observations, step, decode), wall_offset)
+        new = scaling.new_replicas(observations, step, decode)
+        first = _first_served(pd.name, decode, new, wall_offset)
         served[:] = [first] if first else []
-        return bool(served)
+        if not counted:
+            requests = decode_requests()
+            counted[:] = [(r, time.perf_counter()) for r in new if requests.get(r, 0) > 0][:1]
+        return bool(served or counted)
 
     watch(ramp.up_timeout_s, scaled_up_and_served)
     scaled_up_at = scaling.first_at(observations, step, decode, scaling.SCALED_TO, at_least=True)
     log(f"scaling: decode {scaling.SCALED_TO} RUNNING after {scaling.after(step, scaled_up_at)} s, new replica "
-        f"served after {scaling.after(step, served[0][1] if served else None)} s")
+        f"served after {scaling.after(step, served[0][1] if served else None)} s (access log), "
+        f"{scaling.after(step, counted[0][1] if counted else None)} s (request counter)")
     watch(ramp.hold_s)
     drop = time.perf_counter()
+    requests_at_drop = decode_requests()
+    new_logs = {r: _replica_logs(pd.name, decode).get(r) for r in scaling.new_replicas(observations, step, decode)}
     high.stop()  # its clients finish the requests they are in
     log(f"scaling: load drop to {ramp.low_concurrency} client(s)")
     if scaled_up_at is not None:
@@ -240,7 +258,7 @@ def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, dat
     counts = scaling.replica_counts(observations, names)
     requests = scaling.requests_by_phase(samples, {"low": (origin, step), "high": (step, drop),
                                                    "scale_down": (drop, end)})
-    served_at = served[0][1] if served else None
+    served_at = min([at for _, at in served + counted], default=None)
     up, down = scaling.first_decision(decisions, step, up=True), scaling.first_decision(decisions, drop, up=False)
     data["scaling"] = {
         "ramp": asdict(ramp),
@@ -252,15 +270,20 @@ def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, dat
             "serve_decision_after_s": scaling.after(step, (up or {}).get("at")),
             "ongoing_requests_at_decision": (up or {}).get("ongoing_requests"),
             "second_replica_running_after_s": scaling.after(step, scaled_up_at),
-            "new_replica": served[0][0] if served else None,
-            "new_replica_first_request_ok_after_s": scaling.after(step, served_at),
+            "new_replica": next((r for r, _ in served + counted), None),
+            "new_replica_first_request_ok_after_s": scaling.after(step, served[0][1] if served else None),
+            "new_replica_requests_counted_after_s": scaling.after(step, counted[0][1] if counted else None),
+            "new_replica_logs": {r: None if path is None else {"path": str(path), "exists": path.is_file()}
+                                 for r, path in new_logs.items()},
         },
+        "decode_requests_by_replica_at_drop": requests_at_drop,
         "scale_down": {
             "serve_decision_after_s": scaling.after(drop, (down or {}).get("at")),
             "ongoing_requests_at_decision": (down or {}).get("ongoing_requests"),
             "back_to_one_running_after_s": scaling.after(drop, scaled_down_at),
         },
-        "serving_judged_by": "the new replica's first `CALL ... OK` line in its Serve log (Serve's access log)",
+        "serving_judged_by": "the new replica's first `CALL ... OK` line in its Serve log (Serve's access log), "
+                             f"or its `{scaling.REQUEST_COUNTER}` above 0 in Ray's /metrics, whichever came first",
         "replicas": counts,
         "timeline": scaling.timeline(observations, names, origin),
         "requests": requests,
@@ -329,6 +352,9 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
                     assert colocated is not None
                     _faults(pd, colocated, model, options, data, results.save, log)
                 log(f"{kind}: {'passed' if data['verdict'].get('passed') else 'FAILED'}")
+            except Exception as error:  # one kind's crash must not cost the kinds after it their run
+                data["verdict"] = {"passed": False, "error": f"{type(error).__name__}: {error}"}
+                log(f"{kind}: FAILED with {type(error).__name__}: {error}")
             finally:
                 data["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
                 data["wall_s"] = round(time.perf_counter() - kind_started, 1)

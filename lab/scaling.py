@@ -20,10 +20,14 @@ ramp of a decode-heavy closed-loop load (short prompts, long outputs), driven by
    stay there for `downscale_delay_s`.
 
 Serve is observed every `sample_every_s` (RUNNING replicas per deployment, `lab.faults.observe`).
-"The new replica serves" is judged from Serve's own access log of that replica (its log file, named
-in Serve's replica details): the first `CALL ... OK` line, written when the replica has answered a
-request successfully. Its time is Serve's log timestamp (wall clock, ms), put on the lab's clock.
-Requests are counted per part of the ramp by when they started.
+"The new replica serves" has two witnesses, each reported: Serve's own access log of that replica
+(its log file, named in Serve's replica details), whose first `CALL ... OK` line is written when the
+replica has answered a request successfully (its time is Serve's log timestamp, wall clock to the ms,
+put on the lab's clock); and Serve's per-replica request counter in Ray's /metrics, counted when
+first seen above zero (exported every few seconds: a later time, an upper bound). The first GPU run
+with a 300 s wait saw the second decode replica RUNNING but found no OK line, so the counter is there
+to tell "got no requests" from "its log was not where Serve said". Requests are counted per part of
+the ramp by when they started, and each decode replica's count is kept at the drop.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.recovery import Observation, error_kind
+from measure import prometheus
 from measure.latency import RequestSample
 from serve_app.errors import ConfigError
 
@@ -53,6 +58,9 @@ SCALED_TO = 2
 # replicas. Current ongoing requests: 3.25, current running replicas: 1."
 STAMP = r"^\w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) "
 ACCESS_OK = re.compile(STAMP + r".* -- CALL \S+ OK [\d.]+ms\s*$")
+# Serve's count of requests a replica processed; `ray.serve.metrics` tags each replica's series with
+# application, deployment and replica (Serve's replica id, as in its replica details).
+REQUEST_COUNTER = "ray_serve_deployment_request_counter_total"
 DECISION = re.compile(STAMP + r"controller \d+ -- (?:Up|Down)scaling Deployment\(name='(.+?)', app='(.+?)'\) "
                       r"from (\d+) to (\d+) replicas\. Current ongoing requests: ([\d.]+)")
 
@@ -171,6 +179,20 @@ def _wall(match: re.Match[str]) -> float:
 def served_ok_times(log_text: str) -> list[float]:
     """Wall-clock times of a replica's successful calls, from its Serve log."""
     return [_wall(m) for m in map(ACCESS_OK.match, log_text.splitlines()) if m]
+
+
+def requests_per_replica(metrics_text: str, app: str, deployment: str) -> dict[str, float]:
+    """Requests each replica of `deployment` in `app` has processed, by Serve's replica id, from a
+    Ray node's /metrics text; {} when the text is not Prometheus exposition (a failed scrape)."""
+    try:
+        found = prometheus.samples(metrics_text)
+    except ValueError:
+        return {}
+    counts: dict[str, float] = {}
+    for name, labels, value in found:
+        if name == REQUEST_COUNTER and (labels.get("application"), labels.get("deployment")) == (app, deployment):
+            counts[labels["replica"]] = counts.get(labels["replica"], 0.0) + value
+    return counts
 
 
 def decisions(log_text: str, app: str, deployment: str) -> list[dict[str, Any]]:

@@ -9,19 +9,37 @@ from __future__ import annotations
 
 import pytest
 
-from lab import runner
+from lab import resilience, runner
 from lab.resilience import RunOptions, run_resilience
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory, dev_args) -> dict:
+def documents(tmp_path_factory, dev_args) -> dict:
+    """A soak that crashes at once (its memory sampler raises), then the bad requests, on one deployment."""
     model = runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
-    documents = run_resilience(["bad-requests"], rendered_args=dev_args, source="dev [test tier, fake engines]",
-                               model=model, out_dir=tmp_path_factory.mktemp("bad-requests"), fake_engines=True,
-                               options=RunOptions(burst_size=64), ready_timeout_s=240)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(resilience.soak, "MemorySampler", _CrashingSampler)
+        return run_resilience(["soak", "bad-requests"], rendered_args=dev_args,
+                              source="dev [test tier, fake engines]", model=model,
+                              out_dir=tmp_path_factory.mktemp("bad-requests"), fake_engines=True,
+                              options=RunOptions(burst_size=64, duration_s=1.0), ready_timeout_s=240)
+
+
+class _CrashingSampler:
+    def __init__(self, *_: object) -> None:
+        raise OSError("no /proc here")
+
+
+@pytest.fixture(scope="module")
+def result(documents) -> dict:
     data = documents["bad-requests"]
     assert "bad_requests" in data, data.get("ready")
     return data["bad_requests"]
+
+
+def test_a_kind_that_crashes_is_failed_with_its_error_and_the_next_kind_still_runs(documents):
+    assert documents["soak"]["verdict"] == {"passed": False, "error": "OSError: no /proc here"}
+    assert "bad_requests" in documents["bad-requests"], documents["bad-requests"].get("verdict")
 
 
 def answer(result: dict, name: str) -> dict:

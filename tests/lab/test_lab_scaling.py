@@ -85,6 +85,25 @@ def test_served_times_are_the_replicas_ok_calls_from_its_serve_log():
     assert scaling.served_ok_times("INFO nothing here\n") == []
 
 
+def test_requests_per_replica_come_from_serves_counter_for_one_deployment():
+    # Series as Ray 2.60's /metrics exports them (labels trimmed to the ones that matter, plus one of Ray's).
+    def series(deployment: str, replica: str, route: str, value: float, app: str = "tiny-pd") -> str:
+        return (f'ray_serve_deployment_request_counter_total{{Component="core_worker",application="{app}",'
+                f'deployment="{deployment}",replica="{replica}",route="{route}"}} {value}')
+
+    text = "\n".join([
+        "# TYPE ray_serve_deployment_request_counter_total counter",
+        series("Decode:m", "txy2kwjg", "/", 5203.0),
+        series("Decode:m", "txy2kwjg", "/health", 3.0),
+        series("Decode:m", "m6s8fia6", "/", 41.0),
+        series("Prefill:m", "lltdd1h8", "/", 5244.0),
+        series("Decode:m", "zz", "/", 7.0, app="tiny-colocated"),
+    ]) + "\n"
+    assert scaling.requests_per_replica(text, "tiny-pd", "Decode:m") == {"txy2kwjg": 5206.0, "m6s8fia6": 41.0}
+    assert scaling.requests_per_replica(text, "tiny-pd", "Decode:other") == {}
+    assert scaling.requests_per_replica("# scrape failed: [Errno 111] Connection refused", "tiny-pd", "Decode:m") == {}
+
+
 def test_serve_decisions_are_read_from_the_controllers_log_for_one_deployment():
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.mktime((2026, 12, 1, 10, 0, 0, 0, 0, -1))))
     line = ("INFO {stamp},{ms} controller 10890 -- {verb}scaling Deployment(name='{name}', app='tiny-pd') from {a} "
