@@ -163,21 +163,30 @@ def _faults(pd: runner.LabApp, colocated: runner.LabApp, model: runner.LabModel,
     data["verdict"]["passed"] = data["verdict"]["passed"] and not any("error" in f for f in data["faults"])
 
 
-def _replica_logs(app: str, deployment: str) -> dict[str, Path]:
-    """Each replica's Serve log file, by replica id, as Serve's replica details name it."""
+def _replica_logs(app: str, deployment: str) -> dict[str, list[Path]]:
+    """Where each replica's Serve access lines can be, by replica id: its Serve log file (as Serve's
+    replica details name it) and its Ray worker's stderr. The worker's stderr is needed on a GPU: in
+    the H200 runs the PD replicas' Serve log files stop at vLLM's engine start (the access lines of
+    their requests reach only the worker's stderr), the colocated replicas' do not."""
     listed = (faults.serve_details() or {}).get("applications", {}).get(app, {}).get("deployments", {})
-    return {r["replica_id"]: runner.ray_log_dir() / r["log_file_path"].lstrip("/")
-            for r in listed.get(deployment, {}).get("replicas", []) if r.get("log_file_path")}
+    log_dir, logs = runner.ray_log_dir(), {}
+    for replica in listed.get(deployment, {}).get("replicas", []):
+        paths = [log_dir / replica["log_file_path"].lstrip("/")] if replica.get("log_file_path") else []
+        if replica.get("worker_id"):
+            paths += sorted(log_dir.glob(f"worker-{replica['worker_id']}-*.err"))
+        logs[replica["replica_id"]] = paths
+    return logs
 
 
 def _first_served(app: str, deployment: str, replicas: Sequence[str], wall_offset: float) -> tuple[str, float] | None:
-    """(replica, time on the lab's clock) of the earliest successful call in the Serve logs of
+    """(replica, time on the lab's clock) of the earliest successful call in the access lines of
     `replicas`; None: none served yet."""
     logs, found = _replica_logs(app, deployment), []
     for replica in replicas:
-        if replica in logs and logs[replica].is_file():
-            found += [(at - wall_offset, replica)
-                      for at in scaling.served_ok_times(logs[replica].read_text(errors="replace"))]
+        for path in logs.get(replica, []):
+            if path.is_file():
+                text = path.read_text(errors="replace")
+                found += [(at - wall_offset, replica) for at in scaling.served_ok_times(text)]
     return (min(found)[1], min(found)[0]) if found else None
 
 
@@ -244,7 +253,7 @@ def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, dat
     watch(ramp.hold_s)
     drop = time.perf_counter()
     requests_at_drop = decode_requests()
-    new_logs = {r: _replica_logs(pd.name, decode).get(r) for r in scaling.new_replicas(observations, step, decode)}
+    new_logs = {r: _replica_logs(pd.name, decode).get(r, []) for r in scaling.new_replicas(observations, step, decode)}
     high.stop()  # its clients finish the requests they are in
     log(f"scaling: load drop to {ramp.low_concurrency} client(s)")
     if scaled_up_at is not None:
@@ -273,8 +282,7 @@ def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, dat
             "new_replica": next((r for r, _ in served + counted), None),
             "new_replica_first_request_ok_after_s": scaling.after(step, served[0][1] if served else None),
             "new_replica_requests_counted_after_s": scaling.after(step, counted[0][1] if counted else None),
-            "new_replica_logs": {r: None if path is None else {"path": str(path), "exists": path.is_file()}
-                                 for r, path in new_logs.items()},
+            "new_replica_logs": {r: {str(path): path.is_file() for path in paths} for r, paths in new_logs.items()},
         },
         "decode_requests_by_replica_at_drop": requests_at_drop,
         "scale_down": {
@@ -282,7 +290,8 @@ def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, dat
             "ongoing_requests_at_decision": (down or {}).get("ongoing_requests"),
             "back_to_one_running_after_s": scaling.after(drop, scaled_down_at),
         },
-        "serving_judged_by": "the new replica's first `CALL ... OK` line in its Serve log (Serve's access log), "
+        "serving_judged_by": "the new replica's first `CALL ... OK` line (Serve's access log, in its Serve log "
+                             "file or its worker's stderr), "
                              f"or its `{scaling.REQUEST_COUNTER}` above 0 in Ray's /metrics, whichever came first",
         "replicas": counts,
         "timeline": scaling.timeline(observations, names, origin),

@@ -241,3 +241,29 @@ def test_the_scaling_command_refuses_bad_input_in_one_line_before_anything_start
     assert main(["scaling", "--stack", "dev", "--model-dir", "/nonexistent/never-written", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(says) and err.count("\n") == 1
+
+
+def test_the_new_replicas_first_ok_call_is_found_in_its_workers_stderr_when_its_serve_log_stops(tmp_path, monkeypatch):
+    # As on the H200: a PD replica's Serve log file ends at vLLM's engine start; its access lines
+    # reach only its Ray worker's stderr (worker-<worker id>-<job>-<pid>.err).
+    from lab import faults, resilience, runner
+
+    (tmp_path / "serve").mkdir()
+    (tmp_path / "serve" / "replica_tiny-pd_Decode_m_new1.log").write_text(
+        "INFO 2026-12-01 21:33:10,000 tiny-pd_Decode:m new1 -- Using executor class: RayExecutorV2\n")
+    first = time.mktime((2026, 12, 1, 21, 36, 0, 0, 0, -1))
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(first))
+    (tmp_path / "worker-abc123-01000000-4242.err").write_text(
+        f"INFO {stamp},250 tiny-pd_Decode:m new1 7f3b -- CALL completions OK 301.2ms\n")
+    (tmp_path / "worker-other-01000000-4243.err").write_text(
+        f"INFO {stamp},100 tiny-pd_Decode:m old0 7f3a -- CALL completions OK 290.0ms\n")
+    details = {"applications": {"tiny-pd": {"deployments": {"Decode:m": {"replicas": [
+        {"replica_id": "old0", "state": "RUNNING", "worker_id": "other", "log_file_path": "/serve/old0.log"},
+        {"replica_id": "new1", "state": "RUNNING", "worker_id": "abc123",
+         "log_file_path": "/serve/replica_tiny-pd_Decode_m_new1.log"}]}}}}}
+    monkeypatch.setattr(faults, "serve_details", lambda: details)
+    monkeypatch.setattr(runner, "ray_log_dir", lambda: tmp_path)
+
+    found = resilience._first_served("tiny-pd", "Decode:m", ["new1"], wall_offset=first)
+    assert found is not None and found[0] == "new1" and found[1] == pytest.approx(0.25)
+    assert resilience._first_served("tiny-pd", "Decode:m", ["gone"], wall_offset=first) is None
