@@ -13,6 +13,7 @@
   soak        a long steady load, memory sampled (lab/soak.py)
   bad-requests  the requests clients get wrong, a burst, then a normal one (lab/bad_requests.py)
   scaling     decode scaled 1 → 2 → 1 by the stack's autoscaling config under a load ramp (lab/scaling.py)
+  pd-hop      a run's TTFT at concurrency 1 split into Serve's hops, prefill and the rest (lab/pd_hop.py)
 
 `--set KEY=VALUE` (render, resilience, faults, soak, bad-requests, scaling; repeatable) sets a serving
 stack key over Pulumi.<stack>.yaml, validated like the stack file (lab/stack.py).
@@ -239,6 +240,13 @@ def cmd_loadtime(args) -> int:
     return loadtime.main(["--dir", args.dir, "--out", args.out, "--shape", args.shape])
 
 
+def cmd_pd_hop(args) -> int:
+    from lab import pd_hop
+
+    return pd_hop.main([str(args.logs), str(args.result), args.app]
+                       + (["--route-prefix", args.route_prefix] if args.route_prefix else []))
+
+
 def cmd_report(args) -> int:
     from lab.report import markdown_report
 
@@ -366,6 +374,13 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("--out", default=".lab/out", help="results folder (.lab/ is git-ignored)")
     load.add_argument("--shape", choices=("llama3-8b", "tiny"), default="llama3-8b")
     load.set_defaults(func=cmd_loadtime)
+
+    hop = sub.add_parser("pd-hop", help="a run's TTFT at concurrency 1 split into its parts, from Serve's access lines")
+    hop.add_argument("logs", type=Path, help="a Ray session's logs dir (or an unpacked copy)")
+    hop.add_argument("result", type=Path, help="the run's results JSON (.json or .json.gz)")
+    hop.add_argument("app", help="the app's name, e.g. llama3-8b-shape-pd-graphs")
+    hop.add_argument("--route-prefix", default=None, help="its route prefix (default: from the results)")
+    hop.set_defaults(func=cmd_pd_hop)
 
     report = sub.add_parser("report", help="markdown table of a results JSON")
     report.add_argument("result")
