@@ -25,5 +25,8 @@ export PYTHONPATH="$SITE:$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -m lab ${LAB_COMMAND:-run --stack dev} --out "$OUT" "$@" 2>&1 | tee "$OUT/${RUN_LOG:-run.log}"
 status=${PIPESTATUS[0]}
+# Serve's log files and the workers' stderr, for `python -m lab pd-hop` and for reading afterwards.
+logs=/tmp/ray/session_latest/logs
+[ -d "$logs" ] && (cd "$logs" && tar -cJf "$OUT/ray-logs.tar.xz" serve worker-*.err 2>/dev/null)
 echo "lab exit status: $status"
 exit "$status"
