@@ -27,6 +27,6 @@ python3 -m lab ${LAB_COMMAND:-run --stack dev} --out "$OUT" "$@" 2>&1 | tee "$OU
 status=${PIPESTATUS[0]}
 # Serve's log files and the workers' stderr, for `python -m lab pd-hop` and for reading afterwards.
 logs=/tmp/ray/session_latest/logs
-[ -d "$logs" ] && (cd "$logs" && tar -cJf "$OUT/ray-logs.tar.xz" serve worker-*.err 2>/dev/null)
+[ -d "$logs" ] && (cd "$logs" && tar -cJf "$OUT/$(basename "${RUN_LOG:-run.log}" .log)-ray-logs.tar.xz" serve worker-*.err 2>/dev/null)
 echo "lab exit status: $status"
 exit "$status"

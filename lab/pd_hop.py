@@ -29,6 +29,7 @@ import gzip
 import json
 import re
 import statistics
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -75,7 +76,8 @@ def match_in_order(client_e2e_s: Sequence[float], proxy_requests: Sequence[Mappi
     """(index of the first proxy request, largest |proxy latency - client E2E|) of the best window."""
     n = len(client_e2e_s)
     if not n or len(proxy_requests) < n:
-        raise ValueError(f"{n} client requests, {len(proxy_requests)} proxy requests: nothing to match")
+        raise ValueError(f"{n} client requests at concurrency 1, but {len(proxy_requests)} requests with the "
+                         "access lines of the proxy, the ingress and the engine replicas in the logs")
     windows = ((max(abs((r["proxy"][1] - r["proxy"][0]) - e2e)
                     for r, e2e in zip(proxy_requests[i:i + n], client_e2e_s, strict=True)), i)
                for i in range(len(proxy_requests) - n + 1))
@@ -128,11 +130,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("app", help="the app's name, e.g. llama3-8b-shape-pd-graphs")
     parser.add_argument("--route-prefix", default=None, help="its route prefix (default: the results' apps table)")
     args = parser.parse_args(argv)
-    opener = gzip.open if args.result.suffix == ".gz" else open
-    with opener(args.result, "rt") as handle:
-        result = json.load(handle)
-    prefix = args.route_prefix or result["apps"][args.app]["route_prefix"]
-    rows = [r for r in result["timing"] if r["app"] == args.app and r["concurrency"] == 1]
-    found = breakdown(access_spans(log_lines(args.logs), args.app, prefix), rows)
+    try:
+        found = _breakdown_of(args.logs, args.result, args.app, args.route_prefix)
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(json.dumps({k: v for k, v in found.items() if k != "per_request"}, indent=1))
     return 0
+
+
+def _breakdown_of(logs: Path, result_path: Path, app: str, route_prefix: str | None) -> dict[str, Any]:
+    if not logs.is_dir():
+        raise ValueError(f"logs {str(logs)!r}: not a directory (a Ray session's logs dir)")
+    opener = gzip.open if result_path.suffix == ".gz" else open
+    with opener(result_path, "rt") as handle:
+        result = json.load(handle)
+    apps = result.get("apps", {})
+    if app not in apps:
+        raise ValueError(f"app {app!r}: not in {str(result_path)!r}; its apps are {', '.join(sorted(apps))}")
+    rows = [r for r in result.get("timing", []) if r["app"] == app and r["concurrency"] == 1]
+    if not rows:
+        raise ValueError(f"app {app!r}: no requests timed at concurrency 1 in {str(result_path)!r}")
+    return breakdown(access_spans(log_lines(logs), app, route_prefix or apps[app]["route_prefix"]), rows)

@@ -57,3 +57,17 @@ def test_a_client_run_that_matches_no_proxy_requests_is_refused():
     rows = [{"repeat": 1, "samples": [{"e2e_s": 0.5, "ttft_s": 0.05, "error": None}]}]
     with pytest.raises(ValueError, match=r"differ by 500\.0 ms"):
         pd_hop.breakdown(spans, rows)
+
+
+@pytest.mark.parametrize(("app", "logs_exist", "says"), [
+    ("llama3-8b-shape-pd-nope", True, "app 'llama3-8b-shape-pd-nope': not in"),
+    ("llama3-8b-shape-pd-graphs", False, "not a directory"),
+    ("llama3-8b-shape-pd-graphs", True, "8 client requests at concurrency 1, but 0 requests with"),
+])
+def test_the_command_refuses_what_it_cannot_split_in_one_line(tmp_path, capsys, app, logs_exist, says):
+    logs = tmp_path / "logs"
+    if logs_exist:
+        logs.mkdir()
+    code = pd_hop.main([str(logs), str(RESULTS / "2026-12-01-h200-knobs-run-c-result.json.gz"), app])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and says in err and err.count("\n") == 1
