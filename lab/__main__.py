@@ -243,8 +243,7 @@ def cmd_loadtime(args) -> int:
 def cmd_pd_hop(args) -> int:
     from lab import pd_hop
 
-    return pd_hop.main([str(args.logs), str(args.result), args.app]
-                       + (["--route-prefix", args.route_prefix] if args.route_prefix else []))
+    return pd_hop.report(args.logs, args.result, args.app, args.route_prefix)
 
 
 def cmd_report(args) -> int:

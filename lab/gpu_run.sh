@@ -2,7 +2,8 @@
 # The whole lab run on a one-GPU host with no package index (run from the repository root).
 #   1. bundle parts (lab/build-bundle.sh → .bundle/part.NN, SHA256) copied to $PARTS on the host
 #   2. bash lab/gpu_run.sh [extra `python -m lab run` options]
-# Results (lab-result.json, lab-report.md, run.log, ray-log-excerpt.txt) go to $OUT (default .lab/out/, git-ignored).
+# Results (lab-result.json, lab-report.md, run.log, ray-log-excerpt.txt, run-ray-logs.tar.xz) go to $OUT
+# (default .lab/out/, git-ignored).
 # LAB_COMMAND picks another lab command (default `run --stack dev`): lab/gpu_detached.sh runs a
 # chain of them (`loadtime`, `resilience --runs ...`) through it, detached, across device calls.
 set -uo pipefail

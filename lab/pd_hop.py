@@ -24,16 +24,16 @@ Serve log files stop at vLLM's engine start and their access lines reach only th
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import re
 import statistics
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from lab.scaling import serve_log_time
 
 ACCESS = re.compile(r"^INFO (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) (\S+) \S+ (\S+) -- "
                     r"(?:CALL \S+ OK|POST (\S+) 200) ([\d.]+)ms\s*$")
@@ -52,7 +52,7 @@ def access_spans(lines: Sequence[str], app: str, route_prefix: str) -> dict[str,
         match = ACCESS.match(line)
         if not match:
             continue
-        stamp, ms, component, request_id, path, latency_ms = match.groups()
+        component, request_id, path, latency_ms = match.groups()[2:]
         if component == "proxy":
             if not (path or "").startswith(route_prefix + "/"):
                 continue
@@ -61,7 +61,7 @@ def access_spans(lines: Sequence[str], app: str, route_prefix: str) -> dict[str,
             role = component[len(app) + 1:].split(":")[0]
         else:
             continue
-        end = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
+        end = serve_log_time(match)
         spans.setdefault(request_id, {})[role] = (end - float(latency_ms) / 1000, end)
     return spans
 
@@ -123,15 +123,11 @@ def breakdown(spans: Mapping[str, Mapping[str, Span]], timing_rows: Sequence[Map
     return {"requests": len(requests), "matches": matches, "parts_ms": summary, "per_request": requests}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab pd-hop", description=__doc__.split("\n\n")[0])
-    parser.add_argument("logs", type=Path, help="a Ray session's logs dir (…/session_*/logs, or an unpacked copy)")
-    parser.add_argument("result", type=Path, help="the lab run's results JSON (.json or .json.gz)")
-    parser.add_argument("app", help="the app's name, e.g. llama3-8b-shape-pd-graphs")
-    parser.add_argument("--route-prefix", default=None, help="its route prefix (default: the results' apps table)")
-    args = parser.parse_args(argv)
+def report(logs: Path, result_path: Path, app: str, route_prefix: str | None = None) -> int:
+    """`python -m lab pd-hop`: print the breakdown (without the per-request rows) as JSON; exit status 2
+    with one error line when the logs, the results or the app cannot give one."""
     try:
-        found = _breakdown_of(args.logs, args.result, args.app, args.route_prefix)
+        found = _breakdown_of(logs, result_path, app, route_prefix)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

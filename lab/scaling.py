@@ -21,13 +21,12 @@ ramp of a decode-heavy closed-loop load (short prompts, long outputs), driven by
 
 Serve is observed every `sample_every_s` (RUNNING replicas per deployment, `lab.faults.observe`).
 "The new replica serves" has two witnesses, each reported: Serve's own access log of that replica
-(its log file, named in Serve's replica details), whose first `CALL ... OK` line is written when the
+(its log file, named in Serve's replica details, and its Ray worker's stderr: on a GPU the PD
+replicas' access lines reach only the stderr), whose first `CALL ... OK` line is written when the
 replica has answered a request successfully (its time is Serve's log timestamp, wall clock to the ms,
 put on the lab's clock); and Serve's per-replica request counter in Ray's /metrics, counted when
-first seen above zero (exported every few seconds: a later time, an upper bound). The first GPU run
-with a 300 s wait saw the second decode replica RUNNING but found no OK line, so the counter is there
-to tell "got no requests" from "its log was not where Serve said". Requests are counted per part of
-the ramp by when they started, and each decode replica's count is kept at the drop.
+first seen above zero (exported every few seconds: a later time, an upper bound). Requests are
+counted per part of the ramp by when they started, and each decode replica's count is kept at the drop.
 """
 
 from __future__ import annotations
@@ -171,14 +170,14 @@ def requests_by_phase(samples: Sequence[RequestSample], bounds: Mapping[str, tup
     return out
 
 
-def _wall(match: re.Match[str]) -> float:
+def serve_log_time(match: re.Match[str]) -> float:
     """A Serve log line's time as epoch seconds (Serve writes the host's local time, to the ms)."""
     return time.mktime(time.strptime(match[1], "%Y-%m-%d %H:%M:%S")) + int(match[2]) / 1000
 
 
 def served_ok_times(log_text: str) -> list[float]:
     """Wall-clock times of a replica's successful calls, from its Serve log."""
-    return [_wall(m) for m in map(ACCESS_OK.match, log_text.splitlines()) if m]
+    return [serve_log_time(m) for m in map(ACCESS_OK.match, log_text.splitlines()) if m]
 
 
 def requests_per_replica(metrics_text: str, app: str, deployment: str) -> dict[str, float]:
@@ -198,7 +197,7 @@ def requests_per_replica(metrics_text: str, app: str, deployment: str) -> dict[s
 def decisions(log_text: str, app: str, deployment: str) -> list[dict[str, Any]]:
     """The Serve controller's scaling decisions for one deployment, from its log: wall-clock time,
     replicas from and to, and the ongoing requests (averaged over the look-back) it decided on."""
-    return [{"at": _wall(m), "from": int(m[5]), "to": int(m[6]), "ongoing_requests": float(m[7])}
+    return [{"at": serve_log_time(m), "from": int(m[5]), "to": int(m[6]), "ongoing_requests": float(m[7])}
             for m in map(DECISION.match, log_text.splitlines()) if m and (m[3], m[4]) == (deployment, app)]
 
 

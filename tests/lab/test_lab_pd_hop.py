@@ -68,6 +68,6 @@ def test_the_command_refuses_what_it_cannot_split_in_one_line(tmp_path, capsys, 
     logs = tmp_path / "logs"
     if logs_exist:
         logs.mkdir()
-    code = pd_hop.main([str(logs), str(RESULTS / "2026-12-01-h200-knobs-run-c-result.json.gz"), app])
+    code = pd_hop.report(logs, RESULTS / "2026-12-01-h200-knobs-run-c-result.json.gz", app)
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and says in err and err.count("\n") == 1
