@@ -153,7 +153,8 @@ def cmd_run(args) -> int:
     kv_cache = int(args.kv_cache_gib * GiB) if args.kv_cache_gib else (4 * GiB if args.gpus == 1 else None)
     data = run_lab(rendered_args=rendered, source=source, models=models, out_dir=Path(args.out), spec=spec,
                    ready_timeout_s=args.ready_timeout_s, deadline_s=args.deadline_s,
-                   kv_cache_memory_bytes=kv_cache, gpus=args.gpus, modes=modes, variants=variants)
+                   kv_cache_memory_bytes=kv_cache, gpus=args.gpus, modes=modes, variants=variants,
+                   serve_haproxy=args.serve_haproxy)
     report = markdown_report(data)
     Path(args.out, "lab-report.md").write_text(report)
     print(report)
@@ -297,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--modes", default="pd,colocated",
                      help="apps to run: pd, colocated or both (one per run splits a two-GPU lab over two calls)")
     run.add_argument("--variants", default="", help=VARIANTS_HELP)
+    run.add_argument("--serve-haproxy", action="store_true",
+                     help="every app behind Serve's HAProxy mode instead of its proxy (needed by direct_streaming)")
     run.add_argument("--repeats", type=int, default=1,
                      help="timed passes over every app and concurrency (passes interleave the apps)")
     run.add_argument("--metrics-window-concurrency", type=int, default=None,

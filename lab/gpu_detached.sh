@@ -37,10 +37,14 @@ case "${1:-}" in
   chain)  # what `start` runs detached
     shift
     status=0
+    declare -A seen=()
     for command in "$@"; do
-      name=${command%% *}
+      name=${command%% *} out=$DIR
+      seen[$name]=$(( ${seen[$name]:-0} + 1 ))
+      # A command's second run (two `run`s) gets its own folder: same result file names otherwise.
+      if [ "${seen[$name]}" -gt 1 ]; then name="$name-${seen[$name]}" out="$DIR/$name"; mkdir -p "$out"; fi
       echo "step start $(date -u +%FT%TZ): $command" >> "$DIR/steps"
-      OUT="$DIR" LAB_COMMAND="$command" RUN_LOG="$name.log" bash "$here/gpu_run.sh" || status=1
+      OUT="$out" LAB_COMMAND="$command" RUN_LOG="$name.log" bash "$here/gpu_run.sh" || status=1
       echo "step end $(date -u +%FT%TZ): $command" >> "$DIR/steps"
     done
     echo "chain exit status: $status" >> "$DIR/steps"

