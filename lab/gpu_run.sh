@@ -26,8 +26,9 @@ export PYTHONPATH="$SITE:$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -m lab ${LAB_COMMAND:-run --stack dev} --out "$OUT" "$@" 2>&1 | tee "$OUT/${RUN_LOG:-run.log}"
 status=${PIPESTATUS[0]}
-# Serve's log files and the workers' stderr, for `python -m lab pd-hop` and for reading afterwards.
+# Serve's log files and the workers' stderr and stdout (vLLM, NIXL and UCX print there), for
+# `python -m lab pd-hop` and for reading afterwards.
 logs=/tmp/ray/session_latest/logs
-[ -d "$logs" ] && (cd "$logs" && tar -cJf "$OUT/$(basename "${RUN_LOG:-run.log}" .log)-ray-logs.tar.xz" serve worker-*.err 2>/dev/null)
+[ -d "$logs" ] && (cd "$logs" && tar -cJf "$OUT/$(basename "${RUN_LOG:-run.log}" .log)-ray-logs.tar.xz" serve worker-*.err worker-*.out 2>/dev/null)
 echo "lab exit status: $status"
 exit "$status"
