@@ -48,7 +48,7 @@ from facts.images import (
 from facts.instances import InstanceType
 from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
 from serve_app.checks import CheckedApp, DeploymentTarget, NodeGroupTarget, check_app, phase_node_group_keys
-from serve_app.config import PHASES, S3_SCHEME, STREAMER_LOAD_FORMATS, Phase
+from serve_app.config import HTTP_FRONTS, PHASES, S3_SCHEME, STREAMER_LOAD_FORMATS, HttpFront, Phase
 from serve_app.errors import ConfigError
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
@@ -663,6 +663,8 @@ class RayServiceSettings(_Settings):
     upgrade_strategy: str = Field(alias="upgradeStrategy", description=", ".join(UPGRADE_STRATEGIES_THIS_STACK_RUNS))
     image_carries_runai_streamer: bool = Field(alias="rayImageCarriesRunaiStreamer", description="true or false")
     gcs_fault_tolerance: bool = Field(alias="gcsFaultTolerance", description="true or false")
+    # Every Ray container's environment, so it is the cluster's setting, not the serve app's.
+    http_front: HttpFront = Field(alias="httpFront", description=" or ".join(HTTP_FRONTS))
 
     @field_validator("namespace")
     @classmethod
@@ -792,6 +794,10 @@ class ServingSettings:
     @property
     def gcs_fault_tolerance(self) -> bool:
         return self.ray_service.gcs_fault_tolerance
+
+    @property
+    def http_front(self) -> HttpFront:
+        return self.ray_service.http_front
 
     @property
     def serve_config_v2(self) -> Mapping[str, Any]:
@@ -1000,6 +1006,7 @@ def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, in
         gpu_node_max_count=gpu_nodes.max_count if gpu_nodes.autoscaled else None,
         efa=instance.efa_capable,
         accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,
+        http_front=ray_service.http_front,
         vllm_version=image_stack.vllm if image_stack else None, phase_node_groups=phase_groups)
     app = check_app(app_settings.app(), target, model=model.architecture)
     app = _with_model_notes(app, model, ServeAppSettings.key("model_source"))

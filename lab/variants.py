@@ -36,8 +36,8 @@ from typing import Any
 
 from lab.overlay import NIXL_PORT_BASE_KEY
 from serve_app.errors import ConfigError
+from serve_app.render import DIRECT_STREAMING_ENV
 
-DIRECT_STREAMING_ENV = "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"
 MODES = ("pd", "colocated")
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 # Keys the single-host overlay owns (lab.overlay): a variant may not set them.

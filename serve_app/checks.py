@@ -23,7 +23,16 @@ from facts.models import ModelArchitecture, known_model
 from facts.vllm_engine_args import engine_arg_names
 from facts.vllm_engine_args import versions as engine_args_versions
 from serve_app.capacity import SIZED_KV_CACHE_DTYPES, UCX_ON_EFA_BYTES_PER_SECOND, CapacityReport, capacity_report
-from serve_app.config import EFA_KV_BACKEND, KV_BACKENDS, PHASES, ROLES_FOR_PHASE, PDAppConfig, Phase
+from serve_app.config import (
+    EFA_KV_BACKEND,
+    HA_PROXY_FRONT,
+    KV_BACKENDS,
+    PHASES,
+    ROLES_FOR_PHASE,
+    HttpFront,
+    PDAppConfig,
+    Phase,
+)
 from serve_app.errors import ConfigError
 from serve_app.render import serve_config_v2
 from serve_app.settings import ServeAppSettings, engine_setting
@@ -40,6 +49,9 @@ LLM_CONFIG_KEYS = (
 )
 
 ACCEPT_UCX_ON_EFA_KEY = ServeAppSettings.key("accept_ucx_on_efa")
+DIRECT_STREAMING_KEY = ServeAppSettings.key("pd_direct_streaming")
+# The RayService key that picks Serve's HTTP front (components/settings.py reads it): named in refusals.
+HTTP_FRONT_KEY = "httpFront"
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,8 @@ class DeploymentTarget:
     # this project has facts for. None = not checked (tests of other checks).
     ray_version: str | None = None
     vllm_version: str | None = None
+    # What answers HTTP in front of the app (httpFront): Serve's proxy actor or HAProxy.
+    http_front: HttpFront = "serve-proxy"
     gpu_node_max_count: int | None = None
     phase_node_groups: Mapping[str, NodeGroupTarget] = field(default_factory=dict)
 
@@ -305,10 +319,35 @@ def _check_kv_transfer(app: PDAppConfig, target: DeploymentTarget) -> None:
                       network_gbps=min(group.instance.network_gbps for group in groups.values()))
 
 
+def _check_http_front(app: PDAppConfig, target: DeploymentTarget) -> None:
+    """Direct streaming makes decode the ingress with LLMRouter as its ingress request router, and
+    Ray Serve's build_app refuses that outside HAProxy mode: DEPLOY_FAILED on the cluster."""
+    if app.direct_streaming and target.http_front != HA_PROXY_FRONT:
+        raise ConfigError(DIRECT_STREAMING_KEY, True, f'false, or {HTTP_FRONT_KEY} "{HA_PROXY_FRONT}"',
+                          f"{HTTP_FRONT_KEY} is {target.http_front!r}, and Ray Serve builds direct streaming's "
+                          "ingress request router only under HAProxy (\"ingress_request_router requires HAProxy\")")
+
+
 def _check_image_supports_the_render(app: PDAppConfig, target: DeploymentTarget) -> tuple[str, ...]:
     """Refuse a render the image's Ray or vLLM is not known to understand; notes for what cannot be
     checked (an image whose vLLM version this project does not know)."""
     if target.ray_version is not None:
+        # Switches an older Ray ignores: the stack would deploy without what the settings asked for. Checked
+        # first, so the refusal names each setting that needs the newer Ray.
+        switches = ((HTTP_FRONT_KEY, target.http_front == HA_PROXY_FRONT, "RAY_SERVE_ENABLE_HA_PROXY",
+                     f'{HTTP_FRONT_KEY} "serve-proxy"'),
+                    (DIRECT_STREAMING_KEY, app.direct_streaming, "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING",
+                     f"{DIRECT_STREAMING_KEY} false"))
+        late = [(setting, feature, off) for setting, on, feature, off in switches
+                if on and version_tuple(target.ray_version) < version_tuple(RAY_SERVE_CONFIG_FEATURES[feature])]
+        if late:
+            needed = max((RAY_SERVE_CONFIG_FEATURES[feature] for _, feature, _ in late), key=version_tuple)
+            names = " and ".join(setting for setting, _, _ in late)
+            raise ConfigError("rayVersion", target.ray_version,
+                              f"Ray {needed} or newer, or {' and '.join(off for _, _, off in late)}",
+                              f"{names} set{'s' if len(late) == 1 else ''} "
+                              f"{', '.join(f'{feature}=1' for _, feature, _ in late)}, which older Ray releases "
+                              "are not known to read")
         needed = RAY_SERVE_CONFIG_FEATURES["LLMConfig.experimental_configs.stream_batching_interval_ms"]
         if version_tuple(target.ray_version) < version_tuple(needed):
             raise ConfigError("rayVersion", target.ray_version, f"Ray {needed} or newer",
@@ -430,6 +469,7 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
     checked = CheckedApp(config=app, serve_config_v2=rendered, model=model or known_model(app.model.architecture_key))
     check_pd_serving_args(checked.pd_serving_args)
     _check_kv_roles(app)
+    _check_http_front(app, target)
     _check_kv_transfer(app, target)
     for group, _ in target.node_groups():
         if not group.instance.has_gpu:

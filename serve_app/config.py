@@ -82,6 +82,13 @@ KV_BACKENDS: tuple[str, ...] = ("LIBFABRIC", "UCX")
 EFA_KV_BACKEND = "LIBFABRIC"
 
 
+# What answers HTTP in front of the Serve app: Serve's own proxy actor, or HAProxy (Ray Serve's HAProxy
+# mode, RAY_SERVE_ENABLE_HA_PROXY=1 in every Ray container; docs/SOURCES.md#direct-streaming).
+HttpFront = Literal["serve-proxy", "haproxy"]
+HTTP_FRONTS: tuple[str, ...] = HttpFront.__args__  # type: ignore[attr-defined]
+HA_PROXY_FRONT: HttpFront = "haproxy"
+
+
 class FrozenModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -300,6 +307,10 @@ class PDAppConfig(FrozenModel):
     stream_batching_interval_ms: int = Field(
         50, ge=0, le=1000,
         description="How often Ray Serve LLM flushes streamed tokens to the client (0 = every token).")
+    # Off by default: measured worthwhile on an H200, but not shown under KubeRay on EKS. It needs Ray
+    # Serve's HAProxy mode (checks.py), and decode becomes the ingress (docs/SOURCES.md#direct-streaming).
+    direct_streaming: bool = Field(
+        False, description="Decode serves the OpenAI API itself (Ray Serve LLM direct streaming): one hop less.")
     ingress: IngressSettings = IngressSettings()
 
     @field_validator("route_prefix")
@@ -310,6 +321,15 @@ class PDAppConfig(FrozenModel):
             raise ValueError("route_prefix must start with '/', not end with '/' (unless it is '/'), "
                              "and contain no '{' or '}'")
         return value
+
+    @model_validator(mode="after")
+    def _direct_streaming_has_no_ingress_deployment(self) -> PDAppConfig:
+        # Ray Serve LLM refuses ingress_deployment_config under direct streaming: there is no ingress
+        # deployment (ray/llm/_internal/serve/core/ingress/builder.py _validate_direct_streaming_ingress_config).
+        if self.direct_streaming and self.ingress.deployment_config:
+            raise ValueError("direct_streaming has no ingress deployment: configure decode's deployment instead "
+                             "of ingress.deployment_config")
+        return self
 
     def phase(self, phase: Phase) -> PhaseSettings:
         return self.prefill if phase == "prefill" else self.decode
@@ -322,6 +342,8 @@ __all__ = [
     "DEFAULT_KV_ROLE",
     "DTYPES",
     "EFA_KV_BACKEND",
+    "HA_PROXY_FRONT",
+    "HTTP_FRONTS",
     "KV_BACKENDS",
     "KV_ROLES",
     "KV_ROLE_DECISION",
@@ -335,6 +357,7 @@ __all__ = [
     "Dtype",
     "EngineOverrides",
     "EngineSettings",
+    "HttpFront",
     "IngressSettings",
     "KvRole",
     "KvTransferSettings",

@@ -25,6 +25,12 @@ PD_BUILDER_IMPORT_PATH = "ray.serve.llm:build_pd_openai_app"
 SERVE_HTTP_PORT = 8000
 SERVE_HTTP_HOST = "0.0.0.0"
 
+# Environment switches Ray reads once, at import (docs/SOURCES.md#direct-streaming). HAProxy mode goes in
+# every Ray container's environment (components/manifests/ray_service.py); direct streaming in the
+# application's runtime_env, which the controller's build task and every replica of the app get.
+HA_PROXY_ENV = "RAY_SERVE_ENABLE_HA_PROXY"
+DIRECT_STREAMING_ENV = "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"
+
 INGRESS_DEPLOYMENT_NAME = "OpenAiIngress"
 # Ray Serve LLM names each phase's deployment `<Prefill|Decode>:<model id>`.
 PHASE_DEPLOYMENT_PREFIX = {"prefill": "Prefill:", "decode": "Decode:"}
@@ -131,16 +137,17 @@ def pd_serving_args(app: PDAppConfig) -> dict[str, Any]:
 
 def serve_config_v2(app: PDAppConfig) -> dict[str, Any]:
     """The RayService `spec.serveConfigV2` document (Ray Serve's ServeDeploySchema)."""
+    application: dict[str, Any] = {
+        "name": app.name,
+        "route_prefix": app.route_prefix,
+        "import_path": PD_BUILDER_IMPORT_PATH,
+        "args": pd_serving_args(app),
+    }
+    if app.direct_streaming:
+        application["runtime_env"] = {"env_vars": {DIRECT_STREAMING_ENV: "1"}}
     return {
         "http_options": {"host": SERVE_HTTP_HOST, "port": SERVE_HTTP_PORT},
-        "applications": [
-            {
-                "name": app.name,
-                "route_prefix": app.route_prefix,
-                "import_path": PD_BUILDER_IMPORT_PATH,
-                "args": pd_serving_args(app),
-            }
-        ],
+        "applications": [application],
     }
 
 

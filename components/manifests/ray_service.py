@@ -24,8 +24,8 @@ from components.settings import INITIALIZING_TIMEOUT_ANNOTATION, ServingSettings
 from components.sizing import GIB, WorkerResources
 from facts.images import RAY_AUTOSCALER_V2_ON_KUBERAY, version_tuple
 from facts.metrics import RAY_METRICS_EXPORT_PORT, RAY_METRICS_PORT_NAME
-from serve_app.config import PHASES, Phase
-from serve_app.render import PHASE_RESOURCE, SERVE_HTTP_PORT
+from serve_app.config import HA_PROXY_FRONT, PHASES, Phase
+from serve_app.render import HA_PROXY_ENV, PHASE_RESOURCE, SERVE_HTTP_PORT
 
 RAY_SERVICE_API_VERSION = "ray.io/v1"
 RAY_SERVICE_KIND = "RayService"
@@ -192,6 +192,12 @@ def _model_reader_volumes(role_arn: pulumi.Input[str] | None) -> list[dict[str, 
         "audience": STS_AUDIENCE, "expirationSeconds": AWS_TOKEN_SECONDS, "path": AWS_TOKEN_FILE}}]}}]
 
 
+def _http_front_env(serving: ServingSettings) -> list[dict[str, Any]]:
+    # Serve reads it at import in every Ray process (the controller, which starts HAProxy, lives on the
+    # head; the replicas HAProxy reaches on the workers), so head and workers alike carry it.
+    return [{"name": HA_PROXY_ENV, "value": "1"}] if serving.http_front == HA_PROXY_FRONT else []
+
+
 def _pod_spec(node_selector: Mapping[str, str], container: dict[str, Any], volumes: list[dict[str, Any]],
               tolerations: list[dict[str, Any]] | None = None, *, service_account: str | None = None,
               init_containers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -228,7 +234,7 @@ def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None,
             _metrics_port(),
         ],
         "env": [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(hf_token_ref(serving)),
-                *_model_reader_env(role_arn, serving.region), *redis_ca],
+                *_model_reader_env(role_arn, serving.region), *redis_ca, *_http_front_env(serving)],
         "resources": {bound: dict(amounts) for bound, amounts in HEAD_RESOURCES.items()},
         # The head needs no privilege. Capabilities beyond NET_RAW stay: the default image (the Ray
         # LLM DLC) has a user not verified here (rayproject/ray images run as `ray`, uid 1000), and
@@ -330,6 +336,7 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
         env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"})
     env.extend(_hf_token_env(hf_token_ref(serving)))
     env.extend(_model_reader_env(role_arn, serving.region))
+    env.extend(_http_front_env(serving))
     container = {
         "name": WORKER_CONTAINER,
         "image": serving.image,

@@ -247,6 +247,35 @@ def test_dense_models_do_not_get_the_hybrid_conv_state_layout(settings_for: Any)
     assert "VLLM_SSM_CONV_STATE_LAYOUT" not in env_of(workers_of(body))
 
 
+def test_haproxy_front_reaches_the_head_and_every_worker_and_is_off_by_default(
+        manifest: dict[str, Any], settings_for: Any) -> None:
+    groups = [head_of(manifest), *worker_groups(manifest).values()]
+    assert all("RAY_SERVE_ENABLE_HA_PROXY" not in env_of(group) for group in groups)
+    body = ray_service_manifest(settings_for(hfToken="offline-token", httpFront="haproxy").serving)
+    groups = [head_of(body), *worker_groups(body).values()]
+    assert [env_of(group)["RAY_SERVE_ENABLE_HA_PROXY"] for group in groups] == [
+        {"name": "RAY_SERVE_ENABLE_HA_PROXY", "value": "1"}] * 3
+    # Nothing else changes: the serve config and the rest of each container are the default's.
+    assert body["spec"]["serveConfigV2"] == manifest["spec"]["serveConfigV2"]
+    for group in groups:
+        container(group)["env"] = [e for e in container(group)["env"] if e["name"] != "RAY_SERVE_ENABLE_HA_PROXY"]
+    assert body == manifest
+
+
+def test_serve_proxy_front_renders_the_default_body_byte_for_byte(manifest: dict[str, Any], settings_for: Any) -> None:
+    body = ray_service_manifest(settings_for(hfToken="offline-token", httpFront="serve-proxy").serving)
+    assert yaml.safe_dump(body) == yaml.safe_dump(manifest)
+
+
+def test_direct_streaming_rayservice_carries_its_switches_and_matches_the_crd(
+        ray_service_crd_validator: Any, settings_for: Any) -> None:
+    body = ray_service_manifest(settings_for(httpFront="haproxy", pdDirectStreaming="true").serving)
+    (app,) = yaml.safe_load(body["spec"]["serveConfigV2"])["applications"]
+    assert app["runtime_env"] == {"env_vars": {"RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "1"}}
+    assert env_of(head_of(body))["RAY_SERVE_ENABLE_HA_PROXY"]["value"] == "1"
+    assert [f"{'/'.join(map(str, e.path))}: {e.message}" for e in ray_service_crd_validator.iter_errors(body)] == []
+
+
 def test_worker_volumes_shm_in_memory_and_hf_cache(manifest: dict[str, Any]) -> None:
     group = workers_of(manifest)
     volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}

@@ -91,6 +91,7 @@ ALTERNATIVES = {
     "deployFromInsideVpc": "true",
     "iamPermissionsBoundaryArn": "arn:aws:iam::111122223333:policy/eks-pd-llm/workload-boundary",
     "gcsFaultTolerance": "true",
+    "httpFront": "haproxy",
     "hfToken": "hf_abc",
     "rayServiceName": "other-llm",
     "rayImage": "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.0",
@@ -107,6 +108,7 @@ ALTERNATIVES = {
     "enforceEager": "true",
     "cudaGraphMaxBatchSize": "32",
     "streamBatchingIntervalMs": "5",
+    "pdDirectStreaming": "true",
     "tensorParallelSize": "2",
     "pipelineParallelSize": "2",
     "prefillReplicas": "2",
@@ -127,6 +129,7 @@ ALTERNATIVES = {
 COMPANIONS = {
     "rayVersion": {"rayImage": "example.com/ray:2.60.0-gpu", "rayVersion": "2.59.0"},
     "kvBackends": {"acceptUcxOnEfaKvTransferIs100xSlower": "true"},
+    "pdDirectStreaming": {"httpFront": "haproxy"},
     "tensorParallelSize": {"gpuNodeType": "g6.12xlarge", "modelSource": "acme/custom-model-7b"},
     "pipelineParallelSize": {"gpuNodeType": "g6.12xlarge", "modelSource": "acme/custom-model-7b"},
     "prefillReplicas": {"gpuNodeCount": "4"},
@@ -255,6 +258,8 @@ BAD = [
     ("rayImage", "example.com/ray:latest"),
     ("kvBackends", '["UCX"]'),
     ("maxModelLen", "zero"),
+    ("httpFront", "nginx"),
+    ("pdDirectStreaming", "yes"),
 ]
 
 
@@ -269,6 +274,41 @@ def test_bad_value_is_refused_naming_the_key(key, value):
 def test_error_shows_the_value_and_what_is_allowed():
     error = refusal("natMode", "perZone")
     assert "'perZone'" in str(error) and "single or perAz" in str(error)
+
+
+def test_an_unknown_http_front_is_refused_naming_both_fronts():
+    error = refusal("httpFront", "nginx")
+    assert str(error).startswith("httpFront: got 'nginx'; allowed: serve-proxy or haproxy")
+
+
+@pytest.mark.parametrize("front", [{}, {"httpFront": "serve-proxy"}])
+def test_direct_streaming_without_haproxy_is_refused_before_any_resource(front):
+    # Ray Serve would build the app and fail it on the cluster: "ingress_request_router requires HAProxy".
+    with pytest.raises(ConfigError) as caught:
+        settings_for("dev", pdDirectStreaming="true", **front)
+    error = caught.value
+    assert error.setting == "pdDirectStreaming" and error.value is True
+    assert error.allowed == 'false, or httpFront "haproxy"'
+    assert "HAProxy" in str(error) and "\n" not in str(error)
+
+
+def test_haproxy_and_direct_streaming_together_are_accepted_and_off_by_default():
+    default = settings_for("dev").serving
+    assert default.http_front == "serve-proxy" and not default.app.config.direct_streaming
+    both = settings_for("dev", httpFront="haproxy", pdDirectStreaming="true").serving
+    assert both.http_front == "haproxy" and both.app.config.direct_streaming
+
+
+@pytest.mark.parametrize(("switch", "named"), [
+    ({"httpFront": "haproxy"}, "httpFront"),
+    ({"httpFront": "haproxy", "pdDirectStreaming": "true"}, "pdDirectStreaming"),
+])
+def test_a_ray_older_than_the_switches_is_refused_naming_the_switch(switch, named):
+    old_ray = {"rayImage": "example.com/ray:2.57.0-gpu", "rayVersion": "2.57.0"}
+    with pytest.raises(ConfigError) as caught:
+        settings_for("dev", **old_ray, **switch)
+    assert caught.value.setting == "rayVersion"
+    assert "2.58.0 or newer" in caught.value.allowed and named in str(caught.value)
 
 
 @pytest.mark.parametrize("key", ["gpuNodeTyp", "eks-pd-llm:gpuNodeTyp"])

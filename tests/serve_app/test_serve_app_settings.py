@@ -125,6 +125,21 @@ def test_eager_engines_render_no_capture_sizes_and_the_flush_interval_is_rendere
     assert both_phases(args, "experimental_configs") == [{"stream_batching_interval_ms": 5}] * 2
 
 
+def test_direct_streaming_reaches_the_app_runtime_env_and_is_off_by_default():
+    default = serve_config_v2(from_stack())
+    assert "runtime_env" not in default["applications"][0]
+    on = serve_config_v2(from_stack(pdDirectStreaming="true"))
+    # Ray Serve LLM reads it at import: the builder's task and every replica get the app's runtime_env.
+    assert on["applications"][0]["runtime_env"] == {"env_vars": {"RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "1"}}
+    assert {**on["applications"][0], "runtime_env": None} == {**default["applications"][0], "runtime_env": None}
+
+
+def test_direct_streaming_refuses_an_ingress_deployment_config():
+    # Ray Serve LLM refuses ingress_deployment_config under direct streaming: decode is the ingress.
+    with pytest.raises(ValidationError, match="no ingress deployment"):
+        PDAppConfig(direct_streaming=True, ingress={"deployment_config": {"num_replicas": 2}})
+
+
 def test_empty_stack_config_gives_the_default_app():
     assert from_stack() == PDAppConfig()
     # Pulumi.yaml declares every key; its "" and "0" defaults mean "use the default" too.

@@ -7,10 +7,11 @@ import dataclasses
 
 import pytest
 
-from components.settings import project_name, read_config
+from components.settings import RayServiceSettings, project_name, read_config
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import KNOWN_MODELS
 from serve_app.checks import (
+    HTTP_FRONT_KEY,
     LLM_CONFIG_KEYS,
     PD_SERVING_ARGS_KEYS,
     DeploymentTarget,
@@ -280,6 +281,30 @@ def test_an_fp8_kv_cache_is_sized():
 def test_a_ray_older_than_the_flush_setting_is_refused_naming_ray_version():
     error = refused(PDAppConfig(), DeploymentTarget(G6_8X, 2, efa=True, ray_version="2.49.0", vllm_version="0.26.0"))
     assert error.setting == "rayVersion" and "2.58.0 or newer" in str(error)
+
+
+HAPROXY_2_58 = DeploymentTarget(G6_8X, 2, efa=True, ray_version="2.58.0", vllm_version="0.26.0", http_front="haproxy")
+
+
+@pytest.mark.parametrize(("app", "front", "named"), [
+    (PDAppConfig(), "haproxy", "httpFront"),
+    (PDAppConfig(direct_streaming=True), "haproxy", "pdDirectStreaming"),
+])
+def test_a_ray_older_than_haproxy_or_direct_streaming_is_refused_naming_the_setting(app, front, named):
+    old = DeploymentTarget(G6_8X, 2, efa=True, ray_version="2.57.0", vllm_version="0.26.0", http_front=front)
+    error = refused(app, old)
+    assert error.setting == "rayVersion" and "2.58.0 or newer" in error.allowed
+    assert named in error.allowed and named in (error.why or "")
+    assert check_app(app, dataclasses.replace(old, ray_version="2.58.0")).serve_config_v2
+
+
+def test_direct_streaming_needs_the_haproxy_front():
+    error = refused(from_stack(pdDirectStreaming="true"),
+                    dataclasses.replace(HAPROXY_2_58, http_front="serve-proxy"))
+    assert (error.setting, error.value, error.allowed) == ("pdDirectStreaming", True, 'false, or httpFront "haproxy"')
+    assert "requires HAProxy" in str(error)
+    assert RayServiceSettings.key("http_front") == HTTP_FRONT_KEY  # the key the refusal names is the real one
+    assert check_app(from_stack(pdDirectStreaming="true"), HAPROXY_2_58).config.direct_streaming
 
 
 def test_cuda_graph_sizes_need_a_vllm_known_to_take_them():

@@ -67,12 +67,13 @@ class DeployedConfig:
 
 
 @functools.cache
-def deployed_config(stack: str) -> DeployedConfig:
-    """The RayService `run_offline(stack)` registers (one offline run per stack per session)."""
+def deployed_config(stack: str, overrides: tuple[tuple[str, str], ...] = ()) -> DeployedConfig:
+    """The RayService `run_offline(stack)` registers (one offline run per stack, and per set of
+    `overrides` of its keys, per session)."""
     from offline.harness import read_project, run_offline
     from pdctl.render import ray_service_manifest
 
-    run = run_offline(stack)
+    run = run_offline(stack, overrides=dict(overrides))
     prefix = read_project()["name"] + ":"
     settings = {key[len(prefix):]: value for key, value in run.config.items() if key.startswith(prefix)}
     return DeployedConfig(stack, ray_service_manifest(run), settings)
@@ -87,6 +88,17 @@ def deployed(request: pytest.FixtureRequest) -> DeployedConfig:
 def dev() -> DeployedConfig:
     """The dev stack's config: the base the known-bad variants are mutated from."""
     return deployed_config("dev")
+
+
+# The settings measured worthwhile on an H200 but off by default: Ray Serve's HAProxy front and Ray
+# Serve LLM's direct streaming, which needs it.
+HAPROXY_AND_DIRECT_STREAMING = (("httpFront", "haproxy"), ("pdDirectStreaming", "true"))
+
+
+@pytest.fixture
+def dev_direct_streaming() -> DeployedConfig:
+    """The dev stack with httpFront haproxy and pdDirectStreaming on."""
+    return deployed_config("dev", HAPROXY_AND_DIRECT_STREAMING)
 
 
 # --- Ray Serve: the controller's own build path ------------------------------------------------------

@@ -30,6 +30,11 @@ def test_the_rayservice_matches_the_kuberay_crd(deployed: DeployedConfig, ray_se
     assert crd_errors(ray_service_crd_validator, deployed.ray_service) == []
 
 
+def test_the_haproxy_and_direct_streaming_rayservice_matches_the_kuberay_crd(
+        dev_direct_streaming: DeployedConfig, ray_service_crd_validator) -> None:
+    assert crd_errors(ray_service_crd_validator, dev_direct_streaming.ray_service) == []
+
+
 # --- Teeth ---------------------------------------------------------------------------------------
 
 

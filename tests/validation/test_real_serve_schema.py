@@ -42,6 +42,14 @@ def test_serve_proxy_listens_where_the_serve_service_points(deployed: DeployedCo
     assert schema.http_options.host == "0.0.0.0"
 
 
+def test_serve_accepts_direct_streamings_runtime_env(dev_direct_streaming: DeployedConfig) -> None:
+    schema = serve_deploy_schema().model_validate(dev_direct_streaming.serve_config)
+
+    (app,) = schema.applications
+    assert app.import_path == PD_BUILDER
+    assert app.runtime_env == {"env_vars": {"RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "1"}}
+
+
 # --- Teeth: each variant is what a plausible hand edit of serveConfigV2 looks like -----------------
 
 
@@ -66,12 +74,18 @@ def _duplicate_application(config: dict) -> None:
     config["applications"].append(dict(config["applications"][0]))
 
 
+def _runtime_env_as_text(config: dict) -> None:
+    # The direct-streaming switch written as a shell assignment instead of runtime_env.env_vars.
+    config["applications"][0]["runtime_env"] = "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING=1"
+
+
 BROKEN_SERVE_CONFIGS = [
     (_mistyped_proxy_port, r"http_options.port\s+Input should be a valid integer"),
     (_replica_override_mistyped, "`num_replicas` must be an int or \"auto\", but got: two"),
     (_host_inside_application, "Host \"0.0.0.0\" is set in the config for application"),
     (_import_path_with_two_colons, "An import path may have at most one colon"),
     (_duplicate_application, "Found multiple configs for application"),
+    (_runtime_env_as_text, r"applications.0.runtime_env\s+Input should be a valid dictionary"),
 ]
 
 
