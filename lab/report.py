@@ -60,7 +60,7 @@ def variant_table(data: dict[str, Any]) -> str:
                     for r in rows if r.get("process_cpu_s") and r["summary"].get("wall_s")]
 
         proxy = cpu(lambda role: "ProxyActor" in role or role.endswith("/haproxy"))  # + HAProxy's, in its mode
-        # The app's ingress: OpenAiIngress, or the decode/LLM server itself under direct streaming.
+        # The app's OpenAiIngress relay; a direct-streaming app has none (decode is its ingress), so it reads 0.
         ingress = cpu(lambda role, app=app: role.startswith(f"ray::ServeReplica:{app}:OpenAiIngress"))
         throughput = [r["summary"]["output_tokens_per_s"] for r in rows if r["summary"].get("output_tokens_per_s")]
         itl = " / ".join(_spread(stat("itl_s", q)).split(" (")[0] for q in ("p50", "p90", "p99"))

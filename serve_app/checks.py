@@ -34,7 +34,7 @@ from serve_app.config import (
     Phase,
 )
 from serve_app.errors import ConfigError
-from serve_app.render import serve_config_v2
+from serve_app.render import DIRECT_STREAMING_ENV, HA_PROXY_ENV, serve_config_v2
 from serve_app.settings import ServeAppSettings, engine_setting
 
 # ray/llm/_internal/serve/serving_patterns/prefill_decode/builder.py PDServingArgs (extra=forbid).
@@ -334,9 +334,9 @@ def _check_image_supports_the_render(app: PDAppConfig, target: DeploymentTarget)
     if target.ray_version is not None:
         # Switches an older Ray ignores: the stack would deploy without what the settings asked for. Checked
         # first, so the refusal names each setting that needs the newer Ray.
-        switches = ((HTTP_FRONT_KEY, target.http_front == HA_PROXY_FRONT, "RAY_SERVE_ENABLE_HA_PROXY",
+        switches = ((HTTP_FRONT_KEY, target.http_front == HA_PROXY_FRONT, HA_PROXY_ENV,
                      f'{HTTP_FRONT_KEY} "serve-proxy"'),
-                    (DIRECT_STREAMING_KEY, app.direct_streaming, "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING",
+                    (DIRECT_STREAMING_KEY, app.direct_streaming, DIRECT_STREAMING_ENV,
                      f"{DIRECT_STREAMING_KEY} false"))
         late = [(setting, feature, off) for setting, on, feature, off in switches
                 if on and version_tuple(target.ray_version) < version_tuple(RAY_SERVE_CONFIG_FEATURES[feature])]
