@@ -1,7 +1,8 @@
 """python -m lab {render,make-model,run,report} — the single-host GPU lab.
 
   render      print the stack's rendered PD args, the lab configs and the keys the overlay changed
-  make-model  write the tiny random Llama or the Llama-3-8B-shaped model (config + tokenizer)
+  make-model  write the tiny random Llama, the Llama-3-8B-shaped model or Qwen3.5-9B's architecture
+  probe-memory  start the stack's engine on a GPU's memory budget, one variant at a time (lab/probe.py)
   run         deploy PD + colocated for each model on this host's GPU(s), check, time, write JSON
               (--gpus 2: prefill and decode on separate whole GPUs, apps in stages; see lab/gpu_run_x2.sh)
   compare-greedy  greedy PD == colocated across a split run's two results files
@@ -30,7 +31,9 @@ from lab.faults import FAULTS
 from lab.scaling import Ramp
 from serve_app.errors import ConfigError
 
-MODEL_KINDS = ("tiny", "llama3-8b-shape")
+MODEL_KINDS = ("tiny", "llama3-8b-shape", "qwen35-9b")
+# The stack's default model: its architecture with dummy weights (lab/models.py write_qwen35_model).
+HYBRID_KINDS = frozenset({"qwen35-9b"})
 SET_HELP = "set a serving stack key over the stack file, e.g. decodeMaxReplicas=2 (repeatable)"
 VARIANTS_HELP = ("variant matrix: a JSON list (or a file holding one) of {name, modes, engine_kwargs, "
                  "experimental_configs, env, direct_streaming}; each variant gets its own apps (see "
@@ -41,8 +44,10 @@ def _make_model(kind: str, directory: Path, seed: int):
     from lab import models
 
     if kind == "tiny":
-        return models.write_tiny_model(directory, seed=seed)
-    return models.write_shaped_model(directory, seed=seed)
+        return models.write_tiny_model(directory, seed=seed).as_dict()
+    if kind == "qwen35-9b":
+        return models.write_qwen35_model(directory, seed=seed)
+    return models.write_shaped_model(directory, seed=seed).as_dict()
 
 
 def _lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list[str],
@@ -53,10 +58,10 @@ def _lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list
     for kind in kinds:
         if kind not in MODEL_KINDS:
             raise ConfigError("--models", kind, f"a comma-separated subset of {', '.join(MODEL_KINDS)}")
-        card = _make_model(kind, model_dir / kind, seed).as_dict()
+        card = _make_model(kind, model_dir / kind, seed)
         out.append(LabModel(key=kind, path=card["path"], dummy_weights=card["weights"] == "dummy",
-                            compare_outputs=kind == "tiny", prompt_token_range=prompt_range(card), card=card,
-                            timed=kind not in untimed))
+                            compare_outputs=kind in ("tiny", "qwen35-9b"), prompt_token_range=prompt_range(card),
+                            card=card, timed=kind not in untimed, hybrid=kind in HYBRID_KINDS))
     for spec in local_models:
         key, _, path = spec.partition("=")
         if not path or not Path(path, "config.json").exists():
@@ -103,7 +108,7 @@ def cmd_render(args) -> int:
 
 def cmd_make_model(args) -> int:
     card = _make_model(args.kind, Path(args.directory), args.seed)
-    print(json.dumps(card.as_dict(), indent=2))
+    print(json.dumps(card, indent=2))
     return 0
 
 
@@ -127,7 +132,9 @@ def _workload(args):
                     requests_per_concurrency_slot=args.requests_per_slot, min_requests=args.min_requests,
                     max_requests=args.max_requests, interference=Interference() if args.interference else None,
                     repeats=args.repeats, metrics_window_concurrency=args.metrics_window_concurrency,
-                    side_by_side=args.side_by_side)
+                    side_by_side=args.side_by_side,
+                    rates=tuple(float(r) for r in (args.rates or "").split(",") if r),
+                    requests_per_rate=args.requests_per_rate)
 
 
 def cmd_run(args) -> int:
@@ -151,10 +158,20 @@ def cmd_run(args) -> int:
     models = _lab_models(kinds, Path(args.model_dir), args.seed, args.local_model or [], untimed)
     # Shared GPU: a fixed KV cache per engine. Whole GPUs: vLLM's memory profiling, as on EKS.
     kv_cache = int(args.kv_cache_gib * GiB) if args.kv_cache_gib else (4 * GiB if args.gpus == 1 else None)
+    budget = None
+    if args.kv_cache_from:
+        # Each engine as the probe started it on the deployment GPU's budget: that utilization, and the
+        # KV cache vLLM's own profiling gave the stack's config there (engines sharing a card cannot profile).
+        probe = json.loads(Path(args.kv_cache_from).read_text())
+        rendered_probe = next(p for p in probe["probes"] if p["name"] == "as-rendered" and p["started"])
+        budget = probe["utilization_on_this_card"]
+        kv_cache = int(rendered_probe["engine"]["kv_cache_bytes"])
+    extra_env = {"VLLM_CACHE_ROOT": f"{args.cache_dir}/vllm", "TRITON_CACHE_DIR": f"{args.cache_dir}/triton",
+                 "FLASHINFER_WORKSPACE_BASE": args.cache_dir} if args.cache_dir else {}
     data = run_lab(rendered_args=rendered, source=source, models=models, out_dir=Path(args.out), spec=spec,
                    ready_timeout_s=args.ready_timeout_s, deadline_s=args.deadline_s,
                    kv_cache_memory_bytes=kv_cache, gpus=args.gpus, modes=modes, variants=variants,
-                   serve_haproxy=args.serve_haproxy)
+                   serve_haproxy=args.serve_haproxy, budget_utilization=budget, extra_env=extra_env)
     report = markdown_report(data)
     Path(args.out, "lab-report.md").write_text(report)
     print(report)
@@ -163,6 +180,16 @@ def cmd_run(args) -> int:
 
 # The workload settings that fix the greedy comparison's prompts and rule: equal in both runs.
 COMPARE_SETTINGS = ("seed", "compare_prompts", "compare_prompt_tokens", "compare_output_tokens")
+
+
+def cmd_probe_memory(args) -> int:
+    from lab.probe import probe_memory
+
+    rendered, source = _render_args(args.stack, args.set)
+    card = _make_model("qwen35-9b", Path(args.model_dir) / "qwen35-9b", 0)
+    data = probe_memory(rendered, source, model_path=card["path"], budget_mib=args.budget_mib, out_dir=Path(args.out),
+                        cache_dir=args.cache_dir, variants=tuple(v for v in args.variants.split(",") if v))
+    return 0 if data["probes"] and data["probes"][0]["started"] else 1
 
 
 def cmd_compare_greedy(args) -> int:
@@ -304,9 +331,25 @@ def main(argv: list[str] | None = None) -> int:
                      help="timed passes over every app and concurrency (passes interleave the apps)")
     run.add_argument("--metrics-window-concurrency", type=int, default=None,
                      help="PD apps, first pass: keep Ray's serving metrics just before and after this concurrency")
+    run.add_argument("--rates", default="", help="comma-separated open-loop request rates per second (Poisson)")
+    run.add_argument("--requests-per-rate", type=int, default=48)
+    run.add_argument("--kv-cache-from", default="",
+                     help="a probe-memory result: each engine gets its GPU budget and the KV cache vLLM chose there")
+    run.add_argument("--cache-dir", default="", help="compile caches (vLLM, Triton, FlashInfer) for the engines")
     run.add_argument("--ready-timeout-s", type=float, default=420)
     run.add_argument("--deadline-s", type=float, default=560, help="stop starting new stages after this")
     run.set_defaults(func=cmd_run)
+
+    probe = sub.add_parser("probe-memory", help="the stack's engine on a GPU's memory budget, one start at a time")
+    probe.add_argument("--stack", default="dev")
+    probe.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
+    probe.add_argument("--budget-mib", type=int, default=22_888,
+                       help="the deployment GPU's memory (default: g6.8xlarge's L4, facts/instances.py)")
+    probe.add_argument("--variants", default="as-rendered,eager,vision,vision-eager,as-rendered-warm")
+    probe.add_argument("--model-dir", default="/tmp/lab-models")
+    probe.add_argument("--cache-dir", default="/tmp/lab-compile-cache", help="compile caches: empty = a cold start")
+    probe.add_argument("--out", default=".lab/out", help="results folder (.lab/ is git-ignored)")
+    probe.set_defaults(func=cmd_probe_memory)
 
     greedy = sub.add_parser("compare-greedy", help="greedy PD == colocated across two results files")
     greedy.add_argument("colocated_result")

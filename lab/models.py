@@ -216,3 +216,118 @@ def write_shaped_model(directory: Path, *, seed: int = 0, shape: LlamaShape = LL
                      parameters=shape.parameter_count(), trained_tokens=trained)
     (directory / "lab_model.json").write_text(json.dumps(card.as_dict(), indent=2))
     return card
+
+
+# ── Qwen3.5-9B: the stack's default model, its architecture with dummy weights ──────────────────
+#
+# Architecture: transformers 5.24's `Qwen3_5Config` defaults, documented there as the "Qwen3.5-9B style
+# configuration", with the fields where the published checkpoint's config.json differs from those
+# defaults (facts/models.py cites them): 262,144 positions, the vision merger projecting to the text
+# hidden size (4096), the recurrent state kept in float32. The tokenizer is byte-level BPE trained here
+# (no hub), padded to the model's 248,320 ids, with Qwen's special tokens at the ids the config points
+# at (image 248056, video 248057, vision start/end 248053/248054: Qwen3's special-token order shifted to
+# 248044 for <|endoftext|>), so vLLM's multimodal processor and the chat path read real token ids.
+QWEN_SPECIAL_TOKENS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
+    "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
+)
+QWEN_FIRST_SPECIAL_ID = 248_044
+QWEN35_VOCAB = 248_320
+QWEN35_MAX_POSITIONS = 262_144
+QWEN_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or part['type'] == 'image_url' %}{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{% elif part['type'] == 'video' %}{{ '<|vision_start|><|video_pad|><|vision_end|>' }}"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}{{ '<|im_end|>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+# The processor files a Qwen3-VL-family checkpoint ships (16-px patches merged 2×2, mean/std 0.5, pixel
+# budgets), written as data so no image or video processor class has to be built here.
+_QWEN_VISION = {"patch_size": 16, "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.5] * 3,
+                "image_std": [0.5] * 3, "processor_class": "Qwen3VLProcessor"}
+QWEN_PROCESSOR_FILES: dict[str, dict[str, Any]] = {
+    "preprocessor_config.json": {**_QWEN_VISION, "image_processor_type": "Qwen2VLImageProcessorFast",
+                                 "size": {"longest_edge": 16_777_216, "shortest_edge": 65_536}},
+    "video_preprocessor_config.json": {**_QWEN_VISION, "video_processor_type": "Qwen3VLVideoProcessor",
+                                       "size": {"longest_edge": 25_165_824, "shortest_edge": 4_096}},
+    "processor_config.json": {"processor_class": "Qwen3VLProcessor"},
+}
+
+
+def qwen_special_ids() -> dict[str, int]:
+    return {token: QWEN_FIRST_SPECIAL_ID + i for i, token in enumerate(QWEN_SPECIAL_TOKENS)}
+
+
+def build_qwen_tokenizer(seed: int):
+    """Byte-level BPE with QWEN35_VOCAB ids, Qwen's special tokens at their ids; returns (tokenizer, trained)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1024, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(synthetic_corpus(seed), trainer=trainer)
+    data = json.loads(tokenizer.to_str())
+    vocab: dict[str, int] = data["model"]["vocab"]
+    trained = len(vocab)
+    specials = qwen_special_ids()
+    fillers = iter(filler_tokens(vocab, QWEN35_VOCAB + len(vocab)))
+    for token_id in range(trained, QWEN35_VOCAB):
+        vocab[next(fillers)] = token_id
+    by_id = {token_id: name for name, token_id in vocab.items()}
+    for token, token_id in specials.items():
+        del vocab[by_id[token_id]]
+        vocab[token] = token_id
+    data["added_tokens"] = [
+        {"id": token_id, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True} for token, token_id in specials.items()]
+    return Tokenizer.from_str(json.dumps(data)), trained
+
+
+def qwen35_config_dict(tokens: dict[str, int]) -> dict[str, Any]:
+    from transformers import Qwen3_5Config
+
+    config = Qwen3_5Config().to_dict()
+    text, vision = config["text_config"], config["vision_config"]
+    text.update(max_position_embeddings=QWEN35_MAX_POSITIONS, mamba_ssm_dtype="float32", dtype="bfloat16",
+                bos_token_id=None, eos_token_id=tokens["<|im_end|>"], pad_token_id=tokens["<|endoftext|>"])
+    vision["out_hidden_size"] = text["hidden_size"]
+    config.update(architectures=["Qwen3_5ForConditionalGeneration"], dtype="bfloat16",
+                  eos_token_id=tokens["<|im_end|>"], pad_token_id=tokens["<|endoftext|>"])
+    for key in ("id2label", "label2id"):
+        for part in (config, text, vision):
+            part.pop(key, None)
+    return config
+
+
+def write_qwen35_model(directory: Path, *, seed: int = 0) -> dict[str, Any]:
+    """config.json, tokenizer and processor files of Qwen3.5-9B's architecture; weights from vLLM's
+    `load_format: dummy`. Returns the model card (also written as lab_model.json)."""
+    from transformers import PreTrainedTokenizerFast
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer_object, trained = build_qwen_tokenizer(seed)
+    tokens = qwen_special_ids()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer_object, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        additional_special_tokens=[t for t in QWEN_SPECIAL_TOKENS if t not in ("<|im_end|>", "<|endoftext|>")],
+        model_max_length=QWEN35_MAX_POSITIONS)
+    tokenizer.chat_template = QWEN_CHAT_TEMPLATE
+    tokenizer.save_pretrained(str(directory))
+    for name, data in QWEN_PROCESSOR_FILES.items():
+        (directory / name).write_text(json.dumps(data, indent=2))
+    config = qwen35_config_dict(tokens)
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    card = {"path": str(directory), "shape": {"name": "qwen3.5-9b-architecture", "vocab_size": QWEN35_VOCAB,
+                                              "source": "transformers 5.24 Qwen3_5Config defaults + facts/models.py"},
+            "seed": seed, "weights": "dummy", "trained_tokens": trained, "special_token_ids": tokens}
+    (directory / "lab_model.json").write_text(json.dumps(card, indent=2))
+    return card

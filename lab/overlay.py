@@ -9,7 +9,9 @@ host with one GPU, a handful of settings cannot stay as rendered, and nothing el
 | engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends | ["UCX"]              | no EFA on one host; LIBFABRIC needs it |
 | placement_group_config.bundle_per_worker.GPU / .CPU       | f, 1                           | f = 1 / engines on the GPU (1: a whole GPU per engine); the phase's Ray resource (pd-prefill / pd-decode) stays, and the lab's Ray advertises both |
 | engine_kwargs.gpu_memory_utilization (shared GPU only)    | 0.9 / engines on the GPU       | vLLM refuses to start when free memory < this share of the card |
+| engine_kwargs.gpu_memory_utilization (a GPU's budget)     | that GPU's bytes / this card's | each engine held to the deployment's GPU memory (lab/probe.py) |
 | engine_kwargs.kv_cache_memory_bytes (unless None)         | fixed bytes                    | memory profiling is wrong with another engine on the GPU |
+| engine_kwargs.gdn_prefill_backend (hybrid models)         | "triton"                       | the L4's Gated-DeltaNet kernel; vLLM picks FlashInfer's on Hopper |
 | engine_kwargs.seed                                        | fixed seed                     | reproducible runs |
 | engine_kwargs.load_format                                 | "dummy" (shaped models only)   | random weights of a real shape, no 16 GB checkpoint |
 | runtime_env.env_vars.VLLM_DP_MASTER_PORT / VLLM_NIXL_SIDE_CHANNEL_PORT | distinct per engine | engines on one host otherwise race for the same torch.distributed / NIXL port |
@@ -79,6 +81,10 @@ class LabOverlay:
     kv_backends: tuple[str, ...] = LAB_KV_BACKENDS
     engines_on_host: int | None = None
     replicas: int = 1
+    # The deployment GPU's memory as a share of this card (lab/probe.py budget_utilization): each engine
+    # is held to that instead of an equal split of the card.
+    budget_utilization: float | None = None
+    kernel_kwargs: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not 1 <= self.replicas <= PORT_STRIDE:
@@ -146,8 +152,12 @@ def overlay_values(config: Mapping[str, Any], overlay: LabOverlay) -> dict[str, 
     if overlay.gpu_share != 1:
         values["placement_group_config.bundle_per_worker.GPU"] = overlay.gpu_share
     values["placement_group_config.bundle_per_worker.CPU"] = 1
-    if overlay.shares_gpu:
+    if overlay.budget_utilization is not None:
+        values["engine_kwargs.gpu_memory_utilization"] = overlay.budget_utilization
+    elif overlay.shares_gpu:
         values["engine_kwargs.gpu_memory_utilization"] = overlay.gpu_memory_utilization
+    for key, value in overlay.kernel_kwargs:
+        values[f"engine_kwargs.{key}"] = value
     if overlay.kv_cache_memory_bytes is not None:
         values["engine_kwargs.kv_cache_memory_bytes"] = overlay.kv_cache_memory_bytes
     values["engine_kwargs.seed"] = overlay.seed

@@ -45,6 +45,7 @@ from lab.overlay import (
     nixl_ports,
     overlay_values,
 )
+from lab.probe import L4_KERNEL_KWARGS
 from lab.variants import STACK, Variant, apply_variant, direct_streaming_flag, variant_values
 from measure.latency import RequestSample, summarize
 from serve_app.errors import ConfigError
@@ -67,11 +68,12 @@ RESULT_SCHEMA = "gpu-lab-result/1"
 # Process environment for every Ray worker (set before ray.init, which they inherit):
 # - VLLM_RAY_PER_WORKER_GPUS: the engine's GPU slice. Ray Serve LLM derives it from the
 #   placement group only for vLLM's worker actors; vLLM 0.26 also reads it in the engine process.
-# - VLLM_USE_FLASHINFER_SAMPLER=0: flashinfer is not in the lab bundle.
+# - VLLM_SSM_CONV_STATE_LAYOUT=DS: the stack's worker environment for a hybrid model (NIXL needs it;
+#   components/manifests/ray_service.py); other models ignore it.
 # - HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE: there is no hub; fail fast instead of retrying.
 # - RAY_memory_monitor_refresh_ms=0: the lab VM's RAM grows on demand (MemTotal starts low), which
 #   Ray's OOM killer would read as memory pressure and kill engine workers.
-STATIC_ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+STATIC_ENV = {"VLLM_SSM_CONV_STATE_LAYOUT": "DS", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
               "RAY_memory_monitor_refresh_ms": "0"}
 # Several GPUs of one lent host: NVLink multicast stays off (the host's GPUs are shared; KINDS.md).
 MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -99,6 +101,7 @@ class LabModel:
     prompt_token_range: tuple[int, int]  # ids the tokenizer was trained on, for prompts
     card: dict[str, Any] = field(default_factory=dict)
     timed: bool = True  # False: the model only proves the path (endpoints, NIXL, greedy comparison)
+    hybrid: bool = False  # Gated-DeltaNet layers: the L4's kernel path is asked for (lab/probe.py)
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,8 @@ class Workload:
     # engines' own TTFT/prefill/KV-transfer histograms over those requests only); None: not captured.
     metrics_window_concurrency: int | None = None
     side_by_side: bool = False  # also `pdctl bench` beside `vllm bench serve` on each timed PD app
+    rates: tuple[float, ...] = ()  # open-loop Poisson arrivals per second, after the closed-loop passes
+    requests_per_rate: int = 48
 
     def requests_at(self, concurrency: int) -> int:
         count = max(self.min_requests, self.requests_per_concurrency_slot * concurrency)
@@ -211,7 +216,7 @@ def _check_gpus(gpus: int) -> None:
 
 def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
              kv_cache_memory_bytes: int | None = 4 * GiB, seed: int = 0, gpus: int = 1,
-             variants: tuple[Variant, ...] = ()) -> list[LabApp]:
+             variants: tuple[Variant, ...] = (), budget_utilization: float | None = None) -> list[LabApp]:
     """The lab's Serve applications for the rendered PD serving args (pure).
 
     Every engine of the run gets its own port windows (slots are numbered over the whole host),
@@ -232,7 +237,9 @@ def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
         nonlocal slot
         overlay = LabOverlay(model_path=model.path, engines_on_gpu=per_gpu, engine_slot=slot,
                              kv_cache_memory_bytes=kv_cache_memory_bytes, seed=seed,
-                             dummy_weights=model.dummy_weights, engines_on_host=per_host, replicas=replicas)
+                             dummy_weights=model.dummy_weights, engines_on_host=per_host, replicas=replicas,
+                             budget_utilization=budget_utilization,
+                             kernel_kwargs=tuple(L4_KERNEL_KWARGS.items()) if model.hybrid else ())
         slot += 1
         return overlay
 
@@ -653,7 +660,8 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
             spec: Workload = Workload(), ready_timeout_s: float = 420, deadline_s: float = 560,
             kv_cache_memory_bytes: int | None = 4 * GiB, gpus: int = 1,
             modes: tuple[Mode, ...] = ("pd", "colocated"), variants: tuple[Variant, ...] = (),
-            serve_haproxy: bool = False) -> dict[str, Any]:
+            serve_haproxy: bool = False, budget_utilization: float | None = None,
+            extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Deploy, check, time, collect evidence, shut down — stage by stage. Returns the results document.
 
     `modes` picks the apps to run (both by default). One mode per run splits a two-GPU lab over two
@@ -666,7 +674,8 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
                           "Ray Serve LLM's direct streaming routes through Serve's HAProxy mode")
     started = time.perf_counter()
     apps = [a for a in lab_apps(rendered_args, models, kv_cache_memory_bytes=kv_cache_memory_bytes, seed=spec.seed,
-                                gpus=gpus, variants=variants) if a.mode in modes]
+                                gpus=gpus, variants=variants, budget_utilization=budget_utilization)
+            if a.mode in modes]
     stages = lab_stages(apps, gpus)
     per_app = engines_per_app(rendered_args)
     env = lab_environment(models, gpus, variants, per_app)
@@ -674,6 +683,7 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
         env = {**env, "RAY_metrics_report_interval_ms": METRICS_REPORT_INTERVAL_MS}
     if serve_haproxy:
         env = {**env, **HAPROXY_ENV}
+    env = {**env, **(extra_env or {})}
     results = Results(out_dir / "lab-result.json", {
         "schema": RESULT_SCHEMA,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -693,6 +703,7 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
         "checks": {},
         "timing": [],
         "interference": [],
+        "open_loop": [],
         "not_done": [],
     })
     data = results.data
@@ -755,6 +766,9 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
                     results.save()
             for app in ready:
                 _interference_pass(app, spec, data, time_left, started)
+                results.save()
+            for app in ready:
+                _open_loop_pass(app, spec, data, time_left, started)
                 results.save()
                 if spec.side_by_side and app.mode == "pd" and app.model.timed:
                     _side_by_side(app, spec, data, out_dir, time_left, started)
@@ -843,6 +857,28 @@ def _time_pass(app: LabApp, spec: Workload, data: dict[str, Any], repeat: int, t
         _log(f"{app.name} c={concurrency} r{repeat}: ok={s['requests']['succeeded']}/{s['requests']['total']} "
              f"ttft_p50={_ms(s['ttft_s'], 'p50')} tpot_p50={_ms(s['tpot_s'], 'p50')} "
              f"itl_p90={_ms(s['itl_s'], 'p90')} out_tok/s={_num(s['output_tokens_per_s'])}", started)
+
+
+def _open_loop_pass(app: LabApp, spec: Workload, data: dict[str, Any], time_left, started: float) -> None:
+    """Open-loop arrivals at each of `spec.rates` (a timed model's PD app, what the stack deploys)."""
+    if not app.model.timed or app.mode != "pd":
+        return
+    low, high = app.model.prompt_token_range
+    for number, rate in enumerate(spec.rates):
+        if time_left() < 30 + spec.requests_per_rate / rate:
+            data["not_done"].append(f"{app.name} rate {rate}/s: out of time")
+            continue
+        prompts = workload.random_prompts(spec.requests_per_rate, spec.prompt_tokens, low=low, high=high,
+                                          seed=spec.seed + 7_000_000 + 1000 * number)
+        samples, wall = asyncio.run(workload.run_open_loop(app.base_url, app.model_id, prompts, spec.output_tokens,
+                                                           rate, seed=spec.seed + number))
+        row = {"model": app.model.key, "mode": app.mode, "app": app.name, "rate_per_s": rate,
+               "requests": len(prompts), "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
+               "summary": summarize(samples, wall_seconds=wall), "samples": raw_samples(samples)}
+        data["open_loop"].append(row)
+        s = row["summary"]
+        _log(f"{app.name} rate={rate}/s: ok={s['requests']['succeeded']}/{s['requests']['total']} "
+             f"ttft_p90={_ms(s['ttft_s'], 'p90')} tpot_p90={_ms(s['tpot_s'], 'p90')}", started)
 
 
 def _interference_pass(app: LabApp, spec: Workload, data: dict[str, Any], time_left, started: float) -> None:

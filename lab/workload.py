@@ -121,6 +121,31 @@ async def run_load(base_url: str, model: str, prompts: Sequence[list[int]], max_
     return samples, wall
 
 
+async def run_open_loop(base_url: str, model: str, prompts: Sequence[list[int]], max_tokens: int,
+                        rate: float, seed: int) -> tuple[list[RequestSample], float]:
+    """Open loop: the prompts arrive as a Poisson process of `rate` per second (seeded), whatever is in
+    flight, so queueing shows in the latencies; returns samples and wall time."""
+    import random
+
+    import aiohttp
+
+    url = f"{base_url}/v1/completions"
+    rng = random.Random(seed)
+    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        started = time.perf_counter()
+        tasks = []
+        due = 0.0
+        for prompt in prompts:
+            due += rng.expovariate(rate)
+            await asyncio.sleep(max(0.0, started + due - time.perf_counter()))
+            tasks.append(asyncio.create_task(stream_completion(
+                session, url, completion_body(model, prompt, max_tokens, stream=True))))
+        samples = list(await asyncio.gather(*tasks))
+        wall = time.perf_counter() - started
+    return samples, wall
+
+
 async def post_json(base_url: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
     import aiohttp
 

@@ -156,7 +156,8 @@ class ModelSettings(FrozenModel):
 # decides each value and the capacity check sees what vLLM gets.
 OWNED_ENGINE_KWARGS: tuple[str, ...] = (
     "max_model_len", "dtype", "gpu_memory_utilization", "enforce_eager", "compilation_config", "tensor_parallel_size",
-    "pipeline_parallel_size", "kv_transfer_config", "model", "tokenizer", "served_model_name",
+    "pipeline_parallel_size", "kv_transfer_config", "model", "tokenizer", "served_model_name", "max_num_seqs",
+    "max_num_batched_tokens", "language_model_only",
 )
 # Engine arguments the Ray Serve LLM builder refuses outright (DEPLOY_FAILED on the cluster).
 REFUSED_ENGINE_KWARGS: Mapping[str, str] = MappingProxyType({
@@ -185,8 +186,18 @@ class EngineSettings(FrozenModel):
     # tokens/s at 8 and 32, for 10–27 s more engine start-up.
     enforce_eager: bool = Field(False, description="Skip CUDA graph capture: faster start, 3–4× slower decode.")
     cuda_graph_max_batch_size: int = Field(
-        64, ge=1, le=512,
+        32, ge=1, le=512,
         description="Largest decode batch captured as a CUDA graph (without enforce_eager); larger batches run eager.")
+    # Rendered, never left to vLLM: its defaults follow the GPU (256 sequences and 2048 batched tokens
+    # under 70 GiB, 1024 and 8192 above), so an H200 and an L4 would run different engines. A hybrid
+    # (Gated-DeltaNet) model also needs one Mamba cache block per sequence to capture CUDA graphs: on an
+    # L4's memory 256 sequences do not start (docs/PROVEN.md#default-deployment).
+    max_num_seqs: int = Field(32, ge=1, le=1024, description="Most sequences one engine runs at once.")
+    max_num_batched_tokens: int = Field(
+        2048, ge=16, description="Most tokens one engine step processes (chunked prefill splits longer prompts).")
+    # Text-only serving by default: the vision encoder of a multimodal checkpoint stays unloaded (vLLM's
+    # `language_model_only`; a text-only model ignores it), which leaves its weights' memory to the KV cache.
+    vision_inputs: bool = Field(False, description="Load a multimodal model's vision encoder and accept images.")
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs one replica shards each layer across.")
     pipeline_parallel_size: int = Field(1, ge=1, description="GPUs one replica splits its layers across.")
     extra_engine_kwargs: Mapping[str, Any] = Field(
@@ -213,6 +224,9 @@ class EngineOverrides(FrozenModel):
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     enforce_eager: bool | None = None
     cuda_graph_max_batch_size: int | None = Field(None, ge=1, le=512)
+    max_num_seqs: int | None = Field(None, ge=1, le=1024)
+    max_num_batched_tokens: int | None = Field(None, ge=16)
+    vision_inputs: bool | None = None
     tensor_parallel_size: int | None = Field(None, ge=1)
     pipeline_parallel_size: int | None = Field(None, ge=1)
     extra_engine_kwargs: Mapping[str, Any] = Field(

@@ -38,9 +38,10 @@ PHASE_DEPLOYMENT_PREFIX = {"prefill": "Prefill:", "decode": "Decode:"}
 
 def cuda_graph_capture_sizes(engine: EngineSettings) -> list[int]:
     """Batch sizes vLLM captures as CUDA graphs: 1, 2, 4, 8, then every 8 to 32, then every 16, up to
-    cuda_graph_max_batch_size. Up to 64 this is the list measured on the H200 (9 graphs, 1–2 s of
-    capture); vLLM's own default (51 sizes to 512) took 6 s for batches this stack rarely reaches."""
-    most = engine.cuda_graph_max_batch_size
+    cuda_graph_max_batch_size (and no more than max_num_seqs: a larger batch never runs). Up to 64 this
+    is the list measured on the H200 (9 graphs, 1–2 s of capture); vLLM's own default (51 sizes to 512)
+    took 6 s for batches this stack rarely reaches."""
+    most = min(engine.cuda_graph_max_batch_size, engine.max_num_seqs)
     sizes = [1, 2, 4, 8, *range(16, 33, 8), *range(48, most + 1, 16)]
     return sorted({size for size in sizes if size <= most} | {most})
 
@@ -54,7 +55,11 @@ def engine_kwargs(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
         "dtype": engine.dtype,
         "gpu_memory_utilization": engine.gpu_memory_utilization,
         "enforce_eager": engine.enforce_eager,
+        "max_num_seqs": engine.max_num_seqs,
+        "max_num_batched_tokens": engine.max_num_batched_tokens,
     }
+    if not engine.vision_inputs:
+        kwargs["language_model_only"] = True
     # Parallel sizes are rendered only when they leave vLLM's default of 1, so the default render is
     # the reference deployment's engine_kwargs key for key.
     if engine.tensor_parallel_size != 1:
