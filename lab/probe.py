@@ -98,6 +98,10 @@ def probe_specs(rendered_args: Mapping[str, Any], *, model_path: str, utilizatio
         if name.startswith("vision"):
             kwargs.pop("language_model_only", None)
             changes["language_model_only"] = "not set: the vision encoder is loaded (visionInputs true)"
+            # vLLM 0.26's processor cache sends the profile's dummy text without its image and fails
+            # ("Found 1 <|image_pad|> tokens in the text but no images were passed"): seen here twice.
+            kwargs["mm_processor_cache_gb"] = 0
+            changes["mm_processor_cache_gb"] = 0
         specs.append(ProbeSpec(name, changes, kwargs, cache_dir))
     return specs
 
