@@ -75,6 +75,9 @@ class ModelArchitecture:
     checkpoint_bytes: int | None = None  # safetensors index metadata.total_size, when known
     linear_attention: LinearAttentionState | None = None
     notes: str = ""
+    # Parts of the checkpoint a text-only engine does not load (None: not known, counted as loaded).
+    vision_encoder_bytes: int | None = None
+    mtp_bytes: int | None = None  # multi-token-prediction layers: loaded only for speculative decoding
 
     @property
     def hybrid(self) -> bool:
@@ -92,8 +95,14 @@ class ModelArchitecture:
             return self.checkpoint_bytes
         return self.parameter_count * DTYPE_BYTES[dtype]
 
+    def loaded_weight_bytes(self, dtype: str, *, vision_inputs: bool) -> int:
+        """Bytes vLLM loads: the checkpoint without its MTP layers, and without the vision encoder
+        when the engine serves text only (`language_model_only`)."""
+        total = self.weight_bytes(dtype)
+        scale = total / self.checkpoint_bytes if self.checkpoint_bytes else 1.0
+        left_out = (self.mtp_bytes or 0) + (0 if vision_inputs else (self.vision_encoder_bytes or 0))
+        return total - round(left_out * scale)
 
-_QWEN35_9B_LAYER_PATTERN = "3 Gated-DeltaNet layers then 1 full-attention layer, ×8 (full_attention_interval 4)"
 
 KNOWN_MODELS: Mapping[str, ModelArchitecture] = {m.hf_id: m for m in (
     ModelArchitecture(
@@ -118,10 +127,15 @@ KNOWN_MODELS: Mapping[str, ModelArchitecture] = {m.hf_id: m for m in (
             "GGUF metadata only: unconfirmed. State shapes follow vLLM 0.29 "
             "MambaStateShapeCalculator.gated_delta_net_state_shape. Read 2026-11."
         ),
+        # transformers 5.24's Qwen3_5ForConditionalGeneration of this config on the meta device: the vision
+        # encoder has 456,010,480 parameters, language model + lm_head 8,953,803,264 (17,907,606,528 B;
+        # vLLM logs "Model loading took 16.71 GiB" text only, 17.57 GiB with the encoder); the MTP layer is
+        # the rest of the checkpoint. lab/results/2026-12-02-h200-qwen35-l4-budget-1-memory-probe.json.
+        vision_encoder_bytes=912_020_960,
+        mtp_bytes=19_306_216_416 - 17_907_606_528 - 912_020_960,
         notes=(
-            "Qwen3_5ForConditionalGeneration: the checkpoint includes the vision encoder and one MTP layer, "
-            "so weight bytes here are the whole checkpoint (slightly above what a text-only engine loads). "
-            "Needs VLLM_SSM_CONV_STATE_LAYOUT=DS on workers for NIXL (AWS sample)."
+            "Qwen3_5ForConditionalGeneration: the checkpoint includes the vision encoder and one MTP layer; "
+            "a text-only engine loads neither. Needs VLLM_SSM_CONV_STATE_LAYOUT=DS on workers for NIXL (AWS sample)."
         ),
     ),
     ModelArchitecture(

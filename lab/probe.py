@@ -90,7 +90,7 @@ def probe_specs(rendered_args: Mapping[str, Any], *, model_path: str, utilizatio
                 gpu_memory_utilization=utilization, **L4_KERNEL_KWARGS)
     specs = []
     for name in variants:
-        kwargs, changes = copy.deepcopy(base), {}
+        kwargs, changes = copy.deepcopy(base), dict[str, Any]()
         if "eager" in name.split("-"):
             kwargs["enforce_eager"] = True
             kwargs.pop("compilation_config", None)
@@ -188,8 +188,11 @@ def probe_memory(rendered_args: Mapping[str, Any], source: str, *, model_path: s
     card_bytes = torch.cuda.mem_get_info()[1]
     rendered_util = float(engine_args_of(rendered_args)["gpu_memory_utilization"])
     utilization = budget_utilization(rendered_util, budget_mib, card_bytes)
+    from lab.runner import provenance
+
     data: dict[str, Any] = {
-        "schema": "lab-memory-probe/1", "source": source, "card_bytes": card_bytes, "budget_mib": budget_mib,
+        "schema": "lab-memory-probe/1", "source": source, "provenance": provenance(),
+        "card_bytes": card_bytes, "budget_mib": budget_mib,
         "rendered_gpu_memory_utilization": rendered_util, "utilization_on_this_card": utilization,
         "requested_bytes": int(utilization * card_bytes), "probes": [],
     }

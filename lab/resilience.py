@@ -178,6 +178,10 @@ def _replica_logs(app: str, deployment: str) -> dict[str, list[Path]]:
     return logs
 
 
+def _ok_lines(path: Path) -> int | None:
+    return len(scaling.served_ok_times(path.read_text(errors="replace"))) if path.is_file() else None
+
+
 def _first_served(app: str, deployment: str, replicas: Sequence[str], wall_offset: float) -> tuple[str, float] | None:
     """(replica, time on the lab's clock) of the earliest successful call in the access lines of
     `replicas`; None: none served yet."""
@@ -282,7 +286,9 @@ def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, dat
             "new_replica": next((r for r, _ in served + counted), None),
             "new_replica_first_request_ok_after_s": scaling.after(step, served[0][1] if served else None),
             "new_replica_requests_counted_after_s": scaling.after(step, counted[0][1] if counted else None),
-            "new_replica_logs": {r: {str(path): path.is_file() for path in paths} for r, paths in new_logs.items()},
+            # Per file: the successful calls it holds (None: no such file), not just that it exists.
+            "new_replica_ok_lines": {r: {str(path): _ok_lines(path) for path in paths}
+                                     for r, paths in new_logs.items()},
         },
         "decode_requests_by_replica_at_drop": requests_at_drop,
         "scale_down": {

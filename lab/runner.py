@@ -331,6 +331,21 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
+def provenance() -> dict[str, Any]:
+    """The exact command and the git commit a result came from (LAB_GIT_COMMIT where the copy has no .git)."""
+    import shlex
+    import sys
+
+    commit = os.environ.get("LAB_GIT_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                                    check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            commit = None
+    return {"command": shlex.join([sys.executable, "-m", "lab", *sys.argv[1:]]), "git_commit": commit}
+
+
 def _gpu() -> dict[str, Any]:
     try:
         text = subprocess.run(
@@ -689,6 +704,7 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": {"gpu": _gpu(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "versions": _versions(),
+        "provenance": provenance(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
         "topology": {"gpus": gpus, "engines_on_gpu": engines_on_gpu(models, gpus, variants, per_app),
                      "http_front": "haproxy" if serve_haproxy else "serve proxy",
@@ -872,7 +888,7 @@ def _open_loop_pass(app: LabApp, spec: Workload, data: dict[str, Any], time_left
                                           seed=spec.seed + 7_000_000 + 1000 * number)
         samples, wall = asyncio.run(workload.run_open_loop(app.base_url, app.model_id, prompts, spec.output_tokens,
                                                            rate, seed=spec.seed + number))
-        row = {"model": app.model.key, "mode": app.mode, "app": app.name, "rate_per_s": rate,
+        row: dict[str, Any] = {"model": app.model.key, "mode": app.mode, "app": app.name, "rate_per_s": rate,
                "requests": len(prompts), "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
                "summary": summarize(samples, wall_seconds=wall), "samples": raw_samples(samples)}
         data["open_loop"].append(row)

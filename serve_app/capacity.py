@@ -13,9 +13,14 @@ What the estimate covers, and what it does not:
   Gated-DeltaNet linear attention + full attention) the linear-attention layers instead hold a
   fixed recurrent + conv state per sequence, whatever its length; that state is added per sequence
   when counting concurrent sequences, and it travels to decode with the KV blocks.
-- vLLM rounds all of this into blocks (and, for hybrid models, pads attention pages to the size of
-  a state page), so its own figure ("GPU KV cache size: N tokens" in the engine log) differs by a
-  few percent. That log line wins over this estimate.
+- A hybrid model is paged as vLLM 0.26 pages it (`HybridPaging`): the attention block grows until one
+  attention page holds a layer's state (Qwen3.5: 528 tokens), every page has that size, the layers
+  form groups of equal size sharing one pool, and a sequence takes one block per state group plus
+  its attention blocks. vLLM's "GPU KV cache size" and "Maximum concurrency" lines follow from the block
+  count, and CUDA graph capture needs one block per sequence (`max_num_seqs`). For such a model with a
+  measured reserve (facts/engine_memory.py) the report gives the first start on a new node (compile
+  caches empty: the smaller KV cache) and a restart; within 10% of vLLM's own lines for graphs and
+  eager, vision on and off (docs/PROVEN.md#default-deployment).
 - Transfer time is bytes / bandwidth at the node's nominal network rate: a lower bound that ignores
   NIXL handshakes and per-request overhead.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from facts.engine_memory import EngineReserve, measured_reserve
 from facts.instances import InstanceType
 from facts.models import DTYPE_BYTES, ModelArchitecture
 
@@ -55,6 +61,44 @@ def kv_cache_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
     if kv_cache_dtype in _ONE_BYTE_KV_DTYPES:
         return 1
     return DTYPE_BYTES[kv_cache_dtype]
+
+
+# vLLM's smallest attention-kernel block and default block_size (FlashAttention and Triton: 16 tokens):
+# a hybrid model's attention block is a multiple of it (vllm/platforms/interface.py, vLLM 0.26).
+KERNEL_BLOCK_ALIGNMENT = 16
+
+
+@dataclass(frozen=True)
+class HybridPaging:
+    """vLLM 0.26's KV pages for a model of attention and linear-attention layers (no prefix caching)."""
+
+    block_size: int  # tokens per attention block: its page holds one layer's state
+    page_bytes: int  # one layer's page, attention or state
+    layers_per_group: int  # layers sharing one block table; one pool tensor per position in a group
+    attention_groups: int
+    state_groups: int
+
+    def blocks(self, kv_bytes: int) -> int:
+        return max(kv_bytes, 0) // (self.page_bytes * self.layers_per_group)
+
+    def blocks_per_sequence(self, tokens: int) -> int:
+        return self.attention_groups * -(-tokens // self.block_size) + self.state_groups
+
+    def kv_tokens(self, blocks: int, max_model_len: int) -> int:
+        """vLLM's "GPU KV cache size": max_model_len × the sequences of that length the blocks hold."""
+        return int(blocks / self.blocks_per_sequence(max_model_len) * max_model_len)
+
+
+def hybrid_paging(model: ModelArchitecture, kv_dtype_bytes: int, model_dtype_bytes: int) -> HybridPaging | None:
+    if model.linear_attention is None or not model.full_attention_layers:
+        return None
+    per_token = 2 * model.num_kv_heads * model.head_dim * kv_dtype_bytes  # one attention layer
+    state = model.linear_attention.bytes_per_layer(model_dtype_bytes)
+    block = KERNEL_BLOCK_ALIGNMENT * -(-state // (KERNEL_BLOCK_ALIGNMENT * per_token))
+    group = min(model.full_attention_layers, model.linear_attention_layers)
+    return HybridPaging(block_size=block, page_bytes=block * per_token, layers_per_group=group,
+                        attention_groups=-(-model.full_attention_layers // group),
+                        state_groups=-(-model.linear_attention_layers // group))
 
 
 def kv_bytes_per_token(model: ModelArchitecture, kv_dtype_bytes: int) -> int:
@@ -96,15 +140,54 @@ class CapacityReport:
     network_bytes_per_second: float
     transfer_seconds: float
     transfer_seconds_ucx_on_efa: float
+    vision_inputs: bool = False
+    reserve_source: str = "estimate"
+    # Hybrid models, paged as vLLM pages them (None otherwise). Figures above are the first start on a new
+    # node; the restart's are below. `num_blocks` is also the most sequences CUDA graphs can capture.
+    block_size: int | None = None
+    num_blocks: int | None = None
+    blocks_per_sequence: int | None = None
+    kv_budget_bytes_restart: int | None = None
+    num_blocks_restart: int | None = None
+    kv_tokens_restart: int | None = None
 
     @property
     def weights_fit(self) -> bool:
-        return self.kv_budget_bytes > 0
+        """Room for a KV cache at all: on a restart where one is measured (the first start may have less)."""
+        budget = self.kv_budget_bytes if self.kv_budget_bytes_restart is None else self.kv_budget_bytes_restart
+        return budget > 0
+
+    @property
+    def sequences_that_can_start(self) -> int:
+        """maxModelLen sequences the KV cache holds on a restart (the first start's where none is measured)."""
+        if self.num_blocks_restart is None or not self.blocks_per_sequence:
+            return self.max_concurrent_sequences
+        return self.num_blocks_restart // self.blocks_per_sequence
+
+    @property
+    def max_concurrency(self) -> float | None:
+        """vLLM's "Maximum concurrency for max_model_len tokens per request" (hybrid models)."""
+        if self.num_blocks is None or not self.blocks_per_sequence:
+            return None
+        return self.num_blocks / self.blocks_per_sequence
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["weights_fit"] = self.weights_fit
+        data["max_concurrency"] = self.max_concurrency
         return data
+
+    def _paging_lines(self) -> list[str]:
+        if self.num_blocks is None:
+            return []
+        lines = [f"Paged as vLLM pages a hybrid model: {self.block_size}-token attention blocks, "
+                 f"{self.blocks_per_sequence} blocks per {self.max_model_len}-token sequence; "
+                 f"first start on a new node: {self.num_blocks} blocks "
+                 f"({self.max_concurrency:.2f}× {self.max_model_len} tokens)"]
+        if self.num_blocks_restart is not None and self.kv_budget_bytes_restart is not None:
+            lines.append(f"Restart (compile caches warm): KV budget {self.kv_budget_bytes_restart / MIB:,.0f} MiB, "
+                         f"{self.num_blocks_restart} blocks, {self.kv_tokens_restart:,} KV tokens")
+        return lines
 
     def render_text(self) -> str:
         graphs = " and CUDA graphs"
@@ -114,21 +197,23 @@ class CapacityReport:
             f"GPU: {self.gpus_per_replica} × {self.gpu_model} on {self.instance_type},"
             f" {self.gpu_memory_bytes / MIB:,.0f} MiB each, gpu_memory_utilization {self.gpu_memory_utilization:.2f}"
             f" → {self.usable_bytes / MIB:,.1f} MiB usable per GPU",
-            f"Weights: {self.weight_bytes / GIB:,.2f} GiB ({self.weight_bytes_per_gpu / MIB:,.1f} MiB per GPU);"
+            f"Weights: {self.weight_bytes / GIB:,.2f} GiB ({self.weight_bytes_per_gpu / MIB:,.1f} MiB per GPU"
+            f"{'' if not self.hybrid else ', vision encoder loaded' if self.vision_inputs else ', text only'});"
             f" reserve for activations{'' if self.reserve_bytes_per_gpu == ACTIVATION_RESERVE_MIB * MIB else graphs}:"
-            f" {self.reserve_bytes_per_gpu / MIB:,.0f} MiB per GPU",
+            f" {self.reserve_bytes_per_gpu / MIB:,.0f} MiB per GPU ({self.reserve_source})",
             f"KV cache budget: {self.kv_budget_bytes / MIB:,.1f} MiB per replica",
             f"KV per token: {self.kv_bytes_per_token:,} B (full-attention layers only)"
             + (f"; fixed linear-attention state per sequence: {self.state_bytes_per_sequence / MIB:,.2f} MiB"
                if self.hybrid else ""),
             f"KV tokens that fit: {self.kv_tokens:,}; concurrent {self.max_model_len}-token sequences:"
             f" {self.max_concurrent_sequences}",
+            *self._paging_lines(),
             f"One {self.max_model_len}-token prompt moves {self.transfer_bytes_per_max_prompt / MIB:,.1f} MiB"
             f" prefill→decode: {self.transfer_seconds * 1000:,.0f} ms"
             f" at {self.network_bytes_per_second * 8 / 1e9:g} Gbps"
             f" (LIBFABRIC/EFA), {self.transfer_seconds_ucx_on_efa * 1000:,.0f} ms at"
             f" {UCX_ON_EFA_BYTES_PER_SECOND / 1e9:g} GB/s (UCX on EFA)",
-            f"Estimate; vLLM's 'GPU KV cache size' log line wins. Model facts: {self.model_facts_source}",
+            f"vLLM's 'GPU KV cache size' log line wins over this. Model facts: {self.model_facts_source}",
         ]
         if not self.weights_fit:
             lines.insert(3, "WEIGHTS DO NOT FIT: no memory left for the KV cache")
@@ -147,22 +232,52 @@ def capacity_report(
     pipeline_parallel_size: int = 1,
     kv_cache_dtype: str = "auto",
     network_bytes_per_second: float | None = None,
+    vision_inputs: bool = False,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> CapacityReport:
     """`network_bytes_per_second`: what the KV transfer runs at (default: `instance`'s network; when
-    prefill and decode run on different types, the slower of the two)."""
+    prefill and decode run on different types, the slower of the two). `vision_inputs`: a multimodal
+    model's encoder is loaded. `max_num_seqs`/`max_num_batched_tokens`: the engine's limits, which
+    decide whether a measured reserve applies (facts/engine_memory.py)."""
     serving_dtype = model.checkpoint_dtype if dtype == "auto" else dtype
     dtype_bytes = DTYPE_BYTES[serving_dtype]
     gpus = tensor_parallel_size * pipeline_parallel_size
     gpu_memory_bytes = instance.gpu_memory_mib_usable * MIB
     usable = int(gpu_memory_bytes * gpu_memory_utilization)
-    weights = model.weight_bytes(serving_dtype)
+    weights = model.loaded_weight_bytes(serving_dtype, vision_inputs=vision_inputs)
     weights_per_gpu = -(-weights // gpus)
-    reserve = (ACTIVATION_RESERVE_MIB + (0 if enforce_eager else CUDA_GRAPH_RESERVE_MIB)) * MIB
+    measured = measured_reserve(model.hf_id) if gpus == 1 else None
+    if measured is not None:
+        reserve = measured.bytes(cuda_graphs=not enforce_eager, vision=vision_inputs, first_start=True)
+        restart_reserve: int | None = measured.bytes(cuda_graphs=not enforce_eager, vision=vision_inputs,
+                                                     first_start=False)
+        source = measured.source
+        if not _as_measured(measured, max_num_seqs, max_num_batched_tokens):
+            source = (f"estimate from the reserve measured at maxNumSeqs {measured.max_num_seqs}, maxNumBatchedTokens "
+                      f"{measured.max_num_batched_tokens} (larger limits raise vLLM's profile peak)")
+    else:
+        reserve = (ACTIVATION_RESERVE_MIB + (0 if enforce_eager else CUDA_GRAPH_RESERVE_MIB)) * MIB
+        restart_reserve, source = None, "estimate"
     kv_budget = gpus * (usable - weights_per_gpu - reserve)
-    per_token = kv_bytes_per_token(model, kv_cache_dtype_bytes(kv_cache_dtype, dtype_bytes))
+    kv_dtype_bytes = kv_cache_dtype_bytes(kv_cache_dtype, dtype_bytes)
+    per_token = kv_bytes_per_token(model, kv_dtype_bytes)
     per_sequence_state = state_bytes_per_sequence(model, dtype_bytes)
     per_sequence = max_model_len * per_token + per_sequence_state
     budget = max(kv_budget, 0)
+    paging = hybrid_paging(model, kv_dtype_bytes, dtype_bytes) if gpus == 1 else None
+    paged: dict = {}
+    kv_tokens, sequences = budget // per_token, budget // per_sequence
+    if paging is not None:
+        blocks = paging.blocks(budget)
+        kv_tokens = paging.kv_tokens(blocks, max_model_len)
+        sequences = blocks // paging.blocks_per_sequence(max_model_len)
+        paged = {"block_size": paging.block_size, "num_blocks": blocks,
+                 "blocks_per_sequence": paging.blocks_per_sequence(max_model_len)}
+        if restart_reserve is not None:
+            restart_budget = usable - weights_per_gpu - restart_reserve
+            paged.update(kv_budget_bytes_restart=restart_budget, num_blocks_restart=paging.blocks(restart_budget),
+                         kv_tokens_restart=paging.kv_tokens(paging.blocks(restart_budget), max_model_len))
     network = instance.network_bytes_per_second if network_bytes_per_second is None else network_bytes_per_second
     return CapacityReport(
         model=model.hf_id,
@@ -182,10 +297,20 @@ def capacity_report(
         kv_budget_bytes=kv_budget,
         kv_bytes_per_token=per_token,
         state_bytes_per_sequence=per_sequence_state,
-        kv_tokens=budget // per_token,
-        max_concurrent_sequences=budget // per_sequence,
+        kv_tokens=kv_tokens,
+        max_concurrent_sequences=sequences,
         transfer_bytes_per_max_prompt=per_sequence,
         network_bytes_per_second=network,
         transfer_seconds=per_sequence / network if network else float("inf"),
         transfer_seconds_ucx_on_efa=per_sequence / UCX_ON_EFA_BYTES_PER_SECOND,
+        vision_inputs=vision_inputs,
+        reserve_source=source,
+        **paged,
     )
+
+
+def _as_measured(reserve: EngineReserve, max_num_seqs: int | None, max_num_batched_tokens: int | None) -> bool:
+    """The engine runs with the limits the reserve was measured at (an unset limit counts as those)."""
+    seqs = reserve.max_num_seqs if max_num_seqs is None else max_num_seqs
+    tokens = reserve.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    return reserve.applies_to(seqs, tokens)

@@ -406,15 +406,50 @@ def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget,
         dtype=engine.dtype, max_model_len=engine.max_model_len,
         gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
         tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
-        kv_cache_dtype=_kv_cache_dtype(app, phase),
+        kv_cache_dtype=_kv_cache_dtype(app, phase), vision_inputs=engine.vision_inputs,
+        max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
     )
 
 
 FULL_PRECISION_DTYPES = ("float32", "float")
 
 
-def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArchitecture) -> dict[str, CapacityReport]:
+def _check_paged_start(app: PDAppConfig, phase: Phase, report: CapacityReport) -> tuple[str, ...]:
+    """A hybrid engine vLLM would refuse to start: fewer blocks than CUDA graphs capture sequences
+    (vLLM 0.26 compilation.py: one Mamba cache block per decoding sequence), or than one maxModelLen
+    sequence takes. Refused when even a restart (warm compile caches, the larger KV cache) cannot start;
+    a warning when only the first start on a new node (the smaller one) cannot."""
+    engine = app.engine_for(phase)
+    if report.num_blocks is None or report.blocks_per_sequence is None:
+        return ()
+    per_sequence = report.blocks_per_sequence
+    warm = report.num_blocks_restart if report.num_blocks_restart is not None else report.num_blocks
+    where = f"{phase} on {report.instance_type}'s {report.gpu_model}"
+    if not engine.enforce_eager and warm < engine.max_num_seqs:
+        raise ConfigError(
+            engine_setting(app, phase, "max_num_seqs"), engine.max_num_seqs,
+            f"at most {warm} ({where} holds {warm} KV blocks), or enforceEager true",
+            "vLLM captures CUDA graphs only with one Mamba cache block per sequence "
+            f"(\"max_num_seqs ({engine.max_num_seqs}) exceeds available Mamba cache blocks ({warm})\")")
+    if warm < per_sequence:
+        raise ConfigError(
+            engine_setting(app, phase, "max_model_len"), engine.max_model_len,
+            f"a length whose blocks fit: {warm} blocks of {report.block_size} tokens on {where}",
+            f"one {engine.max_model_len}-token sequence takes {per_sequence} blocks; "
+            "lower maxModelLen or raise gpuMemoryUtilization")
+    first = report.num_blocks
+    if (not engine.enforce_eager and first < engine.max_num_seqs) or first < per_sequence:
+        return (f"{where}: the first start on a new node (compile caches empty) leaves {first} KV blocks, "
+                f"fewer than {max(engine.max_num_seqs if not engine.enforce_eager else 0, per_sequence)} "
+                f"it needs; vLLM would refuse to start until a restart (estimate: {report.reserve_source}). "
+                "Lower maxNumSeqs or maxModelLen, or set enforceEager true",)
+    return ()
+
+
+def _check_capacity(app: PDAppConfig, target: DeploymentTarget,
+                    model: ModelArchitecture) -> tuple[dict[str, CapacityReport], tuple[str, ...]]:
     reports: dict[str, CapacityReport] = {}
+    warnings: tuple[str, ...] = ()
     for phase in PHASES:
         engine = app.engine_for(phase)
         if model.max_position_embeddings and engine.max_model_len > model.max_position_embeddings:
@@ -422,7 +457,7 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArch
                               f"≤ {model.max_position_embeddings} ({model.hf_id} max_position_embeddings)",
                               "vLLM refuses a longer max_model_len")
         report = phase_capacity(app, phase, target, model)
-        if phase in target.phase_node_groups and report.max_concurrent_sequences < 1:
+        if phase in target.phase_node_groups and report.sequences_that_can_start < 1:
             # The type was picked for this phase: a replica it cannot hold is the type's to change.
             keys = target.phase_node_groups[phase].keys
             raise ConfigError(
@@ -446,7 +481,8 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArch
                 f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
                 f"{report.reserve_bytes_per_gpu / 2**20:,.0f} MiB reserve leave no KV cache; raise "
                 "tensorParallelSize on a bigger GPU node, or pick a smaller model")
-        if report.max_concurrent_sequences < 1:
+        warnings += _check_paged_start(app, phase, report)
+        if report.sequences_that_can_start < 1:
             raise ConfigError(
                 engine_setting(app, phase, "max_model_len"), engine.max_model_len,
                 f"a length whose KV cache fits: {report.kv_tokens:,} tokens fit in {phase}'s KV budget",
@@ -455,7 +491,7 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget, model: ModelArch
                 f"of KV{' + state' if report.hybrid else ''}, the budget is {report.kv_budget_bytes / 2**20:,.0f} MiB; "
                 "lower maxModelLen or raise gpuMemoryUtilization")
         reports[phase] = report
-    return reports
+    return reports, warnings
 
 
 def check_app(app: PDAppConfig, target: DeploymentTarget, *,
@@ -487,4 +523,6 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
         return replace(checked, notes=(*checked.notes,
             f"capacity not checked: kv_cache_dtype {unsized[0]!r} is not sized by serve_app/capacity.py "
             f"(sized: {list(SIZED_KV_CACHE_DTYPES)})"))
-    return replace(checked, capacity=_check_capacity(app, target, checked.model))
+    capacity, warnings = _check_capacity(app, target, checked.model)
+    return replace(checked, capacity=capacity, notes=(*checked.notes, *warnings),
+                   warnings=(*checked.warnings, *warnings))

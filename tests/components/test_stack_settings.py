@@ -106,7 +106,10 @@ ALTERNATIVES = {
     "dtype": "float16",
     "gpuMemoryUtilization": "0.95",
     "enforceEager": "true",
-    "cudaGraphMaxBatchSize": "32",
+    "cudaGraphMaxBatchSize": "16",
+    "maxNumSeqs": "16",
+    "maxNumBatchedTokens": "4096",
+    "visionInputs": "true",
     "streamBatchingIntervalMs": "5",
     "pdDirectStreaming": "true",
     "tensorParallelSize": "2",
@@ -123,7 +126,7 @@ ALTERNATIVES = {
     "decodeDownscaleDelaySeconds": "300",
     "kvBackends": '["LIBFABRIC", "UCX"]',
     "acceptUcxOnEfaKvTransferIs100xSlower": "true",
-    "extraEngineKwargs": '{"max_num_seqs": 8}',
+    "extraEngineKwargs": '{"max_logprobs": 8}',
 }
 # Keys that only make sense together with another change.
 COMPANIONS = {
@@ -141,6 +144,8 @@ COMPANIONS = {
     "prefillGpuNodeMaxCount": {"prefillGpuNodeType": "g6.8xlarge"},
     "decodeGpuNodeCount": {"decodeGpuNodeType": "g6.8xlarge"},
     "decodeGpuNodeMaxCount": {"decodeGpuNodeType": "g6.8xlarge"},
+    # The vision encoder leaves an L4 16 KV blocks: CUDA graphs of 32 sequences would not start.
+    "visionInputs": {"enforceEager": "true"},
 }
 
 

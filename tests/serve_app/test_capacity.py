@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from facts.models import KNOWN_MODELS, known_model, load_architecture
 from serve_app.capacity import capacity_report
 from serve_app.checks import DeploymentTarget, check_app
 from serve_app.config import EngineSettings, PDAppConfig
+from serve_app.errors import ConfigError
 
 
 def recorded(name: str) -> InstanceType:
@@ -22,42 +24,85 @@ G6_8X = recorded("g6.8xlarge")
 QWEN35_9B = KNOWN_MODELS["Qwen/Qwen3.5-9B"]
 
 
+VLLM_LINES = json.loads((Path(__file__).parents[1] / "data" / "qwen35-l4-budget-vllm-0.26.0.json").read_text())
+GIB = 1024 ** 3
+
+
 @pytest.fixture(scope="module")
 def reference():
-    """The reference deployment's decode replica: Qwen3.5-9B bf16 on one L4 of a g6.8xlarge, eager."""
-    app = PDAppConfig(engine=EngineSettings(enforce_eager=True))
-    return check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True)).capacity["decode"]
+    """The stack's decode replica: Qwen3.5-9B bf16, text only, CUDA graphs, on one L4 of a g6.8xlarge."""
+    return check_app(PDAppConfig(), DeploymentTarget(G6_8X, gpu_node_count=2, efa=True)).capacity["decode"]
 
 
-def test_the_stacks_default_reserves_room_for_cuda_graphs():
-    # The stack's default captures CUDA graphs: reserve 1,024 + 512 MiB = 1,610,612,736 B, so the KV
-    # budget is 21,599,826,739 − 19,306,216,416 − 1,610,612,736 = 682,997,587 B (651.4 MiB):
-    # 682,997,587 // 32,768 = 20,843 tokens, 682,997,587 // 185,729,024 = 3 sequences of 4,096 tokens.
-    graphs = check_app(PDAppConfig(), DeploymentTarget(G6_8X, gpu_node_count=2, efa=True)).capacity["decode"]
-    assert graphs.reserve_bytes_per_gpu == 1_610_612_736
-    assert graphs.kv_budget_bytes == 682_997_587
-    assert (graphs.kv_tokens, graphs.max_concurrent_sequences) == (20_843, 3)
+def _report(enforce_eager: bool, vision_inputs: bool, **engine):
+    return capacity_report(QWEN35_9B, G6_8X, dtype="bfloat16", max_model_len=4096, gpu_memory_utilization=0.90,
+                           enforce_eager=enforce_eager, vision_inputs=vision_inputs,
+                           max_num_seqs=engine.get("max_num_seqs", 32), max_num_batched_tokens=2048)
 
 
-def test_reference_memory_budget(reference):
-    # L4 on g6.8xlarge: 22,888 MiB usable = 22,888 × 1,048,576 = 23,999,807,488 B
-    assert reference.gpu_memory_bytes == 23_999_807_488
-    # × gpu_memory_utilization 0.90 = 21,599,826,739.2 → 21,599,826,739 B (20,599.2 MiB)
-    assert reference.usable_bytes == 21_599_826_739
-    # Weights: safetensors total_size of Qwen/Qwen3.5-9B, bf16 = 19,306,216,416 B (17.98 GiB)
-    assert reference.weight_bytes == reference.weight_bytes_per_gpu == 19_306_216_416
-    # Reserve, enforce_eager (no CUDA graphs): 1,024 MiB = 1,073,741,824 B
-    assert reference.reserve_bytes_per_gpu == 1_073_741_824
-    # KV budget = 21,599,826,739 − 19,306,216,416 − 1,073,741,824 = 1,219,868,499 B (1,163.4 MiB)
-    assert reference.kv_budget_bytes == 1_219_868_499
-    assert reference.weights_fit
+@pytest.mark.parametrize("point", VLLM_LINES["points"], ids=lambda p: p["name"])
+def test_the_estimate_meets_vllms_own_log_lines_within_ten_percent(point):
+    report = _report(point["enforce_eager"], point["vision_inputs"])
+    blocks = report.num_blocks if point["first_start"] else report.num_blocks_restart
+    budget = report.kv_budget_bytes if point["first_start"] else report.kv_budget_bytes_restart
+    tokens = report.kv_tokens if point["first_start"] else report.kv_tokens_restart
+    assert report.weight_bytes / GIB == pytest.approx(point["weights_gib"], rel=0.10)
+    assert budget / GIB == pytest.approx(point["kv_cache_gib"], rel=0.10)
+    assert blocks == pytest.approx(point["num_blocks"], rel=0.10)
+    assert tokens == pytest.approx(point["kv_tokens"], rel=0.10)
+    assert blocks / report.blocks_per_sequence == pytest.approx(point["max_concurrency"], rel=0.10)
+
+
+def test_a_hybrid_model_is_paged_as_vllm_pages_it(reference):
+    # vLLM 0.26: one attention page must hold one Gated-DeltaNet layer's state, 2,146,304 B
+    # (conv 3 × 8,192 × 2 B + recurrent 32 × 128 × 128 × 4 B); attention takes 2 × 4 × 256 × 2 = 4,096 B
+    # per token and layer, so the block is 16 × ceil(2,146,304 / (16 × 4,096)) = 16 × 33 = 528 tokens
+    # ("Setting attention block size to 528 tokens"), a page 528 × 4,096 = 2,162,688 B.
+    assert reference.block_size == 528
+    # Groups of 8 layers (8 attention, 24 linear: 1 + 3 groups) share one pool: a block is 8 pages.
+    # A 4,096-token sequence takes ceil(4,096 / 528) = 8 attention blocks + 1 per state group = 11.
+    assert reference.blocks_per_sequence == 11
+    # First start: budget 21,599,826,739 − 17,907,606,528 (text-only weights) − reserve; blocks =
+    # budget // (2,162,688 × 8); vLLM's "GPU KV cache size" = blocks / 11 × 4,096 = 67 / 11 × 4,096.
+    assert (reference.num_blocks, reference.kv_tokens) == (67, 24_948)
+    assert reference.weight_bytes == 17_907_606_528
+
+
+def test_the_stacks_default_starts_on_an_l4_with_room_to_spare():
+    checked = check_app(PDAppConfig(), DeploymentTarget(G6_8X, gpu_node_count=2, efa=True))
+    for report in checked.capacity.values():
+        assert report.num_blocks >= PDAppConfig().engine.max_num_seqs  # CUDA graphs can capture
+        assert report.max_concurrent_sequences >= 6
+    assert checked.warnings == ()
+
+
+def test_vllms_old_default_of_256_sequences_is_refused_naming_maxnumseqs():
+    app = PDAppConfig(engine=EngineSettings(max_num_seqs=256))
+    with pytest.raises(ConfigError) as refused:
+        check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True))
+    assert refused.value.setting == "maxNumSeqs"
+    assert "Mamba cache blocks" in str(refused.value) and "enforceEager true" in str(refused.value)
+
+
+def test_the_vision_encoder_with_cuda_graphs_is_refused_as_vllm_refused_it():
+    # Measured: 17 blocks < 32 sequences, vLLM refused CUDA graph capture; the estimate gives 16.
+    app = PDAppConfig(engine=EngineSettings(vision_inputs=True))
+    with pytest.raises(ConfigError) as refused:
+        check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True))
+    assert refused.value.setting == "maxNumSeqs" and "at most 16" in str(refused.value)
+
+
+def test_the_vision_encoder_eager_starts_but_warns_about_a_new_nodes_first_start():
+    app = PDAppConfig(engine=EngineSettings(vision_inputs=True, enforce_eager=True))
+    checked = check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True))
+    assert checked.capacity["decode"].num_blocks_restart == 24
+    assert any("first start on a new node" in warning for warning in checked.warnings)
 
 
 def test_reference_kv_per_token_counts_full_attention_layers_only(reference):
     # 8 of 32 layers are full attention (full_attention_interval 4).
     # 2 (K,V) × 4 KV heads × 256 head dim × 2 B (bf16) × 8 layers = 32,768 B per token
     assert reference.kv_bytes_per_token == 2 * 4 * 256 * 2 * 8 == 32_768
-    # A dense 32-layer model of the same attention shape would need 4× that: the hybrid saves it.
 
 
 def test_reference_linear_attention_state_per_sequence(reference):
@@ -68,14 +113,6 @@ def test_reference_linear_attention_state_per_sequence(reference):
     #   per layer                                                 = 2,146,304 B
     # × 24 linear-attention layers                                = 51,511,296 B (49.1 MiB)
     assert reference.state_bytes_per_sequence == 24 * (3 * 8_192 * 2 + 32 * 128 * 128 * 4) == 51_511_296
-
-
-def test_reference_tokens_and_sequences_that_fit(reference):
-    # KV tokens: 1,219,868,499 // 32,768 = 37,227
-    assert reference.kv_tokens == 1_219_868_499 // 32_768 == 37_227
-    # One 4,096-token sequence: 4,096 × 32,768 + 51,511,296 = 134,217,728 + 51,511,296 = 185,729,024 B
-    # Sequences: 1,219,868,499 // 185,729,024 = 6 (6.57)
-    assert reference.max_concurrent_sequences == 1_219_868_499 // 185_729_024 == 6
 
 
 def test_reference_transfer_prefill_to_decode(reference):
@@ -90,12 +127,13 @@ def test_reference_transfer_prefill_to_decode(reference):
 
 def test_report_prints_the_numbers_a_user_needs(reference):
     text = reference.render_text()
-    for fragment in ("Qwen/Qwen3.5-9B", "hybrid", "20,599.2 MiB usable", "17.98 GiB", "1,163.4 MiB",
-                     "32,768 B", "49.12 MiB", "37,227", "sequences: 6", "177.1 MiB", "59 ms", "619 ms",
-                     "log line wins"):
+    for fragment in ("Qwen/Qwen3.5-9B", "hybrid", "20,599.2 MiB usable", "16.68 GiB", "text only", "measured",
+                     "32,768 B", "49.12 MiB", "24,948", "528-token attention blocks", "first start on a new node",
+                     "Restart", "64,418", "177.1 MiB", "59 ms", "619 ms", "log line wins"):
         assert fragment in text
     data = reference.to_dict()
-    assert data["kv_tokens"] == 37_227 and data["weights_fit"] is True
+    assert data["kv_tokens"] == 24_948 and data["weights_fit"] is True
+    assert data["max_concurrency"] == pytest.approx(6.09, abs=0.01)
     json.dumps(data)  # plain data, ready for `pdctl` output
 
 
@@ -116,7 +154,8 @@ def test_cuda_graphs_take_their_reserve():
                             gpu_memory_utilization=0.90, enforce_eager=True)
     graphs = capacity_report(QWEN35_9B, G6_8X, dtype="auto", max_model_len=4096,
                              gpu_memory_utilization=0.90, enforce_eager=False)
-    assert eager.kv_budget_bytes - graphs.kv_budget_bytes == 512 * MIB
+    # Measured for this model: capturing CUDA graphs costs 0.13 GiB of KV cache (2.93 → 2.80 GiB).
+    assert eager.kv_budget_bytes - graphs.kv_budget_bytes == round(0.13 * 1024 ** 3)
     assert graphs.dtype == "bfloat16"  # "auto" = the checkpoint dtype
 
 
@@ -129,16 +168,18 @@ def test_fp8_kv_cache_halves_bytes_per_token():
 def test_tensor_parallel_splits_weights_across_gpus():
     report = capacity_report(QWEN35_9B, recorded("g6.12xlarge"), dtype="bfloat16", max_model_len=4096,
                              gpu_memory_utilization=0.90, enforce_eager=True, tensor_parallel_size=2)
-    # Per GPU: 19,306,216,416 / 2 = 9,653,108,208 B; budget 2 × (21,599,826,739 − 9,653,108,208 − 1,073,741,824)
-    assert report.weight_bytes_per_gpu == 9_653_108_208
-    assert report.kv_budget_bytes == 2 * (21_599_826_739 - 9_653_108_208 - 1_073_741_824) == 21_745_953_414
+    # Text only, per GPU: 17,907,606,528 / 2 = 8,953,803,264 B; the reserve measured on one GPU does not
+    # apply: the estimate's 1,024 MiB. Budget 2 × (21,599,826,739 − 8,953,803,264 − 1,073,741,824)
+    assert report.weight_bytes_per_gpu == 8_953_803_264
+    assert report.kv_budget_bytes == 2 * (21_599_826_739 - 8_953_803_264 - 1_073_741_824) == 23_144_563_302
+    assert report.reserve_source == "estimate" and report.num_blocks is None
 
 
 def test_weights_too_large_leave_a_negative_budget_and_zero_sequences():
     report = capacity_report(QWEN35_9B, G6_8X, dtype="float32", max_model_len=4096,
                              gpu_memory_utilization=0.90, enforce_eager=True)
-    # float32: 9,653,108,208 params × 4 B = 38,612,432,832 B > 21,599,826,739 B usable
-    assert report.weight_bytes == 38_612_432_832
+    # float32, text only: 8,953,803,264 params × 4 B = 35,815,213,056 B > 21,599,826,739 B usable
+    assert report.weight_bytes == 35_815_213_056
     assert not report.weights_fit
     assert (report.kv_tokens, report.max_concurrent_sequences) == (0, 0)
     assert "WEIGHTS DO NOT FIT" in report.render_text()
@@ -162,9 +203,11 @@ def test_local_config_json_gives_the_same_architecture(tmp_path):
                                 gpu_memory_utilization=0.90, enforce_eager=True)
     from_facts = capacity_report(QWEN35_9B, G6_8X, dtype="bfloat16", max_model_len=4096,
                                  gpu_memory_utilization=0.90, enforce_eager=True)
-    numbers = ("weight_bytes", "kv_bytes_per_token", "state_bytes_per_sequence", "kv_tokens",
-               "max_concurrent_sequences", "transfer_bytes_per_max_prompt")
+    numbers = ("kv_bytes_per_token", "state_bytes_per_sequence", "block_size", "blocks_per_sequence",
+               "transfer_bytes_per_max_prompt")
     assert {n: getattr(from_file, n) for n in numbers} == {n: getattr(from_facts, n) for n in numbers}
+    # A config.json does not say which weights are the vision encoder's: all of the checkpoint counts.
+    assert from_file.weight_bytes == 19_306_216_416 > from_facts.weight_bytes
 
 
 def test_local_dense_config_without_index_estimates_parameters(tmp_path):

@@ -28,6 +28,8 @@ from serve_app.render import (
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import from_stack_keys
 
+# Rendered for every engine, never left to vLLM's GPU-dependent defaults (serve_app/config.py).
+ENGINE_LIMITS = {"max_num_seqs": 32, "max_num_batched_tokens": 2048, "language_model_only": True}
 
 def reference_phase(engine_id: str, kv_role: str) -> dict:
     """docs/SOURCES.md#reference-serve-config, typed out by hand."""
@@ -88,13 +90,14 @@ def pinned_to_its_group(phase: str) -> dict:
 
 
 def test_default_args_are_the_reference_config_with_the_measured_departures():
-    # Departures from the AWS sample: kv_both → producer/consumer (config.KV_ROLE_DECISION), and CUDA
-    # graphs instead of enforce_eager (measured: lab/results/2026-12-01-h200-knobs-report.md).
+    # Departures from the AWS sample: kv_both → producer/consumer (config.KV_ROLE_DECISION), CUDA graphs
+    # instead of enforce_eager, and the engine limits and text-only serving that start on an L4's memory
+    # (measured: docs/PROVEN.md#default-deployment).
     expected = {}
     for phase, role in (("prefill", "kv_producer"), ("decode", "kv_consumer")):
         config = {**without_engine_id(reference_phase(phase, role)), **pinned_to_its_group(phase), **STREAM_FLUSH}
-        config["engine_kwargs"] = {**config["engine_kwargs"], "enforce_eager": False,
-                                   "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4, 8, 16, 24, 32, 48, 64]}}
+        config["engine_kwargs"] = {**config["engine_kwargs"], "enforce_eager": False, **ENGINE_LIMITS,
+                                   "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4, 8, 16, 24, 32]}}
         expected[f"{phase}_config"] = config
     assert pd_serving_args(PDAppConfig()) == expected
 
@@ -102,12 +105,12 @@ def test_default_args_are_the_reference_config_with_the_measured_departures():
 def test_kv_both_and_eager_reproduce_the_aws_sample_but_the_engine_id_plus_the_stated_flush_interval():
     app = PDAppConfig(engine=EngineSettings(enforce_eager=True),
                       prefill=PhaseSettings(kv_role="kv_both"), decode=PhaseSettings(kv_role="kv_both"))
-    assert pd_serving_args(app) == {
-        "prefill_config": {**without_engine_id(reference_phase("prefill", "kv_both")), **pinned_to_its_group("prefill"),
-                           **STREAM_FLUSH},
-        "decode_config": {**without_engine_id(reference_phase("decode", "kv_both")), **pinned_to_its_group("decode"),
-                          **STREAM_FLUSH},
-    }
+    expected = {}
+    for phase in ("prefill", "decode"):
+        config = {**without_engine_id(reference_phase(phase, "kv_both")), **pinned_to_its_group(phase), **STREAM_FLUSH}
+        config["engine_kwargs"] = {**config["engine_kwargs"], **ENGINE_LIMITS}
+        expected[f"{phase}_config"] = config
+    assert pd_serving_args(app) == expected
 
 
 @pytest.mark.parametrize(("most", "sizes"), [
@@ -115,8 +118,21 @@ def test_kv_both_and_eager_reproduce_the_aws_sample_but_the_engine_id_plus_the_s
     (100, [1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 100]),
 ])
 def test_cuda_graph_capture_sizes_cover_the_batch_the_setting_names(most, sizes):
-    args = pd_serving_args(from_stack(cudaGraphMaxBatchSize=str(most)))
+    args = pd_serving_args(from_stack(cudaGraphMaxBatchSize=str(most), maxNumSeqs="128"))
     assert both_phases(args, "engine_kwargs", "compilation_config") == [{"cudagraph_capture_sizes": sizes}] * 2
+
+
+def test_no_graph_is_captured_for_a_batch_larger_than_max_num_seqs():
+    args = pd_serving_args(from_stack(cudaGraphMaxBatchSize="64", maxNumSeqs="16"))
+    sizes = {"cudagraph_capture_sizes": [1, 2, 4, 8, 16]}
+    assert both_phases(args, "engine_kwargs", "compilation_config") == [sizes] * 2
+    assert both_phases(args, "engine_kwargs", "max_num_seqs") == [16] * 2
+
+
+def test_vision_inputs_load_the_encoder_and_text_only_is_the_default():
+    assert both_phases(pd_serving_args(from_stack()), "engine_kwargs", "language_model_only") == [True] * 2
+    vision = pd_serving_args(from_stack(visionInputs="true"))
+    assert all("language_model_only" not in vision[p]["engine_kwargs"] for p in ("prefill_config", "decode_config"))
 
 
 def test_eager_engines_render_no_capture_sizes_and_the_flush_interval_is_rendered():
@@ -192,7 +208,7 @@ def both_phases(args: dict, *path: str) -> list:
     ("enforceEager", "false", ("engine_kwargs", "enforce_eager"), False),
     ("tensorParallelSize", "2", ("engine_kwargs", "tensor_parallel_size"), 2),
     ("pipelineParallelSize", "2", ("engine_kwargs", "pipeline_parallel_size"), 2),
-    ("extraEngineKwargs", '{"max_num_seqs": 8}', ("engine_kwargs", "max_num_seqs"), 8),
+    ("extraEngineKwargs", '{"max_logprobs": 8}', ("engine_kwargs", "max_logprobs"), 8),
     ("kvBackends", '["LIBFABRIC"]', ("engine_kwargs", "kv_transfer_config", "kv_connector_extra_config", "backends"),
      ["LIBFABRIC"]),
 ])
@@ -241,20 +257,20 @@ def test_max_replicas_render_autoscaling_bounds():
 
 def test_per_phase_override_changes_only_that_phase():
     app = PDAppConfig(decode=PhaseSettings(kv_role="kv_consumer",
-        engine=EngineOverrides(gpu_memory_utilization=0.8, extra_engine_kwargs={"max_num_seqs": 4})))
+        engine=EngineOverrides(gpu_memory_utilization=0.8, extra_engine_kwargs={"max_logprobs": 4})))
     args = pd_serving_args(app)
     assert both_phases(args, "engine_kwargs", "gpu_memory_utilization") == [0.90, 0.8]
-    assert "max_num_seqs" not in args["prefill_config"]["engine_kwargs"]
-    assert args["decode_config"]["engine_kwargs"]["max_num_seqs"] == 4
+    assert "max_logprobs" not in args["prefill_config"]["engine_kwargs"]
+    assert args["decode_config"]["engine_kwargs"]["max_logprobs"] == 4
 
 
 def test_override_extra_kwargs_merge_over_shared_ones():
-    app = PDAppConfig(engine={"extra_engine_kwargs": {"max_num_seqs": 16, "seed": 1}},
+    app = PDAppConfig(engine={"extra_engine_kwargs": {"max_logprobs": 16, "seed": 1}},
                       prefill=PhaseSettings(kv_role="kv_producer",
-                                            engine=EngineOverrides(extra_engine_kwargs={"max_num_seqs": 2})))
+                                            engine=EngineOverrides(extra_engine_kwargs={"max_logprobs": 2})))
     args = pd_serving_args(app)
-    assert args["prefill_config"]["engine_kwargs"]["max_num_seqs"] == 2
-    assert args["decode_config"]["engine_kwargs"]["max_num_seqs"] == 16
+    assert args["prefill_config"]["engine_kwargs"]["max_logprobs"] == 2
+    assert args["decode_config"]["engine_kwargs"]["max_logprobs"] == 16
     assert both_phases(args, "engine_kwargs", "seed") == [1, 1]
 
 
