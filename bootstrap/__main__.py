@@ -22,7 +22,7 @@ from deploy_permissions import (
     BOUNDARY_POLICY_NAME,
     DEPLOY_POLICY_NAME,
     ROLE_PATH,
-    deploy_policy,
+    deploy_policies,
     workload_boundary_policy,
 )
 from policies import (
@@ -107,15 +107,17 @@ else:
 
 
 def github_role(name: str, purpose: str, subjects: list[str], session_seconds: int,
-                policy_arn: pulumi.Input[str], write_state: bool) -> aws.iam.Role:
-    """An IAM role GitHub jobs with exactly `subjects` may assume, with `policy_arn` and state access."""
+                policy_arns: list[pulumi.Input[str]], write_state: bool) -> aws.iam.Role:
+    """An IAM role GitHub jobs with exactly `subjects` may assume, with `policy_arns` and state access."""
     role = aws.iam.Role(
         name,
         description=f"Assumed by {repository}'s GitHub workflows to {purpose} eks-pd-llm",
         assume_role_policy=oidc_provider_arn.apply(lambda arn: json.dumps(github_oidc_trust_policy(arn, subjects))),
         max_session_duration=session_seconds,
     )
-    aws.iam.RolePolicyAttachment(name, role=role.name, policy_arn=policy_arn)
+    for i, policy_arn in enumerate(policy_arns):
+        # The first attachment keeps the name it had when the role had one policy.
+        aws.iam.RolePolicyAttachment(name if i == 0 else f"{name}-{i + 1}", role=role.name, policy_arn=policy_arn)
     aws.iam.RolePolicy(
         f"{name}-state",
         role=role.id,
@@ -127,7 +129,7 @@ def github_role(name: str, purpose: str, subjects: list[str], session_seconds: i
 
 # Pull requests run code anyone with branch push rights wrote: they get a role that can look, not touch.
 preview_role = github_role(
-    "github-preview", "preview", preview_trust, PREVIEW_SESSION_SECONDS, PREVIEW_POLICY_ARN, write_state=False)
+    "github-preview", "preview", preview_trust, PREVIEW_SESSION_SECONDS, [PREVIEW_POLICY_ARN], write_state=False)
 # The most a role the stack creates may do; the deploy role can create roles only with it attached.
 boundary = aws.iam.Policy(
     "workload-boundary",
@@ -137,18 +139,22 @@ boundary = aws.iam.Policy(
     policy=json.dumps(workload_boundary_policy(partition=partition, model_mirror_buckets=model_mirror_buckets)),
 )
 if administrator:
-    deploy_policy_arn: pulumi.Input[str] = ADMINISTRATOR_ACCESS_ARN
+    deploy_policy_arns: list[pulumi.Input[str]] = [ADMINISTRATOR_ACCESS_ARN]
 else:
-    deploy_policy_arn = aws.iam.Policy(
-        "deploy",
-        name=DEPLOY_POLICY_NAME,
-        path=ROLE_PATH,
-        description="What pulumi up/destroy of the eks-pd-llm stacks needs, and no more",
-        policy=json.dumps(deploy_policy(partition=partition, account_id=account_id), separators=(",", ":")),
-    ).arn
+    # More than one managed policy when the statements outgrow IAM's size limit for one.
+    deploy_policy_arns = [
+        aws.iam.Policy(
+            "deploy" if policy_name == DEPLOY_POLICY_NAME else policy_name.removeprefix("eks-pd-llm-"),
+            name=policy_name,
+            path=ROLE_PATH,
+            description="What pulumi up/destroy of the eks-pd-llm stacks needs, and no more",
+            policy=json.dumps(document, separators=(",", ":")),
+        ).arn
+        for policy_name, document in deploy_policies(partition=partition, account_id=account_id).items()
+    ]
 # Only jobs of the deploy environments (merged code; prod also approved) may change the account.
 deploy_role = github_role(
-    "github-deploy", "deploy", deploy_trust, DEPLOY_SESSION_SECONDS, deploy_policy_arn, write_state=True)
+    "github-deploy", "deploy", deploy_trust, DEPLOY_SESSION_SECONDS, deploy_policy_arns, write_state=True)
 
 pulumi.export("stateBackendUrl", state_bucket.bucket.apply(lambda name: f"s3://{name}"))
 pulumi.export("secretsProvider", state_key_alias.name.apply(lambda alias: f"awskms://{alias}?region={region}"))

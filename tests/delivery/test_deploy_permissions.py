@@ -26,6 +26,7 @@ ROLE_TYPE = "aws:iam/role:Role"
 ATTACHMENT_TYPE = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 # IAM's limit for a managed policy document, whitespace not counted.
 MANAGED_POLICY_MAX_CHARS = 6144
+AWS_DOCS = "https://docs.aws.amazon.com/"
 # Actions that write a managed policy, lift a boundary or make users: with any of them the deploy
 # role could give a role it creates (or itself) more than the boundary allows. (It may write inline
 # policies on roles that carry the boundary: the boundary still caps them.)
@@ -120,7 +121,8 @@ def test_the_boundary_lets_the_model_reader_read_only_the_named_mirror_buckets(s
 
 @pytest.fixture(scope="module")
 def policy() -> dict:
-    return permissions.deploy_policy(partition="aws", account_id=ACCOUNT)
+    """Every statement the deploy role gets, whichever of its managed policies holds it."""
+    return {"Statement": permissions.deploy_policy_statements(partition="aws", account_id=ACCOUNT)}
 
 
 def actions_of(statement: dict) -> list[str]:
@@ -160,8 +162,54 @@ def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
             assert all("OpenIDConnectProvider" in a for a in iam), iam
 
 
-def test_the_deploy_policy_fits_in_one_managed_policy(policy):
-    assert len(json.dumps(policy, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS
+def test_the_deploy_policies_each_fit_iams_limit_and_together_hold_every_statement(policy):
+    documents = permissions.deploy_policies(partition="aws", account_id=ACCOUNT)
+    assert next(iter(documents)) == permissions.DEPLOY_POLICY_NAME
+    assert all(len(json.dumps(d, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS for d in documents.values())
+    assert [s for d in documents.values() for s in d["Statement"]] == policy["Statement"]
+    # A GovCloud partition makes every ARN longer: still split, never over the limit.
+    gov = permissions.deploy_policies(partition="aws-us-gov", account_id=ACCOUNT)
+    assert all(len(json.dumps(d, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS for d in gov.values())
+
+
+def test_statements_that_outgrow_one_document_go_to_the_next_in_order():
+    statements = [{"Sid": f"S{i}", "Effect": "Allow", "Action": "ec2:DescribeVpcs", "Resource": "*"}
+                  for i in range(5)]
+    documents = permissions.pack_policies(statements, max_chars=200)
+    assert len(documents) > 1
+    assert [s["Sid"] for d in documents for s in d["Statement"]] == [f"S{i}" for i in range(5)]
+    assert all(len(json.dumps(d, separators=(",", ":"))) <= 200 for d in documents)
+    with pytest.raises(ValueError, match="S0"):
+        permissions.pack_policies(statements, max_chars=60)
+
+
+def test_every_caller_checked_action_is_granted_for_the_stacks_that_need_it(stacks, policy):
+    """What AWS checks against the deploy role while EKS or ElastiCache works for it: no provider call
+    shows it, so each is listed with the AWS page that says so, and granted only for that use."""
+    types = set().union(*(permissions.aws_resource_types(registered_types(r)) for r in stacks))
+    checks = permissions.caller_checks_for(types)
+    assert checks == permissions.CALLER_CHECKS  # every check belongs to a type the stacks register
+    granted = {a for s in policy["Statement"] for a in actions_of(s)}
+    for check in checks:
+        assert check.source.startswith(AWS_DOCS), check.sid
+        assert set(check.actions) <= granted, check.sid
+    [run_instances] = statements(policy, "ec2:RunInstances")
+    assert run_instances["Condition"] == {
+        "ArnLike": {"ec2:LaunchTemplate": f"arn:aws:ec2:*:{ACCOUNT}:launch-template/*"}}
+    [grant] = statements(policy, "kms:CreateGrant")
+    assert grant["Resource"] == f"arn:aws:kms:*:{ACCOUNT}:key/*"
+    assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    [slr] = statements(policy, "iam:CreateServiceLinkedRole")
+    assert set(slr["Condition"]["StringEquals"]["iam:AWSServiceName"]) == {
+        "eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "elasticache.amazonaws.com"}
+    # Tag-on-create is already granted everywhere by the resources' statement: no second statement.
+    assert [s["Sid"] for s in statements(policy, "ec2:CreateTags")] == ["TheStacksResources"]
+
+
+def test_a_stack_without_node_groups_needs_no_launch_permission():
+    checks = {c.sid for c in permissions.caller_checks_for({"aws:eks/cluster:Cluster"})}
+    assert "LaunchOnlyFromLaunchTemplates" not in checks
+    assert {"PassTheRolesUnderThePathToEks", "GrantEksItsSecretsKey"} <= checks
 
 
 def test_the_boundary_allows_exactly_what_the_attachable_managed_policies_grant_less_what_it_refuses():
@@ -196,9 +244,11 @@ def test_the_boundary_covers_the_cluster_autoscalers_policy_and_resizes_only_man
 def test_bootstrap_gives_the_deploy_role_the_derived_policy_and_the_boundary(bootstrap_run):
     run = bootstrap_run()
     policies = {p.name: p for p in run.all("aws:iam/policy:Policy")}
-    assert set(policies) == {"deploy", "workload-boundary"}
-    deploy = json.loads(policies["deploy"].inputs["policy"])
-    assert deploy == permissions.deploy_policy(partition="aws", account_id=ACCOUNT)
+    expected = permissions.deploy_policies(partition="aws", account_id=ACCOUNT)
+    deploy = {p.inputs["name"]: json.loads(p.inputs["policy"]) for p in policies.values()
+              if p.name != "workload-boundary"}
+    assert deploy == expected
+    assert "deploy" in policies  # the first keeps its resource name
     assert json.loads(policies["workload-boundary"].inputs["policy"]) == permissions.workload_boundary_policy(
         partition="aws")
     mirrored = bootstrap_run(modelMirrorBuckets=json.dumps([MIRROR_BUCKET]))
@@ -207,8 +257,8 @@ def test_bootstrap_gives_the_deploy_role_the_derived_policy_and_the_boundary(boo
         partition="aws", model_mirror_buckets=[MIRROR_BUCKET])
     assert policies["workload-boundary"].inputs["name"] == permissions.BOUNDARY_POLICY_NAME
     assert policies["workload-boundary"].inputs["path"] == permissions.ROLE_PATH
-    attached = {a.inputs["role"]: a.inputs["policyArn"] for a in run.all(ATTACHMENT_TYPE)}
-    assert attached["github-deploy"] == f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-deploy"
+    attached = {a.inputs["policyArn"] for a in run.all(ATTACHMENT_TYPE) if a.inputs["role"] == "github-deploy"}
+    assert attached == {f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/{name}" for name in expected}
     # The ARN the deploy policy's conditions name is the one the bootstrap creates.
     assert run.outputs["workloadPermissionsBoundaryArn"] == permissions.boundary_arn("aws", ACCOUNT)
 
