@@ -31,7 +31,8 @@ import pulumi_eks as eks
 
 from components.cluster import Cluster
 from components.network import Network
-from components.node_storage import NodeStorage, user_data
+from components.node_boot import user_data
+from components.node_storage import NodeStorage
 from components.scheduling import (
     GPU_ROLE,
     GPU_TAINT_EFFECT,
@@ -68,7 +69,7 @@ def _launch_template(
     security_group_ids: Sequence[pulumi.Input[str]] = (),
 ) -> aws.ec2.LaunchTemplate:
     """A managed-node-group launch template: IMDSv2, encrypted gp3 root; EFA, placement, node-local
-    storage (nodeadm user data, the root's IOPS and throughput) and security groups optional
+    storage and huge pages (boot user data, the root's IOPS and throughput) and security groups optional
     (security groups named here replace the cluster security group EKS would add, so pass it among
     them)."""
     return aws.ec2.LaunchTemplate(
