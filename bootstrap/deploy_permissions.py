@@ -344,14 +344,36 @@ def pack_policies(statements: list[dict], max_chars: int = MANAGED_POLICY_MAX_CH
     return documents
 
 
-def deploy_policy_statements(*, partition: str, account_id: str) -> list[dict]:
-    """Every statement of the deploy role: the resource types and provider functions, the IAM
-    statements, and the caller checks of the resource types the stack registers."""
+# EKS actions that take no resource ARN (CreateCluster's cluster does not exist yet: the Service
+# Authorization Reference lists no resource type for it). Every other EKS action is granted on the
+# environment's own cluster and what hangs off it only, so one environment's deploy role cannot touch
+# another's cluster: creating a cluster of another name changes no existing one.
+EKS_ACCOUNT_WIDE_ACTIONS = ("eks:CreateCluster", "eks:DescribeAddonVersions")
+# EKS cluster names (EKS API reference, CreateCluster `name`).
+_CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")
+
+
+def cluster_resource_arns(partition: str, account_id: str, cluster_name: str) -> list[str]:
+    """The EKS ARNs of one cluster: the cluster, its node groups, add-ons and access entries."""
+    if not _CLUSTER_NAME.fullmatch(cluster_name):
+        raise ValueError(f"deployClusters: {cluster_name!r} is not an EKS cluster name")
+    base = f"arn:{partition}:eks:*:{account_id}:"
+    return [f"{base}cluster/{cluster_name}",
+            *(f"{base}{kind}/{cluster_name}/*" for kind in ("nodegroup", "addon", "access-entry"))]
+
+
+def deploy_policy_statements(*, partition: str, account_id: str, cluster_name: str) -> list[dict]:
+    """Every statement of one environment's deploy role: the resource types and provider functions
+    (EKS limited to `cluster_name`), the IAM statements, and the caller checks of the resource types
+    the stack registers."""
     actions = resource_actions(RESOURCE_ACTIONS) | {a for calls in INVOKE_ACTIONS.values() for a in calls}
+    own_cluster = {a for a in actions if a.startswith("eks:") and a not in EKS_ACCOUNT_WIDE_ACTIONS}
     return [
         # Resource "*": these services' create calls take no ARN yet, and the stack names its
         # resources after the cluster, which a stack setting chooses.
-        {"Sid": "TheStacksResources", "Effect": "Allow", "Action": sorted(actions), "Resource": "*"},
+        {"Sid": "TheStacksResources", "Effect": "Allow", "Action": sorted(actions - own_cluster), "Resource": "*"},
+        {"Sid": "TheEnvironmentsClusterOnly", "Effect": "Allow", "Action": sorted(own_cluster),
+         "Resource": cluster_resource_arns(partition, account_id, cluster_name)},
         *_iam_statements(partition, account_id),
         # A check whose actions the first statement already grants everywhere needs no statement.
         *(check.statement(partition, account_id) for check in caller_checks_for(RESOURCE_ACTIONS)
@@ -359,12 +381,17 @@ def deploy_policy_statements(*, partition: str, account_id: str) -> list[dict]:
     ]
 
 
-def deploy_policies(*, partition: str, account_id: str) -> dict[str, dict]:
-    """The deploy role's managed policies by name: its statements split over as many documents as
-    IAM's 6,144-character limit needs (the first keeps DEPLOY_POLICY_NAME)."""
-    documents = pack_policies(deploy_policy_statements(partition=partition, account_id=account_id))
-    return {DEPLOY_POLICY_NAME if i == 0 else f"{DEPLOY_POLICY_NAME}-{i + 1}": document
-            for i, document in enumerate(documents)}
+def deploy_policy_name(environment: str, part: int = 0) -> str:
+    """The name of an environment's deploy policy `part` (0 first)."""
+    return f"{DEPLOY_POLICY_NAME}-{environment}" + (f"-{part + 1}" if part else "")
+
+
+def deploy_policies(*, partition: str, account_id: str, environment: str, cluster_name: str) -> dict[str, dict]:
+    """One environment's deploy role's managed policies by name: its statements split over as many
+    documents as IAM's 6,144-character limit needs."""
+    documents = pack_policies(deploy_policy_statements(
+        partition=partition, account_id=account_id, cluster_name=cluster_name))
+    return {deploy_policy_name(environment, i): document for i, document in enumerate(documents)}
 
 
 # What the attachable managed policies grant (docs/SOURCES.md#aws-managed-eks-policies;
