@@ -288,7 +288,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
             labels={**spec.labels, **({ACCELERATOR_LABEL: accelerator_label_value(self.instance.gpu_model)}
                                       if self.instance.gpu_model else {})},
             launch_template=self.launch_template, tags=tags, parent=self,
-            node_group_name=self.node_group_name,
+            # Named only when the Cluster Autoscaler's policy must name it: a group created without a
+            # name (earlier releases; a fixed size) keeps it, where a new name would replace it.
+            node_group_name=self.node_group_name if self.autoscaled else None,
             taints=[aws.eks.NodeGroupTaintArgs(
                 key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=_EKS_TAINT_EFFECT[GPU_TAINT_EFFECT])])
         self.register_outputs({

@@ -216,7 +216,7 @@ def test_cluster_autoscaler_release_pinned_on_system_nodes_for_the_gpu_group_onl
     assert values["image"]["tag"] == "v1.35.2"  # the cluster's Kubernetes 1.35
     assert values["rbac"]["serviceAccount"]["name"] == SERVICE_ACCOUNT
     assert values["rbac"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"].startswith(
-        "arn:aws:iam::123456789012:role/cluster-autoscaler")
+        "arn:aws:iam::123456789012:role/eks-pd-llm/cluster-autoscaler")  # the path is in a role's ARN
     chart_defaults = yaml.safe_load((CHART_DATA / "values.yaml").read_text())
     assert set(values) <= set(chart_defaults)
     assert set(values["rbac"]["serviceAccount"]) <= set(chart_defaults["rbac"]["serviceAccount"])

@@ -295,7 +295,8 @@ def test_gpu_node_group(stack, disk, dev, prod):
     assert group["amiType"] == "AL2023_x86_64_NVIDIA"
     assert group["instanceTypes"] == ["g6.8xlarge"]
     assert group["scalingConfig"] == {"desiredSize": 2.0, "minSize": 2.0, "maxSize": 2.0}
-    assert group["labels"] == {"role": "gpu-worker"}
+    # The Cluster Autoscaler's GPU label: g6.8xlarge holds one L4.
+    assert group["labels"] == {"role": "gpu-worker", "k8s.amazonaws.com/accelerator": "nvidia-l4"}
     assert group["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
     # The root keeps the OS and logs only (images and the model cache are on the NVMe RAID0): gp3's
     # included 3,000 IOPS / 125 MiB/s, stated.
