@@ -331,11 +331,13 @@ def _efa_interfaces(
     instance: InstanceType, security_group_ids: list[pulumi.Input[str]],
 ) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
     """One EFA interface per network card: card 0 carries the primary (EFA + IP) interface at device
-    index 0; further cards (p5 has 32) get EFA-only interfaces at device index 1."""
+    index 0; further cards (p5 has 32) get EFA-only interfaces, also at device index 0 (EC2 user
+    guide, "Maximize network bandwidth on Amazon EC2 instances with multiple network cards": the next
+    unused network card index, device index 0, for an EFA-only interface; docs/SOURCES.md#efa-device-index)."""
     return [
         aws.ec2.LaunchTemplateNetworkInterfaceArgs(
             network_card_index=card,
-            device_index=0 if card == 0 else 1,
+            device_index=0,
             interface_type="efa" if card == 0 else "efa-only",
             security_groups=security_group_ids,
             associate_public_ip_address="false",

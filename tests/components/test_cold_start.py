@@ -290,3 +290,8 @@ def test_a_node_without_nvme_reads_the_checkpoint_back_from_its_gp3_root():
     # gp3's 1,000 MiB/s ceiling, which node_storage provisions on such a type.
     assert weights.duration.seconds == pytest.approx(QWEN_BYTES / (0.88 / 1.781 * 1000 * 2**20))
     assert "gp3 root's provisioned 1000 MiB/s" in weights.duration.where
+
+
+def test_pulumi_up_waits_longer_than_the_providers_10_minutes_for_the_image_pull(offline_run):
+    [prepull] = offline_run("dev").all("kubernetes:apps/v1:DaemonSet")
+    assert (prepull.custom_timeouts.create, prepull.custom_timeouts.update) == ("30m", "30m")

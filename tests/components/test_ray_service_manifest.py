@@ -666,6 +666,20 @@ def test_prometheus_volume_and_retention_follow_the_settings(settings_for: Any) 
     assert spec["retentionSize"] == "160GB"
 
 
+def test_prometheus_volume_goes_with_an_unprotected_stack_and_stays_with_a_protected_one(offline_run) -> None:
+    """A StatefulSet's claims outlive it: without the retention policy `pulumi destroy` of dev leaves a
+    billed EBS volume. Prod (deletionProtection) keeps its metrics when the StatefulSet is recreated;
+    turning protection off for a destroy switches it to Delete on that `pulumi up`."""
+    policies = {}
+    for stack in ("dev", "prod"):
+        [release] = [r for r in offline_run(stack).resources if r.type == "kubernetes:helm.sh/v3:Release"
+                     and r.inputs["chart"] == "kube-prometheus-stack"]
+        policies[stack] = release.inputs["values"]["prometheus"]["prometheusSpec"][
+            "persistentVolumeClaimRetentionPolicy"]
+    assert policies == {"dev": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+                        "prod": {"whenDeleted": "Retain", "whenScaled": "Retain"}}
+
+
 def _value_paths(values: Any, prefix: str = "") -> list[str]:
     if not isinstance(values, dict) or not values:
         return [prefix]
