@@ -41,7 +41,9 @@ def user_data_part(encoded: str, content_type: str) -> str:
     message = email.message_from_bytes(base64.b64decode(encoded))
     assert message.get_content_type() == "multipart/mixed"
     (part,) = [p for p in message.walk() if p.get_content_type() == content_type]
-    return part.get_payload()
+    payload = part.get_payload()
+    assert isinstance(payload, str)
+    return payload
 
 
 def decoded_node_config(encoded: str) -> dict[str, Any]:
@@ -93,8 +95,9 @@ def test_every_gpu_node_allocates_the_huge_pages_its_worker_requests(offline_run
 def test_a_type_without_instance_storage_keeps_ebs_raised_to_gp3s_ceiling():
     storage = node_storage(instance_type(BARE_GPU_TYPE))
     # No NodeConfig to add; the EFA type still allocates its huge pages.
-    assert hugepages_allocated(user_data(storage)) == 2560
-    message = email.message_from_bytes(base64.b64decode(user_data(storage)))
+    encoded = user_data(storage)
+    assert encoded is not None and hugepages_allocated(encoded) == 2560
+    message = email.message_from_bytes(base64.b64decode(encoded))
     assert "application/node.eks.aws" not in {p.get_content_type() for p in message.walk()}
     assert (storage.root_iops, storage.root_throughput_mibps) == (4000, 1000)
     assert storage.cache_root == "/var/lib/eks-pd-llm"

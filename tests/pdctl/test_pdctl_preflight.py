@@ -10,7 +10,7 @@ from contextlib import ExitStack, contextmanager
 
 import boto3
 import pytest
-from botocore.stub import ANY, Stubber
+from botocore.stub import ANY, Stubber  # type: ignore[import-untyped]
 from typer.testing import CliRunner
 
 from pdctl import preflight as checks
@@ -41,8 +41,8 @@ def clients() -> checks.Clients:
 
 
 @contextmanager
-def answering(c: checks.Clients, *, refused: set[str] = frozenset(), quota: dict[str, float] | None = None,
-              offered: list[str] | None = None, missing_roles: set[str] = frozenset(), statements: list[dict],
+def answering(c: checks.Clients, *, refused: frozenset[str] = frozenset(), quota: dict[str, float] | None = None,
+              offered: list[str] | None = None, missing_roles: frozenset[str] = frozenset(), statements: list[dict],
               caller: str | None = None, launch_context: dict | None = None) -> Iterator[None]:
     """Stub every call preflight makes for dev, in order, each answered as the arguments say."""
     stubs = {name: Stubber(getattr(c, name)) for name in ("iam", "sts", "ec2", "service_quotas")}
@@ -119,8 +119,9 @@ def test_what_the_account_would_refuse_comes_first_one_line_each_and_exits_5(per
               "ContextKeyValues": [f"arn:aws:ec2:*:{ACCOUNT}:launch-template/*"]}
     settings = dataclasses.replace(settings, gpu_nodes=settings.gpu_nodes.model_copy(
         update={"availability_zone": "us-west-2c"}))
-    with answering(c, statements=statements, refused={"ec2:RunInstances"}, quota={**QUOTA, "L-DB2E81BA": 32.0},
-                   missing_roles={"AWSServiceRoleForAmazonEKSNodegroup"}, launch_context=launch):
+    with answering(c, statements=statements, refused=frozenset({"ec2:RunInstances"}),
+                   quota={**QUOTA, "L-DB2E81BA": 32.0},
+                   missing_roles=frozenset({"AWSServiceRoleForAmazonEKSNodegroup"}), launch_context=launch):
         findings = checks.preflight(settings, c, principal_arn=ROLE, permissions=permissions)
     lines = [f.line for f in findings]
     errors = [line for line in lines if line.startswith("error: ")]
@@ -138,7 +139,8 @@ def test_what_the_account_would_refuse_comes_first_one_line_each_and_exits_5(per
 
 def test_a_missing_service_linked_role_alone_is_a_warning_and_exits_4(permissions, settings):
     c = clients()
-    with answering(c, statements=dev_statements(permissions, settings), missing_roles={"AWSServiceRoleForAmazonEKS"}):
+    with answering(c, statements=dev_statements(permissions, settings),
+                   missing_roles=frozenset({"AWSServiceRoleForAmazonEKS"})):
         findings = checks.preflight(settings, c, principal_arn=ROLE, permissions=permissions)
     assert checks.exit_status(findings) == 4
 
