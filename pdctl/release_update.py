@@ -35,6 +35,10 @@ def release_plan(commit: str, stack: str, workdir: Path) -> dict:
     """The plan document (stack, tree with inputs) of `commit`'s program for `stack`."""
     tree = workdir / commit
     if not tree.exists():
+        known = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True)
+        if known.returncode != 0:
+            raise LookupError(f"commit {commit} is not in this clone: fetch the history (git fetch --unshallow; "
+                              "actions/checkout with fetch-depth: 0)")
         tree.mkdir(parents=True)
         archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)

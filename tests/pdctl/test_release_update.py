@@ -65,3 +65,8 @@ def test_a_replacement_is_accepted_only_when_declared_with_a_reason(update_witho
     assert len(unintended_stateful_replacements(update_without_setting, "dev", unexplained)) == 3
     # The file's own entries each say why (an entry without one would be ignored).
     assert all(str(e.get("why") or "").strip() for e in intended_replacements())
+
+
+def test_a_release_missing_from_a_shallow_clone_is_named_with_the_fix(tmp_path):
+    with pytest.raises(LookupError, match="fetch-depth: 0"):
+        release_plan("0" * 40, "dev", tmp_path)
