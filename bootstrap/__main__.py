@@ -3,12 +3,12 @@
 Creates, in the account and region of the AWS credentials running it:
 - the S3 bucket for Pulumi state (versioned, KMS-encrypted, public access blocked, TLS only);
 - the KMS key behind the stacks' `awskms://` secrets provider (and the bucket's encryption);
-- GitHub's OIDC provider and the two roles the workflows assume: a read-only preview role trusted
-  only for this repository's pull requests, and the deploy role trusted only for its deploy
-  environments;
-- the deploy role's least-privilege managed policy and the permissions boundary every role the
-  stack creates must carry (deploy_permissions.py), unless `deployWithAdministratorAccess` opts
-  into AdministratorAccess.
+- GitHub's OIDC provider and the roles the workflows assume: a read-only preview role trusted
+  only for this repository's pull requests, and one deploy role per deploy environment, trusted only
+  for that environment's jobs;
+- each deploy role's least-privilege managed policies (EKS limited to its environment's cluster, state
+  writes to its environment's stack) and the permissions boundary every role the stack creates must
+  carry (deploy_permissions.py), unless `deployWithAdministratorAccess` opts into AdministratorAccess.
 Its outputs are what the repository variables, `pulumi stack init` and the stacks'
 `iamPermissionsBoundaryArn` need.
 """
@@ -20,9 +20,8 @@ import pulumi_aws as aws
 
 from deploy_permissions import (
     BOUNDARY_POLICY_NAME,
-    DEPLOY_POLICY_NAME,
     ROLE_PATH,
-    deploy_policy,
+    deploy_policies,
     workload_boundary_policy,
 )
 from policies import (
@@ -32,6 +31,7 @@ from policies import (
     PREVIEW_POLICY_ARN,
     PREVIEW_SESSION_SECONDS,
     STS_AUDIENCE,
+    deploy_clusters,
     deploy_subjects,
     github_oidc_trust_policy,
     preview_subjects,
@@ -42,6 +42,7 @@ from policies import (
 config = pulumi.Config()
 repository = config.require("githubRepository")
 environments = config.get_object("deployEnvironments") or ["dev", "prod"]
+cluster_entries = config.get_object("deployClusters") or ["dev=ray-llm-multinode", "prod=ray-llm-prod"]
 region = pulumi.Config("aws").require("region")
 administrator = config.get_bool("deployWithAdministratorAccess") or False
 model_mirror_buckets = config.get_object("modelMirrorBuckets") or []
@@ -49,7 +50,8 @@ partition = aws.get_partition().partition
 account_id = aws.get_caller_identity().account_id
 # Checked before anything is registered: a bad repository or environment list stops the run here.
 preview_trust = preview_subjects(repository)
-deploy_trust = deploy_subjects(repository, environments)
+deploy_trust = {environment: deploy_subjects(repository, [environment]) for environment in environments}
+clusters = deploy_clusters(cluster_entries, environments)
 
 # Losing state orphans every resource of a stack, and losing the key every stack secret: keep
 # both out of `pulumi destroy`.
@@ -107,27 +109,28 @@ else:
 
 
 def github_role(name: str, purpose: str, subjects: list[str], session_seconds: int,
-                policy_arn: pulumi.Input[str], write_state: bool) -> aws.iam.Role:
-    """An IAM role GitHub jobs with exactly `subjects` may assume, with `policy_arn` and state access."""
+                policy_arns: list[pulumi.Input[str]], write_stack: str | None) -> aws.iam.Role:
+    """An IAM role GitHub jobs with exactly `subjects` may assume, with `policy_arns` and state access."""
     role = aws.iam.Role(
         name,
         description=f"Assumed by {repository}'s GitHub workflows to {purpose} eks-pd-llm",
         assume_role_policy=oidc_provider_arn.apply(lambda arn: json.dumps(github_oidc_trust_policy(arn, subjects))),
         max_session_duration=session_seconds,
     )
-    aws.iam.RolePolicyAttachment(name, role=role.name, policy_arn=policy_arn)
+    for i, policy_arn in enumerate(policy_arns):
+        aws.iam.RolePolicyAttachment(name if i == 0 else f"{name}-{i + 1}", role=role.name, policy_arn=policy_arn)
     aws.iam.RolePolicy(
         f"{name}-state",
         role=role.id,
         policy=pulumi.Output.all(state_bucket.arn, state_key.arn).apply(
-            lambda arns: json.dumps(state_access_policy(arns[0], arns[1], write=write_state))),
+            lambda arns: json.dumps(state_access_policy(arns[0], arns[1], write_stack=write_stack))),
     )
     return role
 
 
 # Pull requests run code anyone with branch push rights wrote: they get a role that can look, not touch.
 preview_role = github_role(
-    "github-preview", "preview", preview_trust, PREVIEW_SESSION_SECONDS, PREVIEW_POLICY_ARN, write_state=False)
+    "github-preview", "preview", preview_trust, PREVIEW_SESSION_SECONDS, [PREVIEW_POLICY_ARN], write_stack=None)
 # The most a role the stack creates may do; the deploy role can create roles only with it attached.
 boundary = aws.iam.Policy(
     "workload-boundary",
@@ -136,23 +139,40 @@ boundary = aws.iam.Policy(
     description="Permissions boundary of every IAM role the eks-pd-llm stacks create",
     policy=json.dumps(workload_boundary_policy(partition=partition, model_mirror_buckets=model_mirror_buckets)),
 )
-if administrator:
-    deploy_policy_arn: pulumi.Input[str] = ADMINISTRATOR_ACCESS_ARN
-else:
-    deploy_policy_arn = aws.iam.Policy(
-        "deploy",
-        name=DEPLOY_POLICY_NAME,
-        path=ROLE_PATH,
-        description="What pulumi up/destroy of the eks-pd-llm stacks needs, and no more",
-        policy=json.dumps(deploy_policy(partition=partition, account_id=account_id), separators=(",", ":")),
-    ).arn
-# Only jobs of the deploy environments (merged code; prod also approved) may change the account.
-deploy_role = github_role(
-    "github-deploy", "deploy", deploy_trust, DEPLOY_SESSION_SECONDS, deploy_policy_arn, write_state=True)
+
+
+def deploy_policy_arns(environment: str) -> list[pulumi.Input[str]]:
+    """The managed policies of `environment`'s deploy role: AdministratorAccess when asked for, else
+    the derived ones (more than one when the statements outgrow IAM's size limit for one)."""
+    if administrator:
+        return [ADMINISTRATOR_ACCESS_ARN]
+    return [
+        aws.iam.Policy(
+            policy_name.removeprefix("eks-pd-llm-"),
+            name=policy_name,
+            path=ROLE_PATH,
+            description=f"What pulumi up/destroy of the eks-pd-llm {environment} stack needs, and no more",
+            policy=json.dumps(document, separators=(",", ":")),
+        ).arn
+        for policy_name, document in deploy_policies(
+            partition=partition, account_id=account_id, environment=environment,
+            cluster_name=clusters[environment]).items()
+    ]
+
+
+# Only jobs of one deploy environment (merged code; prod also approved) may assume its role, which can
+# change that environment's cluster and state and no other's.
+deploy_roles = {
+    environment: github_role(
+        f"github-deploy-{environment}", f"deploy the {environment} stack of", deploy_trust[environment],
+        DEPLOY_SESSION_SECONDS, deploy_policy_arns(environment), write_stack=environment)
+    for environment in environments
+}
 
 pulumi.export("stateBackendUrl", state_bucket.bucket.apply(lambda name: f"s3://{name}"))
 pulumi.export("secretsProvider", state_key_alias.name.apply(lambda alias: f"awskms://{alias}?region={region}"))
-pulumi.export("deployRoleArn", deploy_role.arn)
+# Each GitHub environment's AWS_DEPLOY_ROLE_ARN variable.
+pulumi.export("deployRoleArns", {environment: role.arn for environment, role in deploy_roles.items()})
 pulumi.export("previewRoleArn", preview_role.arn)
 pulumi.export("awsRegion", region)
 # Each stack's `iamPermissionsBoundaryArn` (the deploy role can create no role without it).

@@ -34,13 +34,18 @@ linter checks that every action, resource and condition key here exists.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 # Every IAM role the stack creates lives here (components/cluster.py IAM_ROLE_PATH).
 ROLE_PATH = "/eks-pd-llm/"
 BOUNDARY_POLICY_NAME = "eks-pd-llm-workload-boundary"
 DEPLOY_POLICY_NAME = "eks-pd-llm-deploy"
+# IAM's limit for one managed policy document, whitespace not counted (IAM and STS quotas page).
+MANAGED_POLICY_MAX_CHARS = 6144
+_EMPTY_POLICY = '{"Version":"2012-10-17","Statement":[]}'
 # The AWS managed policies the stack attaches to its roles (components/cluster.py, storage.py), by
 # their name under arn:aws:iam::aws:policy/.
 ATTACHABLE_MANAGED_POLICIES = (
@@ -129,8 +134,8 @@ RESOURCE_ACTIONS: dict[str, tuple[str, ...]] = {
         "eks:CreateCluster", "eks:DeleteCluster", "eks:DescribeCluster", "eks:UpdateClusterConfig",
         "eks:UpdateClusterVersion", "eks:DescribeUpdate", "eks:TagResource", "eks:UntagResource",
         "eks:ListTagsForResource",
-        # Secrets encryption: EKS creates a grant on the customer key in the caller's name.
-        "kms:DescribeKey", "kms:CreateGrant",
+        # Secrets encryption: EKS reads the key as the caller (the grant it makes is in CALLER_CHECKS).
+        "kms:DescribeKey",
         # EKS reads the subnets and security groups it is given.
         "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeVpcs"),
     "aws:eks/addon:Addon": (
@@ -242,26 +247,151 @@ def _iam_statements(partition: str, account_id: str) -> list[dict]:
                     "iam:UpdateAssumeRolePolicy", "iam:TagRole", "iam:UntagRole", "iam:ListRolePolicies",
                     "iam:GetRolePolicy", "iam:ListAttachedRolePolicies", "iam:ListInstanceProfilesForRole"],
          "Resource": roles},
-        {"Sid": "PassTheRolesUnderThePathToEks", "Effect": "Allow", "Action": "iam:PassRole",
-         "Resource": roles, "Condition": {"StringEquals": {"iam:PassedToService": list(PASS_ROLE_TO)}}},
-        {"Sid": "ServiceLinkedRolesOfTheServicesUsed", "Effect": "Allow", "Action": "iam:CreateServiceLinkedRole",
-         "Resource": _arn(partition, account_id, "role/aws-service-role/*"),
-         "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLE_SERVICES)}}},
     ]
 
 
-def deploy_policy(*, partition: str, account_id: str) -> dict:
-    """The deploy role's managed policy: every resource type and provider function above."""
+@dataclass(frozen=True)
+class CallerCheck:
+    """An action AWS checks against the deploy role itself while a service works for it: the provider
+    never calls it, so the per-resource actions above cannot show it, and only AWS's page says so
+    (docs/SOURCES.md#deploy-role-caller-checks).
+
+    sid: the statement's name in the deploy policy.
+    actions: what the deploy role must be allowed.
+    needed_by: the resource types whose create makes AWS check it (one of them in a stack means it is needed).
+    resource: the ARN pattern granted (`{partition}`, `{account}` filled in), "*" where the action takes none.
+    condition: narrows the grant to the use AWS checks; None for none.
+    source: the AWS page that says the caller needs it.
+    """
+
+    sid: str
+    actions: tuple[str, ...]
+    needed_by: tuple[str, ...]
+    resource: str
+    condition: dict | None
+    source: str
+
+    def statement(self, partition: str, account_id: str) -> dict:
+        statement: dict = {"Sid": self.sid, "Effect": "Allow",
+                           "Action": self.actions[0] if len(self.actions) == 1 else list(self.actions),
+                           "Resource": self.resource.format(partition=partition, account=account_id)}
+        if self.condition is not None:
+            statement["Condition"] = json.loads(json.dumps(self.condition).replace(
+                "{partition}", partition).replace("{account}", account_id))
+        return statement
+
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+REPLICATION_GROUP = "aws:elasticache/replicationGroup:ReplicationGroup"
+CALLER_CHECKS = (
+    # CreateNodegroup with a launch template: EKS asks EC2 whether the caller may launch from it
+    # ("You are not authorized to launch instances with this launch template" otherwise). Only from
+    # a launch template of this account: the condition key is set on every resource RunInstances
+    # touches when a template is used.
+    CallerCheck(
+        "LaunchOnlyFromLaunchTemplates", ("ec2:RunInstances",), (NODE_GROUP,), "*",
+        {"ArnLike": {"ec2:LaunchTemplate": "arn:{partition}:ec2:*:{account}:launch-template/*"}},
+        "https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-launch-template-permissions.html"),
+    # The launch templates tag the instances and volumes they start (tag specifications): tagging on
+    # create is authorized as ec2:CreateTags with ec2:CreateAction = RunInstances.
+    CallerCheck(
+        "TagWhatTheLaunchTemplatesStart", ("ec2:CreateTags",), (NODE_GROUP,), "*",
+        {"StringEquals": {"ec2:CreateAction": "RunInstances"}},
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/supported-iam-actions-tagging.html"),
+    # CreateCluster takes the cluster role, CreateNodegroup the node role: each is passed to EKS.
+    CallerCheck(
+        "PassTheRolesUnderThePathToEks", ("iam:PassRole",), (EKS_CLUSTER, NODE_GROUP),
+        f"arn:{{partition}}:iam::{{account}}:role{ROLE_PATH}*",
+        {"StringEquals": {"iam:PassedToService": list(PASS_ROLE_TO)}},
+        "https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_use_passrole.html"),
+    # The first cluster, node group and replication group of an account make their service's
+    # service-linked role, in the caller's name.
+    CallerCheck(
+        "ServiceLinkedRolesOfTheServicesUsed", ("iam:CreateServiceLinkedRole",),
+        (EKS_CLUSTER, NODE_GROUP, REPLICATION_GROUP), "arn:{partition}:iam::{account}:role/aws-service-role/*",
+        {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLE_SERVICES)}},
+        "https://docs.aws.amazon.com/eks/latest/userguide/using-service-linked-roles-eks-nodegroups.html"),
+    # Secrets encryption with a customer key: EKS creates a grant on it as the cluster's creator.
+    CallerCheck(
+        "GrantEksItsSecretsKey", ("kms:CreateGrant",), (EKS_CLUSTER,), "arn:{partition}:kms:*:{account}:key/*",
+        {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+        "https://docs.aws.amazon.com/eks/latest/userguide/enable-kms.html"),
+)
+
+
+def caller_checks_for(aws_types: Iterable[str]) -> tuple[CallerCheck, ...]:
+    """The caller checks the resource types `aws_types` make AWS run."""
+    types = set(aws_types)
+    return tuple(check for check in CALLER_CHECKS if types & set(check.needed_by))
+
+
+def _statement_chars(statement: dict) -> int:
+    return len(json.dumps(statement, separators=(",", ":")))
+
+
+def pack_policies(statements: list[dict], max_chars: int = MANAGED_POLICY_MAX_CHARS) -> list[dict]:
+    """`statements` in as few policy documents as fit IAM's size limit each, in order."""
+    documents: list[dict] = []
+    for statement in statements:
+        if _statement_chars(statement) + len(_EMPTY_POLICY) > max_chars:
+            raise ValueError(f"statement {statement.get('Sid')} alone exceeds {max_chars} characters")
+        if documents and len(json.dumps(documents[-1], separators=(",", ":"))) + 1 + _statement_chars(
+                statement) <= max_chars:
+            documents[-1]["Statement"].append(statement)
+        else:
+            documents.append({"Version": "2012-10-17", "Statement": [statement]})
+    return documents
+
+
+# EKS actions that take no resource ARN (CreateCluster's cluster does not exist yet: the Service
+# Authorization Reference lists no resource type for it). Every other EKS action is granted on the
+# environment's own cluster and what hangs off it only, so one environment's deploy role cannot touch
+# another's cluster: creating a cluster of another name changes no existing one.
+EKS_ACCOUNT_WIDE_ACTIONS = ("eks:CreateCluster", "eks:DescribeAddonVersions")
+# EKS cluster names (EKS API reference, CreateCluster `name`).
+_CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")
+
+
+def cluster_resource_arns(partition: str, account_id: str, cluster_name: str) -> list[str]:
+    """The EKS ARNs of one cluster: the cluster, its node groups, add-ons and access entries."""
+    if not _CLUSTER_NAME.fullmatch(cluster_name):
+        raise ValueError(f"deployClusters: {cluster_name!r} is not an EKS cluster name")
+    base = f"arn:{partition}:eks:*:{account_id}:"
+    return [f"{base}cluster/{cluster_name}",
+            *(f"{base}{kind}/{cluster_name}/*" for kind in ("nodegroup", "addon", "access-entry"))]
+
+
+def deploy_policy_statements(*, partition: str, account_id: str, cluster_name: str) -> list[dict]:
+    """Every statement of one environment's deploy role: the resource types and provider functions
+    (EKS limited to `cluster_name`), the IAM statements, and the caller checks of the resource types
+    the stack registers."""
     actions = resource_actions(RESOURCE_ACTIONS) | {a for calls in INVOKE_ACTIONS.values() for a in calls}
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            # Resource "*": these services' create calls take no ARN yet, and the stack names its
-            # resources after the cluster, which a stack setting chooses.
-            {"Sid": "TheStacksResources", "Effect": "Allow", "Action": sorted(actions), "Resource": "*"},
-            *_iam_statements(partition, account_id),
-        ],
-    }
+    own_cluster = {a for a in actions if a.startswith("eks:") and a not in EKS_ACCOUNT_WIDE_ACTIONS}
+    return [
+        # Resource "*": these services' create calls take no ARN yet, and the stack names its
+        # resources after the cluster, which a stack setting chooses.
+        {"Sid": "TheStacksResources", "Effect": "Allow", "Action": sorted(actions - own_cluster), "Resource": "*"},
+        {"Sid": "TheEnvironmentsClusterOnly", "Effect": "Allow", "Action": sorted(own_cluster),
+         "Resource": cluster_resource_arns(partition, account_id, cluster_name)},
+        *_iam_statements(partition, account_id),
+        # A check whose actions the first statement already grants everywhere needs no statement.
+        *(check.statement(partition, account_id) for check in caller_checks_for(RESOURCE_ACTIONS)
+          if not set(check.actions) <= actions),
+    ]
+
+
+def deploy_policy_name(environment: str, part: int = 0) -> str:
+    """The name of an environment's deploy policy `part` (0 first)."""
+    return f"{DEPLOY_POLICY_NAME}-{environment}" + (f"-{part + 1}" if part else "")
+
+
+def deploy_policies(*, partition: str, account_id: str, environment: str, cluster_name: str) -> dict[str, dict]:
+    """One environment's deploy role's managed policies by name: its statements split over as many
+    documents as IAM's 6,144-character limit needs."""
+    documents = pack_policies(deploy_policy_statements(
+        partition=partition, account_id=account_id, cluster_name=cluster_name))
+    return {deploy_policy_name(environment, i): document for i, document in enumerate(documents)}
 
 
 # What the attachable managed policies grant (docs/SOURCES.md#aws-managed-eks-policies;

@@ -3,8 +3,9 @@
 Two roles, split by what may trigger them:
 - the preview role: pull-request jobs, i.e. code anyone with branch push rights can write. Read-only
   on AWS (`ReadOnlyAccess`), read-only on the state, decrypt-only on the key;
-- the deploy role: jobs of the protected `dev`/`prod` GitHub environments, i.e. code already merged
-  to `main` (and, for prod, approved). What the stack needs and no more (deploy_permissions.py);
+- one deploy role per deploy environment: jobs of that protected GitHub environment only, i.e. code
+  already merged to `main` (and, for prod, approved). What the stack needs and no more, EKS limited to
+  that environment's cluster and state writes to that environment's stack (deploy_permissions.py);
   AdministratorAccess only when the bootstrap is told so.
 """
 
@@ -23,6 +24,9 @@ PREVIEW_SESSION_SECONDS = 3600
 ADMINISTRATOR_ACCESS_ARN = "arn:aws:iam::aws:policy/AdministratorAccess"
 # `pulumi preview` reads what exists (Describe/Get/List of EC2, EKS, IAM, KMS...) and writes nothing.
 PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/ReadOnlyAccess"
+# The Pulumi project whose stacks the deploy roles update (../Pulumi.yaml `name`); the S3 backend keeps
+# a stack's checkpoint, backups, history and locks under .pulumi/<kind>/<project>/<stack>.
+STACK_PROJECT = "eks-pd-llm"
 
 
 def _repository_subject_prefix(repository: str) -> str:
@@ -51,6 +55,16 @@ def deploy_subjects(repository: str, environments: Sequence[str]) -> list[str]:
     return [f"{prefix}:environment:{env}" for env in environments]
 
 
+def deploy_clusters(entries: Sequence[str], environments: Sequence[str]) -> dict[str, str]:
+    """`environment=clusterName` entries (deployClusters) as a map, one for every deploy environment."""
+    clusters = dict(entry.partition("=")[::2] for entry in entries)
+    if any("=" not in entry for entry in entries) or set(clusters) != set(environments) or len(clusters) != len(
+            entries):
+        raise ValueError(f"deployClusters: got {list(entries)!r}; allowed: one 'environment=clusterName' for each of "
+                         f"deployEnvironments {list(environments)!r} (the stack's clusterName setting)")
+    return clusters
+
+
 def github_oidc_trust_policy(oidc_provider_arn: str, subjects: Sequence[str]) -> dict:
     """Trust only GitHub's OIDC tokens minted for STS and for exactly these subjects (no wildcards)."""
     return {
@@ -69,22 +83,28 @@ def github_oidc_trust_policy(oidc_provider_arn: str, subjects: Sequence[str]) ->
     }
 
 
-def state_access_policy(bucket_arn: str, key_arn: str, *, write: bool) -> dict:
+def state_access_policy(bucket_arn: str, key_arn: str, *, write_stack: str | None) -> dict:
     """Access to the state bucket and the secrets key, stated on its own so that narrowing a role's
     managed policy cannot lock CI out of its state.
 
-    Read (both roles): list the stacks, read checkpoints, decrypt them (SSE-KMS) and each stack's
+    Read (every role): list the stacks, read checkpoints, decrypt them (SSE-KMS) and each stack's
     data key (`awskms://` secrets provider). A preview needs no more: the S3 backend takes its lock
     (an object under `.pulumi/locks/`) and writes history only for `up`/`refresh`/`destroy`/`import`.
-    Write (deploy role): put and delete state objects and locks, and encrypt with the key.
+    Write (a deploy role, `write_stack` its stack): put and delete that stack's checkpoint, backups,
+    history and locks, and encrypt with the key; another environment's state stays read-only to it.
     """
-    object_actions = ["s3:GetObject"] + (["s3:PutObject", "s3:DeleteObject"] if write else [])
-    key_actions = ["kms:Decrypt", "kms:DescribeKey"] + (["kms:Encrypt", "kms:GenerateDataKey"] if write else [])
+    object_read = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{bucket_arn}/*"}
+    key_actions = ["kms:Decrypt", "kms:DescribeKey"] + (["kms:Encrypt", "kms:GenerateDataKey"] if write_stack else [])
+    writes = [{"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"], "Resource": [
+        f"{bucket_arn}/.pulumi/stacks/{STACK_PROJECT}/{write_stack}.json*",
+        *(f"{bucket_arn}/.pulumi/{kind}/{STACK_PROJECT}/{write_stack}/*" for kind in ("backups", "history", "locks")),
+    ]}] if write_stack else []
     return {
         "Version": "2012-10-17",
         "Statement": [
             {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
-            {"Effect": "Allow", "Action": object_actions, "Resource": f"{bucket_arn}/*"},
+            object_read,
+            *writes,
             {"Effect": "Allow", "Action": key_actions, "Resource": key_arn},
         ],
     }

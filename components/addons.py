@@ -155,6 +155,12 @@ class RayImagePrePullArgs:
     ray_image: str
 
 
+# How long `pulumi up` waits for the pre-pull DaemonSet to be ready. pulumi-kubernetes waits 10 minutes
+# for a DaemonSet unless told otherwise; a Ray LLM image of tens of GB on a node that has just joined
+# (its NVMe array still fresh) can take longer, and a timeout fails the update with the pull half done.
+IMAGE_PULL_AWAIT = "30m"
+
+
 class RayImagePrePull(pulumi.ComponentResource):
     """The Ray image pulled onto each GPU node as it joins (components/manifests/image_prepull.py).
 
@@ -170,5 +176,7 @@ class RayImagePrePull(pulumi.ComponentResource):
         body = image_prepull_manifest(args.ray_image)
         self.daemon_set = k8s.apps.v1.DaemonSet(
             name, metadata=body["metadata"], spec=body["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=explicit_dependencies(opts)))
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=explicit_dependencies(opts),
+                                        custom_timeouts=pulumi.CustomTimeouts(
+                                            create=IMAGE_PULL_AWAIT, update=IMAGE_PULL_AWAIT)))
         self.register_outputs({"name": self.daemon_set.metadata.name})

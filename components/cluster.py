@@ -121,19 +121,25 @@ class Cluster(pulumi.ComponentResource):
 
         # Both roles of the cluster are made here, under one path and the permissions boundary the
         # deploy role requires (bootstrap/deploy_permissions.py): pulumi-eks's own cluster role
-        # would take neither.
+        # would take neither. A stack created before keeps its roles (keepEarlierIamRoles): a new
+        # cluster role or node role replaces the cluster and every node group.
         self.permissions_boundary = settings.iam_permissions_boundary_arn
-        self.cluster_role, cluster_role_policies = bounded_role(
-            f"{name}-eks", description=f"Service role of EKS cluster {settings.name}",
-            # The trust pulumi-eks gave its cluster role (TagSession: EKS tags its sessions).
-            assume_role_policy=service_trust("eks.amazonaws.com", ["sts:AssumeRole", "sts:TagSession"]),
-            managed_policies=CLUSTER_ROLE_POLICIES, permissions_boundary=self.permissions_boundary,
-            partition=partition, tags=tags, opts=child)
+        keep_earlier = settings.keep_earlier_iam_roles
+        cluster_role_policies: list[aws.iam.RolePolicyAttachment] = []
+        self.cluster_role: aws.iam.Role | None = None
+        if not keep_earlier:
+            self.cluster_role, cluster_role_policies = bounded_role(
+                f"{name}-eks", description=f"Service role of EKS cluster {settings.name}",
+                # The trust pulumi-eks gave its cluster role (TagSession: EKS tags its sessions).
+                assume_role_policy=service_trust("eks.amazonaws.com", ["sts:AssumeRole", "sts:TagSession"]),
+                managed_policies=CLUSTER_ROLE_POLICIES, permissions_boundary=self.permissions_boundary,
+                partition=partition, tags=tags, opts=child)
         self.node_role, self.node_role_policies = bounded_role(
             f"{name}-node", description=f"EC2 role of the nodes of EKS cluster {settings.name}",
             assume_role_policy=service_trust("ec2.amazonaws.com", ["sts:AssumeRole"]),
             managed_policies=args.node_policies, permissions_boundary=self.permissions_boundary,
-            partition=partition, tags=tags, opts=child)
+            # No path for an earlier stack's role: IAM's default ("/"), as it was created.
+            partition=partition, tags=tags, opts=child, path=None if keep_earlier else IAM_ROLE_PATH)
 
         # The name EKS writes control-plane logs to; it must exist before the cluster does.
         control_plane_logs = aws.cloudwatch.LogGroup(
@@ -175,6 +181,7 @@ class Cluster(pulumi.ComponentResource):
             # The VPC CNI add-on's network policy agent: without it the serving namespace's
             # NetworkPolicies (components/inference.py) are accepted and not enforced.
             vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
+            # None: pulumi-eks makes (or, for an earlier stack, keeps) its own cluster role.
             service_role=self.cluster_role,
             tags=tags,
             opts=pulumi.ResourceOptions.merge(protected, pulumi.ResourceOptions(
@@ -208,13 +215,13 @@ class Cluster(pulumi.ComponentResource):
 
 def bounded_role(name: str, *, description: str, assume_role_policy: pulumi.Input[str],
                  managed_policies: tuple[str, ...], permissions_boundary: str | None, partition: str,
-                 tags: dict[str, str], opts: pulumi.ResourceOptions,
+                 tags: dict[str, str], opts: pulumi.ResourceOptions, path: str | None = IAM_ROLE_PATH,
                  ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
-    """An IAM role of the stack: under IAM_ROLE_PATH, with the permissions boundary when one is set,
-    and AWS managed policies (`<path/>name` under arn:aws:iam::aws:policy/) attached."""
+    """An IAM role of the stack: under `path` (IAM_ROLE_PATH), with the permissions boundary when one
+    is set, and AWS managed policies (`<path/>name` under arn:aws:iam::aws:policy/) attached."""
     role = aws.iam.Role(
         name,
-        path=IAM_ROLE_PATH,
+        path=path,
         description=description,
         assume_role_policy=assume_role_policy,
         permissions_boundary=permissions_boundary,

@@ -31,14 +31,17 @@ import pulumi_eks as eks
 
 from components.cluster import Cluster
 from components.network import Network
-from components.node_storage import NodeStorage, user_data
+from components.node_boot import user_data
+from components.node_storage import NodeStorage
 from components.scheduling import (
+    ACCELERATOR_LABEL,
     GPU_ROLE,
     GPU_TAINT_EFFECT,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
     SYSTEM_NODE_SELECTOR,
     SYSTEM_ROLE,
+    accelerator_label_value,
 )
 from components.settings import GpuNodeGroupSpec, SystemNodeSettings
 from facts.instances import InstanceType
@@ -68,7 +71,7 @@ def _launch_template(
     security_group_ids: Sequence[pulumi.Input[str]] = (),
 ) -> aws.ec2.LaunchTemplate:
     """A managed-node-group launch template: IMDSv2, encrypted gp3 root; EFA, placement, node-local
-    storage (nodeadm user data, the root's IOPS and throughput) and security groups optional
+    storage and huge pages (boot user data, the root's IOPS and throughput) and security groups optional
     (security groups named here replace the cluster security group EKS would add, so pass it among
     them)."""
     return aws.ec2.LaunchTemplate(
@@ -139,10 +142,6 @@ def _managed_node_group(
 ) -> eks.ManagedNodeGroup:
     """An on-demand managed node group of `count` to `most` nodes, its nodes labelled `labels`."""
     options = pulumi.ResourceOptions(parent=parent, depends_on=cluster.node_role_policies)
-    if most > count:
-        # The Cluster Autoscaler owns the desired size: `pulumi up` must not reset it under load.
-        options = pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(
-            ignore_changes=["scalingConfig.desiredSize"]))
     if node_group_name is not None:
         # A fixed name cannot exist twice: a replacement deletes the old group first.
         options = pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(delete_before_replace=True))
@@ -161,6 +160,10 @@ def _managed_node_group(
         taints=taints,
         launch_template=_template_ref(launch_template),
         tags=tags,
+        # The Cluster Autoscaler owns the desired size: `pulumi up` must not reset it under load. The
+        # component's own switch, since ignore_changes on a remote component does not reach the node
+        # group it creates (pulumi/pulumi-eks#1380; docs/SOURCES.md#pulumi-eks-ignore-scaling-changes).
+        ignore_scaling_changes=True if most > count else None,
         # Nodes without their policies never become Ready; EKS would wait 20+ minutes to say so.
         opts=options,
     )
@@ -244,7 +247,8 @@ class GpuNodeGroupArgs:
 
 class GpuNodeGroup(pulumi.ComponentResource):
     """GPU nodes in one AZ and one cluster placement group, each with its EFA interface(s),
-    labelled role=gpu-worker (and, holding one phase only, eks-pd-llm/phase=<it>) and tainted
+    labelled role=gpu-worker (and, holding one phase only, eks-pd-llm/phase=<it>), with the Cluster
+    Autoscaler's k8s.amazonaws.com/accelerator=nvidia-<gpu> label, and tainted
     nvidia.com/gpu=true:NoSchedule so only GPU pods land there."""
 
     node_group: eks.ManagedNodeGroup
@@ -281,8 +285,12 @@ class GpuNodeGroup(pulumi.ComponentResource):
             name, cluster=cluster, ami_type=GPU_AMI_TYPE, instance_type=self.instance.name,
             count=spec.count, most=spec.most,
             subnet_ids=[args.network.private_subnet_id_by_az[args.availability_zone]],
-            labels=spec.labels, launch_template=self.launch_template, tags=tags, parent=self,
-            node_group_name=self.node_group_name,
+            labels={**spec.labels, **({ACCELERATOR_LABEL: accelerator_label_value(self.instance.gpu_model)}
+                                      if self.instance.gpu_model else {})},
+            launch_template=self.launch_template, tags=tags, parent=self,
+            # Named only when the Cluster Autoscaler's policy must name it: a group created without a
+            # name (earlier releases; a fixed size) keeps it, where a new name would replace it.
+            node_group_name=self.node_group_name if self.autoscaled else None,
             taints=[aws.eks.NodeGroupTaintArgs(
                 key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=_EKS_TAINT_EFFECT[GPU_TAINT_EFFECT])])
         self.register_outputs({
@@ -323,11 +331,13 @@ def _efa_interfaces(
     instance: InstanceType, security_group_ids: list[pulumi.Input[str]],
 ) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
     """One EFA interface per network card: card 0 carries the primary (EFA + IP) interface at device
-    index 0; further cards (p5 has 32) get EFA-only interfaces at device index 1."""
+    index 0; further cards (p5 has 32) get EFA-only interfaces, also at device index 0 (EC2 user
+    guide, "Maximize network bandwidth on Amazon EC2 instances with multiple network cards": the next
+    unused network card index, device index 0, for an EFA-only interface; docs/SOURCES.md#efa-device-index)."""
     return [
         aws.ec2.LaunchTemplateNetworkInterfaceArgs(
             network_card_index=card,
-            device_index=0 if card == 0 else 1,
+            device_index=0,
             interface_type="efa" if card == 0 else "efa-only",
             security_groups=security_group_ids,
             associate_public_ip_address="false",

@@ -11,21 +11,13 @@ components/discovery.py reads it), before any resource:
 - a type without instance storage keeps everything on the gp3 root, whose throughput and IOPS are
   then raised to gp3's ceiling (the checkpoint is read back from it), and the plan says so.
 
-The user data is built as data: the NodeConfig is a dict dumped with yaml.safe_dump, wrapped in a
-MIME multi-part document by the standard library's email package (EKS merges a launch template's
-MIME user data with its own bootstrap when the template names no AMI).
+components/node_boot.py puts the NodeConfig into the launch template's user data.
 """
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
-from email.encoders import encode_7or8bit
-from email.mime.application import MIMEApplication
-from email.mime.multipart import MIMEMultipart
 from typing import Any
-
-import yaml
 
 from facts.instances import InstanceType
 
@@ -34,9 +26,6 @@ NODECONFIG_KIND = "NodeConfig"
 # The MIME type nodeadm reads a NodeConfig part from (docs/SOURCES.md#nodeadm-local-storage).
 NODECONFIG_MIME_SUBTYPE = "node.eks.aws"
 LOCAL_STORAGE_STRATEGY = "RAID0"
-# Fixed, so the same settings give the same user data (a random boundary would show the launch
-# template as changed on every preview).
-MIME_BOUNDARY = "==eks-pd-llm-nodeconfig=="
 # Where nodeadm's setup-local-disks mounts the RAID0 array: `${MNT_DIR}/0`, MNT_DIR defaulting to
 # /mnt/k8s-disks (amazon-eks-ami templates/shared/runtime/bin/setup-local-disks, `maybe_raid0`).
 RAID0_MOUNT = "/mnt/k8s-disks/0"
@@ -93,14 +82,3 @@ def node_config(storage: NodeStorage) -> dict[str, Any] | None:
         "spec": {"instance": {"localStorage": {"strategy": LOCAL_STORAGE_STRATEGY}}},
     }
 
-
-def user_data(storage: NodeStorage) -> str | None:
-    """Base64 MIME multi-part user data carrying the NodeConfig (what a launch template takes)."""
-    config = node_config(storage)
-    if config is None:
-        return None
-    document = MIMEMultipart(boundary=MIME_BOUNDARY)
-    # 7bit, not base64: the YAML is ASCII, and the part is read as-is.
-    document.attach(MIMEApplication(yaml.safe_dump(config, sort_keys=False), NODECONFIG_MIME_SUBTYPE,
-                                    encode_7or8bit))
-    return base64.b64encode(document.as_bytes()).decode("ascii")

@@ -53,6 +53,8 @@ class ObservabilityArgs:
     storage_class: the name of the StorageClass Prometheus's volume is claimed from (pass the storage
       component in `opts.depends_on`: the class must exist before the claim).
     gpu_nodes: what the DCGM exporter waits for (the GPU node group and the device plugins).
+    keep_volume: keep Prometheus's volume when its StatefulSet goes (deletionProtection); else the
+      claim, and so the EBS volume, goes with it.
     """
 
     provider: k8s.Provider
@@ -61,6 +63,7 @@ class ObservabilityArgs:
     charts: ChartSettings
     storage_class: str
     gpu_nodes: tuple[pulumi.Resource, ...] = ()
+    keep_volume: bool = False
 
 
 class Observability(pulumi.ComponentResource):
@@ -83,7 +86,7 @@ class Observability(pulumi.ComponentResource):
         self.stack_release = helm_release(
             f"{name}-kube-prometheus-stack", KUBE_PROMETHEUS_STACK, args.charts.kube_prometheus_stack,
             self.namespace_resource.metadata.name,
-            kube_prometheus_stack_values(args.observability, args.storage_class),
+            kube_prometheus_stack_values(args.observability, args.storage_class, keep_volume=args.keep_volume),
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=explicit_dependencies(opts))))
         after_stack = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.stack_release]))
 

@@ -25,6 +25,19 @@ def gpu_node_labels(phases: tuple[str, ...]) -> dict[str, str]:
     select the role only and run on every GPU group."""
     return {**GPU_NODE_SELECTOR, **({PHASE_LABEL: phases[0]} if len(phases) == 1 else {})}
 
+# The Cluster Autoscaler's AWS provider reads this node label to know a node is a GPU node: until the
+# device plugin advertises its GPUs it counts them as coming, instead of scaling out again for the
+# pods still Pending (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/README.md, "GPU Node
+# Groups"). docs/SOURCES.md#cluster-autoscaler-gpu-label
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+
+
+def accelerator_label_value(gpu_model: str) -> str:
+    """The label's value for an NVIDIA GPU model as EC2 names it (L4 → nvidia-l4): any value marks the
+    node; the model keeps it readable."""
+    return f"nvidia-{gpu_model.lower()}"
+
+
 # Kubernetes form of the GPU taint's toleration (pod specs, Helm values).
 GPU_TOLERATION = {
     "key": GPU_TAINT_KEY,

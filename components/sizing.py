@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.scheduling import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_2MI_RESOURCE
-from facts.aws import EFA_PREALLOCATED_HUGEPAGES_2MI, HUGEPAGE_2MI_MIB
+from facts.aws import EFA_HUGEPAGES_2MI, HUGEPAGE_2MI_MIB
 from facts.instances import InstanceType
 from serve_app.errors import ConfigError
 
@@ -48,7 +48,7 @@ class WorkerResources:
     memory_gib: int
     gpus: int
     efa_interfaces: int
-    hugepages_2mi_mib: int  # the node's pre-allocated 2 MiB huge pages (EFA nodes), all of them
+    hugepages_2mi_mib: int  # the 2 MiB huge pages the node allocates at boot (EFA nodes), all of them
     shm_gib: int
     object_store_gib: int
 
@@ -76,10 +76,11 @@ def worker_resources(instance: InstanceType, model_bytes: int | None, key: str =
     `MIN_FREE_CPUS_BEYOND_PLACEMENT_GROUPS` stay free beside the engines' placement groups.
     Memory: the node's memory less 5% and 4 GiB (kernel share, kube-reserved, eviction threshold,
     DaemonSets) and less its pre-allocated huge pages, rounded down to whole GiB.
-    Huge pages: an EFA node pre-allocates 5128 × 2 MiB (facts/aws.py); the pod requests them all, and
-    the kubelet counts them outside the node's allocatable memory. The limit must hold the checkpoint twice (the page
-    cache keeps the safetensors so a restart loads in seconds; the load itself stages a copy) plus
-    the runtime and /dev/shm, which a memory-backed emptyDir charges to the pod.
+    Huge pages: an EFA node's user data allocates 2560 × 2 MiB (facts/aws.py, components/node_boot.py);
+    the pod requests them all, and the kubelet counts them outside the node's allocatable memory.
+    The limit must hold the checkpoint twice (the page cache keeps the safetensors so a restart loads
+    in seconds; the load itself stages a copy) plus the runtime and /dev/shm, which a memory-backed
+    emptyDir charges to the pod.
     /dev/shm: an eighth of the pod's memory, 4–32 GiB; Ray's object store gets all but 2 GiB of it
     so Ray does not fall back to /tmp.
     `model_bytes` None (a model we have no facts for) skips the memory floor.
@@ -95,7 +96,7 @@ def worker_resources(instance: InstanceType, model_bytes: int | None, key: str =
             f"{instance.vcpus} vCPUs leave {cpus - placement_group_cpus} beside {instance.gpus} engine placement "
             f"group CPU(s); Ray Serve LLM initialization hangs without spare CPUs (ray#59764)")
 
-    hugepages_mib = EFA_PREALLOCATED_HUGEPAGES_2MI * HUGEPAGE_2MI_MIB if instance.efa_capable else 0
+    hugepages_mib = EFA_HUGEPAGES_2MI * HUGEPAGE_2MI_MIB if instance.efa_capable else 0
     memory_gib = instance.memory_gib - math.ceil(instance.memory_gib * NODE_RESERVED_MEMORY_FRACTION) \
         - NODE_RESERVED_MEMORY_GIB - math.ceil(hugepages_mib / 1024)
     shm_gib = min(MAX_SHM_GIB, max(MIN_SHM_GIB, memory_gib // 8))

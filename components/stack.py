@@ -207,7 +207,9 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         "observability",
         ObservabilityArgs(provider=cluster.provider, observability=settings.observability, serving=settings.serving,
                           charts=charts, storage_class=storage.storage_class_name,
-                          gpu_nodes=(*all_gpu_nodes, device_plugins)),
+                          gpu_nodes=(*all_gpu_nodes, device_plugins), keep_volume=settings.cluster.protect),
+        # After the storage component (the EBS CSI driver) on create, so before it on destroy: the
+        # driver must still run to delete Prometheus's volume.
         opts=pulumi.ResourceOptions(depends_on=[system_nodes, storage]),
     )
     return InferenceStack(

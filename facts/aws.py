@@ -7,10 +7,10 @@
   203.0.113.0/24 for documentation, so no operator's egress is there; AWS's documentation uses the
   account ids below as examples. A stack file holding them has not been filled in yet.
   docs/SOURCES.md#documentation-placeholders
-- Instances with the EFA driver (the EKS AL2023 NVIDIA AMI installs it) pre-allocate 5128 huge pages
-  of 2 MiB, which pods request as `hugepages-2Mi`; the EKS EFA guide's examples request them. The
-  kubelet takes pre-allocated huge pages out of the node's allocatable memory. One figure for every
-  EFA instance type. docs/SOURCES.md#efa-hugepages
+- EFA GPU nodes get 2560 huge pages of 2 MiB (5,120 MiB, what the EKS EFA guide's pods request as
+  `hugepages-2Mi`); the node's user data allocates them (components/node_boot.py): no file of the
+  AL2023 NVIDIA AMI guarantees any. The kubelet takes pre-allocated huge pages out of the node's
+  allocatable memory. One figure for every EFA instance type. docs/SOURCES.md#efa-hugepages
 - The offline mock cloud (offline/mock_cloud.py) answers as account 123456789012, AWS's own
   documentation example: no real caller has it, so the program knows it runs offline when
   sts:GetCallerIdentity says so (components/discovery.py), and only then accepts placeholders.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 
-EFA_PREALLOCATED_HUGEPAGES_2MI = 5128
+EFA_HUGEPAGES_2MI = 2560
 HUGEPAGE_2MI_MIB = 2
 
 EKS_CONTROL_PLANE_REFUSED_ZONE_IDS = frozenset({"use1-az3", "usw1-az2", "cac1-az3"})

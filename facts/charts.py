@@ -97,6 +97,9 @@ KUBE_PROMETHEUS_STACK = HelmChart(
         "prometheus.prometheusSpec.podMonitorSelectorNilUsesHelmValues",
         "prometheus.prometheusSpec.serviceMonitorSelectorNilUsesHelmValues",
         "prometheus.prometheusSpec.ruleSelectorNilUsesHelmValues",
+        # Exposed since prometheus-community/helm-charts#4570 (the Prometheus CRD field since
+        # prometheus-operator#6038).
+        "prometheus.prometheusSpec.persistentVolumeClaimRetentionPolicy",
     ),
 )
 

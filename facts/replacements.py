@@ -35,9 +35,14 @@ REPLACE_TRIGGERS: dict[str, ReplaceTriggers] = {
     "eks:index:ManagedNodeGroup": _NODE_GROUP,
     "aws:eks/nodeGroup:NodeGroup": _NODE_GROUP,
     # A component of many resources (cluster, OIDC provider, security groups, add-ons): only the
-    # cluster's own name is modelled.
+    # cluster's own name and its service role are modelled (EKS cannot change a cluster's role).
     "eks:index:Cluster": ReplaceTriggers(
-        ("name",), "terraform-provider-aws internal/service/eks/cluster.go (name is ForceNew)", complete=False),
+        ("name", "serviceRole"),
+        "terraform-provider-aws internal/service/eks/cluster.go (name and role_arn are ForceNew)", complete=False),
+    "aws:iam/role:Role": ReplaceTriggers(
+        ("name", "namePrefix", "path"),
+        "terraform-provider-aws internal/service/iam/role.go (name, name_prefix and path are ForceNew)",
+        complete=False),
     "aws:ec2/subnet:Subnet": ReplaceTriggers(
         ("availabilityZone", "availabilityZoneId", "cidrBlock", "vpcId", "ipv6Native", "outpostArn"),
         "terraform-provider-aws internal/service/ec2/vpc_subnet.go (ForceNew)"),
@@ -64,3 +69,30 @@ def replace_triggers(resource_type: str) -> ReplaceTriggers | None:
         return None
     complete = resource_type in _KUBERNETES_IDENTITY_ONLY or not resource_type.startswith(_KUBERNETES_BUILT_IN)
     return ReplaceTriggers(_KUBERNETES_IDENTITY, _KUBERNETES_SOURCE, complete=complete)
+
+
+# What a replacement destroys beyond the resource itself: the resource types (and, for Helm releases,
+# the charts) whose replacement loses data or takes the service down. `pdctl plan --diff` puts such a
+# replacement first, and tests/pdctl/test_release_update.py refuses one between releases unless it is
+# declared intended (pdctl/intended_replacements.yaml).
+STATEFUL_TYPES: dict[str, str] = {
+    "aws:ec2/vpc:Vpc": "the network: every subnet, node and endpoint in it goes with it",
+    "eks:index:Cluster": "the EKS cluster: every Kubernetes object, the endpoint and its access entries",
+    "eks:index:ManagedNodeGroup": "the nodes: every pod on them, the engines' loaded models and caches",
+    "aws:eks/nodeGroup:NodeGroup": "the nodes: every pod on them, the engines' loaded models and caches",
+    "aws:kms/key:Key": "the key: whatever it encrypted cannot be read again once it is deleted",
+    "aws:elasticache/replicationGroup:ReplicationGroup": "the Ray head's cluster state (GCS fault tolerance)",
+}
+# Helm charts whose release owns a persistent volume (its claim goes when the release is replaced).
+STATEFUL_CHARTS: dict[str, str] = {
+    "kube-prometheus-stack": "Prometheus's volume: the metrics history",
+}
+
+
+def stateful_loss(resource_type: str, inputs: dict | None = None) -> str | None:
+    """What replacing a resource of `resource_type` (with `inputs`) loses, or None for nothing kept."""
+    if resource_type in STATEFUL_TYPES:
+        return STATEFUL_TYPES[resource_type]
+    if resource_type.startswith("kubernetes:helm.sh/") and inputs:
+        return STATEFUL_CHARTS.get(str(inputs.get("chart")))
+    return None

@@ -331,7 +331,9 @@ class CloudMocks(pulumi.runtime.Mocks):
 
     def _aws_iam_role_Role(self, args):
         name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
-        return name, {"name": name, "arn": self._arn("iam", f"role/{name}", region=False),
+        # As IAM writes it: the role's path is part of its ARN (role/eks-pd-llm/<name>).
+        path = args.inputs.get("path") or "/"
+        return name, {"name": name, "arn": self._arn("iam", f"role{path}{name}", region=False),
                       "uniqueId": f"AROA{_digest(name, length=17).upper()}"}
 
     def _aws_iam_rolePolicyAttachment_RolePolicyAttachment(self, args):

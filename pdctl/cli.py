@@ -168,6 +168,18 @@ def render(
 
 # ------------------------------------------------------------------------ model mirror
 
+@app.command()
+def preflight(stack: str = STACK_OPTION, set_: list[str] = SET_OPTION, principal: str = typer.Option(
+        None, "--principal", help="IAM ARN of the deploy role to check (default: the caller's).")) -> None:
+    """Ask the AWS account, read-only, what it would refuse: deploy permissions, quotas, GPU offerings."""
+    from pdctl.preflight import run_preflight
+
+    lines, status = run_preflight(offline_run(stack, parse_overrides(set_)).program["settings"], principal)
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+    raise typer.Exit(status)
+
+
 @app.command("mirror-model")
 def mirror_model(
     model: str = typer.Argument(..., help="Hugging Face model id, org/name."),

@@ -8,7 +8,9 @@ in protections, capacity per replica, hourly cost, deploy critical path and stac
 
 Replace or update is decided from what the plans carry: the `replaceOnChanges` options the program
 set (the harness records them) and the inputs known to force a replacement (`facts.replacements`).
-Anything else is said to be unknown offline rather than guessed.
+Anything else is said to be unknown offline rather than guessed. A replacement of a resource that
+holds state (`facts.replacements.stateful_loss`: the VPC, the cluster, node groups, KMS keys, the
+GCS store, Prometheus's release) comes first, with what it loses, above everything else.
 
 Input paths: `a.b[0].c`; a key with a dot, slash or space is quoted (`labels["kubernetes.io/os"]`);
 a string holding a YAML or JSON document (a RayService's serveConfigV2, an IAM policy) is compared
@@ -25,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from facts.replacements import replace_triggers
+from facts.replacements import replace_triggers, stateful_loss
 
 # `pdctl plan --diff` exit status when the plans differ (0: they do not; 1: pdctl failed; 2: bad input).
 EXIT_CHANGED = 3
@@ -105,6 +107,7 @@ class ResourceChange:
     action: str  # create | delete | replace | update | update or replace
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    loses: str | None = None  # a replacement of a resource that holds state: what goes with it
 
     @property
     def replaced_because(self) -> list[str]:
@@ -144,8 +147,10 @@ def _resource_change(before: dict, after: dict, compare: str) -> ResourceChange 
                         for p in triggers.paths if _under(change.path, p)), None)
         judged.append(Change(change.path, change.before, change.after, why))
     notes = []
+    loses = None
     if any(c.replaces for c in judged):
         action = "replace"
+        loses = stateful_loss(rtype, after.get(compare))
         if options_before.get("protect"):
             notes.append("protected: `pulumi up` refuses to replace it until `protect` is turned off")
         if options_after.get("delete_before_replace"):
@@ -156,7 +161,7 @@ def _resource_change(before: dict, after: dict, compare: str) -> ResourceChange 
         action = "update or replace"
         notes.append("whether the provider updates this in place or replaces it is not known offline "
                      "(`pulumi preview` decides)")
-    return ResourceChange(rtype, name, action, judged + option_changes, notes)
+    return ResourceChange(rtype, name, action, judged + option_changes, notes, loses)
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,11 @@ class PlanDiff:
     def changed(self) -> bool:
         return any((self.resources, self.protections, self.capacity, self.cost, self.critical_path,
                     self.outputs, self.other))
+
+    @property
+    def stateful_replacements(self) -> list[ResourceChange]:
+        """The replacements that lose state (data, nodes, the cluster)."""
+        return [r for r in self.resources if r.loses]
 
     def counts(self) -> dict[str, int]:
         return {action: sum(1 for r in self.resources if r.action == action) for action in ACTION_ORDER}
@@ -252,7 +262,8 @@ def diff_plans(base: dict, head: dict) -> PlanDiff:
             unchanged += 1
         else:
             resources.append(change)
-    resources.sort(key=lambda r: (ACTION_ORDER.index(r.action), r.name, r.type))
+    # A lost cluster or node group must be the first thing a reviewer reads.
+    resources.sort(key=lambda r: (r.loses is None, ACTION_ORDER.index(r.action), r.name, r.type))
     if any(r.action == "update or replace" for r in resources):
         notes.append("Replace-triggering inputs are known for: node groups, subnets, the VPC, the EKS "
                      "cluster's name and Kubernetes objects' names (facts/replacements.py).")
@@ -298,6 +309,8 @@ def render_diff(diff: PlanDiff) -> str:
         counts = diff.counts()
         summary = ", ".join(f"{counts[a]} to {a}" for a in ACTION_ORDER if counts[a])
         lines.append(f"CHANGED: {summary or 'no resource changes'} ({diff.unchanged} resources unchanged)")
+    for resource in diff.stateful_replacements:
+        lines.append(f"REPLACES A STATEFUL RESOURCE: {resource.name} ({resource.type}) loses {resource.loses}")
     for resource in diff.resources:
         lines.append("")
         lines.append(f"{ACTION_SIGN[resource.action]:<3} {resource.action}: {resource.name} ({resource.type})")

@@ -66,7 +66,8 @@ def kuberay_operator_values() -> dict[str, Any]:
     return {"nodeSelector": dict(SYSTEM_NODE_SELECTOR)}
 
 
-def kube_prometheus_stack_values(observability: ObservabilitySettings, storage_class: str) -> dict[str, Any]:
+def kube_prometheus_stack_values(observability: ObservabilitySettings, storage_class: str, *,
+                                 keep_volume: bool = False) -> dict[str, Any]:
     """Values for the `kube-prometheus-stack` chart (keys: facts/charts.py KUBE_PROMETHEUS_STACK).
 
     Everything on the system nodes, except node-exporter, which the chart runs on every node (its
@@ -78,6 +79,9 @@ def kube_prometheus_stack_values(observability: ObservabilitySettings, storage_c
     NetworkPolicy admits to the Ray metrics port. Grafana's sidecar loads dashboards from labelled
     ConfigMaps in the monitoring namespace only. The Grafana admin password is left to the chart:
     40 random characters in the `kube-prometheus-stack-grafana` Secret, kept across upgrades.
+    Prometheus's volume claim goes with its StatefulSet (`persistentVolumeClaimRetentionPolicy`;
+    docs/SOURCES.md#prometheus-volume-retention) unless `keep_volume` (deletionProtection): a
+    StatefulSet's claims otherwise outlive it, and `pulumi destroy` would leave a billed EBS volume.
     """
     system = dict(SYSTEM_NODE_SELECTOR)
     return {
@@ -106,6 +110,8 @@ def kube_prometheus_stack_values(observability: ObservabilitySettings, storage_c
                 "accessModes": ["ReadWriteOnce"],
                 "resources": {"requests": {"storage": f"{observability.storage_gib}Gi"}},
             }}},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain" if keep_volume else "Delete",
+                                                     "whenScaled": "Retain"},
             "podMonitorSelectorNilUsesHelmValues": False,
             "serviceMonitorSelectorNilUsesHelmValues": False,
             "ruleSelectorNilUsesHelmValues": False,

@@ -17,7 +17,8 @@ from components.cold_start import cold_start
 from components.manifests.image_prepull import image_prepull_manifest
 from components.manifests.ray_service import ray_service_manifest
 from components.model_access import model_reader_subject, read_policy
-from components.node_storage import node_storage, user_data
+from components.node_boot import HUGEPAGES_SYSCTL_FILE, user_data
+from components.node_storage import node_storage
 from components.settings import project_name, settings_from_config
 from facts import durations
 from facts.instances import RECORDED_EC2_ANSWERS, Ec2Gpu, Ec2InstanceType, instance_type
@@ -35,12 +36,30 @@ BARE_GPU_TYPE = Ec2InstanceType("x-gpu.8xlarge", vcpus=32, memory_mib=128 * 1024
                                 efa_maximum_interfaces=1, network_cards_gbps=(25,))
 
 
-def decoded_node_config(encoded: str) -> dict[str, Any]:
-    """What nodeadm reads: the application/node.eks.aws part of the MIME user data."""
+def user_data_part(encoded: str, content_type: str) -> str:
+    """One part of the MIME user data, as the node reads it."""
     message = email.message_from_bytes(base64.b64decode(encoded))
     assert message.get_content_type() == "multipart/mixed"
-    (part,) = [p for p in message.walk() if p.get_content_type() == "application/node.eks.aws"]
-    return yaml.safe_load(part.get_payload())
+    (part,) = [p for p in message.walk() if p.get_content_type() == content_type]
+    payload = part.get_payload()
+    assert isinstance(payload, str)
+    return payload
+
+
+def decoded_node_config(encoded: str) -> dict[str, Any]:
+    """What nodeadm reads: the application/node.eks.aws part of the MIME user data."""
+    return yaml.safe_load(user_data_part(encoded, "application/node.eks.aws"))
+
+
+def hugepages_allocated(encoded: str) -> int:
+    """The huge pages the user data's shell part keeps across reboots (what the kubelet will report)."""
+    script = user_data_part(encoded, "text/x-shellscript")
+    assert script.startswith("#!/bin/bash\nset -euo pipefail\n")
+    [kept] = [line for line in script.splitlines() if HUGEPAGES_SYSCTL_FILE in line]
+    [now] = [line for line in script.splitlines() if line.startswith("sysctl -w vm.nr_hugepages=")]
+    pages = int(now.rsplit("=", 1)[1])
+    assert kept == f"echo 'vm.nr_hugepages = {pages}' > {HUGEPAGES_SYSCTL_FILE}"
+    return pages
 
 
 def test_gpu_launch_template_asks_nodeadm_for_raid0(offline_run):
@@ -60,9 +79,26 @@ def test_user_data_is_the_same_on_every_run():
     assert user_data(storage) == user_data(storage)
 
 
+def test_every_gpu_node_allocates_the_huge_pages_its_worker_requests(offline_run, settings_for):
+    """The AMI guarantees no huge pages (docs/SOURCES.md#efa-hugepages): the node's own user data
+    allocates what the worker pod requests, or the pod would stay Pending."""
+    run = offline_run("dev")
+    (template,) = [r for r in run.resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"
+                   and r.name == "gpu-nodes-lt"]
+    pages = hugepages_allocated(template.inputs["userData"])
+    body = ray_service_manifest(settings_for("dev").serving)
+    for group in body["spec"]["rayClusterConfig"]["workerGroupSpecs"]:
+        requested = group["template"]["spec"]["containers"][0]["resources"]["requests"]["hugepages-2Mi"]
+        assert requested == f"{pages * 2}Mi"
+
+
 def test_a_type_without_instance_storage_keeps_ebs_raised_to_gp3s_ceiling():
     storage = node_storage(instance_type(BARE_GPU_TYPE))
-    assert user_data(storage) is None
+    # No NodeConfig to add; the EFA type still allocates its huge pages.
+    encoded = user_data(storage)
+    assert encoded is not None and hugepages_allocated(encoded) == 2560
+    message = email.message_from_bytes(base64.b64decode(encoded))
+    assert "application/node.eks.aws" not in {p.get_content_type() for p in message.walk()}
     assert (storage.root_iops, storage.root_throughput_mibps) == (4000, 1000)
     assert storage.cache_root == "/var/lib/eks-pd-llm"
     assert "no instance storage" in storage.summary
@@ -257,3 +293,8 @@ def test_a_node_without_nvme_reads_the_checkpoint_back_from_its_gp3_root():
     # gp3's 1,000 MiB/s ceiling, which node_storage provisions on such a type.
     assert weights.duration.seconds == pytest.approx(QWEN_BYTES / (0.88 / 1.781 * 1000 * 2**20))
     assert "gp3 root's provisioned 1000 MiB/s" in weights.duration.where
+
+
+def test_pulumi_up_waits_longer_than_the_providers_10_minutes_for_the_image_pull(offline_run):
+    [prepull] = offline_run("dev").all("kubernetes:apps/v1:DaemonSet")
+    assert (prepull.custom_timeouts.create, prepull.custom_timeouts.update) == ("30m", "30m")

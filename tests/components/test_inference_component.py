@@ -199,8 +199,8 @@ def test_rayservice_reference_numbers_for_g6_8xlarge(run: OfflineRun) -> None:
             for g in cluster["workerGroupSpecs"]] == [("prefill-workers", 1, 1, 1), ("decode-workers", 1, 1, 1)]
     workers = cluster["workerGroupSpecs"][0]
     limits = workers["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert limits == {"cpu": "30", "memory": "106Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1",
-                      "hugepages-2Mi": "10256Mi"}
+    assert limits == {"cpu": "30", "memory": "112Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1",
+                      "hugepages-2Mi": "5120Mi"}
     env = {e["name"]: e for e in workers["template"]["spec"]["containers"][0]["env"]}
     assert env["VLLM_SSM_CONV_STATE_LAYOUT"]["value"] == "DS"  # Qwen3.5 is hybrid (facts/models.py)
     assert cluster["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
@@ -315,7 +315,7 @@ def test_dev_rayservice_is_the_reference_deployment(dev: Any) -> None:
     assert workers["template"]["spec"]["containers"][0]["image"] == image
     assert sum(group["replicas"] for group in cluster["workerGroupSpecs"]) == 2
     assert workers["template"]["spec"]["containers"][0]["resources"]["limits"] == {
-        "cpu": "30", "memory": "106Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1", "hugepages-2Mi": "10256Mi"}
+        "cpu": "30", "memory": "112Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1", "hugepages-2Mi": "5120Mi"}
     apps = yaml.safe_load(body["spec"]["serveConfigV2"])["applications"]
     assert apps[0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
     volumes = {v["name"]: v for v in workers["template"]["spec"]["volumes"]}

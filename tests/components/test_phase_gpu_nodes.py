@@ -23,6 +23,8 @@ from serve_app.errors import ConfigError
 HETERO = {"prefillGpuNodeType": "g6.12xlarge", "prefillGpuNodeMaxCount": "2", "prefillMaxReplicas": "8",
           "gpuNodeCount": "1", "gpuNodeMaxCount": "3", "decodeMaxReplicas": "3"}
 CLUSTER = "ray-llm-multinode"
+# The Cluster Autoscaler's GPU label, spelt as its AWS README spells it.
+ACCELERATOR = "k8s.amazonaws.com/accelerator"
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,8 @@ def test_without_a_phase_type_both_phases_share_the_one_gpu_group(offline_run: A
     run = offline_run(stack)
     groups = _of_type(run, "eks:index:ManagedNodeGroup")
     assert sorted(groups) == ["gpu-nodes", "system-nodes"]
-    assert groups["gpu-nodes"].inputs["labels"] == GPU_NODE_SELECTOR  # no phase label: it holds both
+    # No phase label: it holds both.
+    assert groups["gpu-nodes"].inputs["labels"] == {**GPU_NODE_SELECTOR, ACCELERATOR: "nvidia-l4"}
     assert len(_of_type(run, "aws:ec2/placementGroup:PlacementGroup")) == 1
     for group in _worker_groups(ray_service_manifest(settings_for(stack).serving)).values():
         assert group["template"]["spec"]["nodeSelector"] == GPU_NODE_SELECTOR
@@ -60,8 +63,9 @@ def test_each_phase_gets_its_own_node_group_in_one_az_and_one_placement_group(he
     groups = {name: r.inputs for name, r in _of_type(hetero_run, "eks:index:ManagedNodeGroup").items()}
     decode, prefill = groups["gpu-nodes"], groups["prefill-gpu-nodes"]
     assert (decode["instanceTypes"], prefill["instanceTypes"]) == (["g6.8xlarge"], ["g6.12xlarge"])
-    assert decode["labels"] == {**GPU_NODE_SELECTOR, PHASE_LABEL: "decode"}
-    assert prefill["labels"] == {**GPU_NODE_SELECTOR, PHASE_LABEL: "prefill"}
+    # g6.8xlarge and g6.12xlarge both hold L4s.
+    assert decode["labels"] == {**GPU_NODE_SELECTOR, PHASE_LABEL: "decode", ACCELERATOR: "nvidia-l4"}
+    assert prefill["labels"] == {**GPU_NODE_SELECTOR, PHASE_LABEL: "prefill", ACCELERATOR: "nvidia-l4"}
     assert decode["taints"] == prefill["taints"]  # the GPU taint: every GPU DaemonSet tolerates it
     assert (decode["nodeGroupName"], prefill["nodeGroupName"]) == (f"{CLUSTER}-gpu", f"{CLUSTER}-gpu-prefill")
     assert decode["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 3}

@@ -119,19 +119,19 @@ def test_worker_resources_for_g6_8xlarge_and_qwen35_9b_by_hand() -> None:
     sizing = worker_resources(G6_8XL, QWEN35_9B_BYTES)
     # 32 vCPUs − 2 for kubelet/containerd/DaemonSets = 30; 29 stay free beside the 1-CPU placement group.
     assert sizing.cpus == 30
-    # The EFA driver pre-allocates 5128 × 2 MiB = 10,256 MiB of huge pages; the pod asks for them all.
-    assert sizing.hugepages_2mi_mib == 10_256
-    # 128 GiB − ceil(5% × 128 = 6.4) = 7 − 4 − ceil(10,256 MiB = 10.02 GiB) = 11 → 106 GiB.
-    assert sizing.memory_gib == 106
-    # /dev/shm = 106 // 8 = 13 GiB (within 4..32); Ray's object store gets 13 − 2 = 11 GiB of it.
-    assert sizing.shm_gib == 13
-    assert sizing.object_store_gib == 11
+    # The node's user data allocates 2560 × 2 MiB = 5,120 MiB of huge pages; the pod asks for them all.
+    assert sizing.hugepages_2mi_mib == 5_120
+    # 128 GiB − ceil(5% × 128 = 6.4) = 7 − 4 − ceil(5,120 MiB = 5 GiB) = 5 → 112 GiB.
+    assert sizing.memory_gib == 112
+    # /dev/shm = 112 // 8 = 14 GiB (within 4..32); Ray's object store gets 14 − 2 = 12 GiB of it.
+    assert sizing.shm_gib == 14
+    assert sizing.object_store_gib == 12
     # Checkpoint ceil(19,306,216,416 / 2^30 = 17.98) = 18 GiB.
-    # The pod holds the checkpoint twice + runtime + shm: 2 × 18 + 8 + 13 = 57 GiB ≤ 106 GiB.
-    assert sizing.memory_gib >= 2 * 18 + 8 + 13
+    # The pod holds the checkpoint twice + runtime + shm: 2 × 18 + 8 + 14 = 58 GiB ≤ 112 GiB.
+    assert sizing.memory_gib >= 2 * 18 + 8 + 14
     assert (sizing.gpus, sizing.efa_interfaces) == (1, 1)
     resources = sizing.container_resources()
-    assert resources["limits"]["hugepages-2Mi"] == resources["requests"]["hugepages-2Mi"] == "10256Mi"
+    assert resources["limits"]["hugepages-2Mi"] == resources["requests"]["hugepages-2Mi"] == "5120Mi"
 
 
 def test_a_node_without_efa_gets_no_huge_pages() -> None:
@@ -141,18 +141,18 @@ def test_a_node_without_efa_gets_no_huge_pages() -> None:
 
 def test_worker_resources_follow_a_larger_instance() -> None:
     sizing = worker_resources(recorded("p5.48xlarge"), QWEN35_9B_BYTES)
-    # 192 − 2 = 190 CPUs; 2048 − ceil(102.4) = 103 − 4 − 11 (huge pages) = 1930 GiB; shm capped at 32 GiB.
-    assert (sizing.cpus, sizing.memory_gib, sizing.shm_gib) == (190, 1930, 32)
+    # 192 − 2 = 190 CPUs; 2048 − ceil(102.4) = 103 − 4 − 5 (huge pages) = 1936 GiB; shm capped at 32 GiB.
+    assert (sizing.cpus, sizing.memory_gib, sizing.shm_gib) == (190, 1936, 32)
     # The one worker pod on the node takes all 8 GPUs and all 32 EFA interfaces.
     assert (sizing.gpus, sizing.efa_interfaces) == (8, 32)
 
 
 def test_a_checkpoint_the_node_cannot_cache_is_refused() -> None:
-    # 60 GB = ceil(55.9) = 56 GiB → needs 2 × 56 + 8 + 13 = 133 GiB, the pod gets 106.
+    # 60 GB = ceil(55.9) = 56 GiB → needs 2 × 56 + 8 + 14 = 134 GiB, the pod gets 112.
     with pytest.raises(ConfigError) as caught:
         worker_resources(G6_8XL, 60 * 10**9)
     assert caught.value.setting == "gpuNodeType"
-    assert "133" in str(caught.value) and "106" in str(caught.value)
+    assert "134" in str(caught.value) and "112" in str(caught.value)
 
 
 def test_a_node_without_spare_cpus_beside_the_placement_group_is_refused() -> None:
@@ -165,7 +165,7 @@ def test_a_node_without_spare_cpus_beside_the_placement_group_is_refused() -> No
 
 def test_unknown_model_size_skips_the_memory_floor() -> None:
     sizing = worker_resources(G6_8XL, None)
-    assert sizing.memory_gib == 106
+    assert sizing.memory_gib == 112
 
 
 # ── RayService: identity and lifecycle ─────────────────────────────────────────────────────────
@@ -226,12 +226,12 @@ def test_one_fixed_worker_group_per_phase_lands_only_on_gpu_nodes(manifest: dict
 
 def test_worker_resources_in_the_pod_match_the_hand_computed_sizing(manifest: dict[str, Any]) -> None:
     resources = container(workers_of(manifest))["resources"]
-    expected = {"cpu": "30", "memory": "106Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1",
-                "hugepages-2Mi": "10256Mi"}
+    expected = {"cpu": "30", "memory": "112Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1",
+                "hugepages-2Mi": "5120Mi"}
     assert resources["limits"] == expected
     assert resources["requests"] == expected
     # Ray's object store must fit inside /dev/shm or Ray falls back to /tmp: 11 GiB.
-    assert workers_of(manifest)["rayStartParams"]["object-store-memory"] == str(11 * 2**30)
+    assert workers_of(manifest)["rayStartParams"]["object-store-memory"] == str(12 * 2**30)
 
 
 def test_worker_env_for_efa_nixl_and_hybrid_models(manifest: dict[str, Any]) -> None:
@@ -280,7 +280,7 @@ def test_worker_volumes_shm_in_memory_and_hf_cache(manifest: dict[str, Any]) -> 
     group = workers_of(manifest)
     volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in container(group)["volumeMounts"]}
-    assert volumes[mounts["/dev/shm"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "13Gi"}
+    assert volumes[mounts["/dev/shm"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "14Gi"}
     # The node's cache on the g6.8xlarge's instance-store RAID0 (not an emptyDir: it outlives the pod).
     assert volumes[mounts["/mnt/node-cache"]]["hostPath"] == {
         "path": "/mnt/k8s-disks/0/eks-pd-llm", "type": "DirectoryOrCreate"}
@@ -664,6 +664,20 @@ def test_prometheus_volume_and_retention_follow_the_settings(settings_for: Any) 
     assert claim["resources"]["requests"]["storage"] == "200Gi" and claim["storageClassName"] == "gp3-encrypted"
     # 80 % of 200 GiB; Prometheus's "GB" are GiB.
     assert spec["retentionSize"] == "160GB"
+
+
+def test_prometheus_volume_goes_with_an_unprotected_stack_and_stays_with_a_protected_one(offline_run) -> None:
+    """A StatefulSet's claims outlive it: without the retention policy `pulumi destroy` of dev leaves a
+    billed EBS volume. Prod (deletionProtection) keeps its metrics when the StatefulSet is recreated;
+    turning protection off for a destroy switches it to Delete on that `pulumi up`."""
+    policies = {}
+    for stack in ("dev", "prod"):
+        [release] = [r for r in offline_run(stack).resources if r.type == "kubernetes:helm.sh/v3:Release"
+                     and r.inputs["chart"] == "kube-prometheus-stack"]
+        policies[stack] = release.inputs["values"]["prometheus"]["prometheusSpec"][
+            "persistentVolumeClaimRetentionPolicy"]
+    assert policies == {"dev": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+                        "prod": {"whenDeleted": "Retain", "whenScaled": "Retain"}}
 
 
 def _value_paths(values: Any, prefix: str = "") -> list[str]:

@@ -190,6 +190,21 @@ def test_gpu_node_group_spans_its_bounds_and_only_it_is_named(scaling_run) -> No
     assert groups["system-nodes"]["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 1}
 
 
+def test_pulumi_up_leaves_the_autoscaled_groups_desired_size_to_the_cluster_autoscaler(scaling_run) -> None:
+    """pulumi-eks's own switch reaches the node group it creates; ignore_changes on the remote
+    component would not (pulumi/pulumi-eks#1380), and a refresh-and-up would shrink the group."""
+    groups = {r.name: r for r in _resources_of(scaling_run, "eks:index:ManagedNodeGroup")}
+    assert groups["gpu-nodes"].inputs["ignoreScalingChanges"] is True
+    assert "ignoreScalingChanges" not in groups["system-nodes"].inputs  # fixed size: nothing to ignore
+    assert all(not group.ignore_changes for group in groups.values())
+
+
+def test_gpu_nodes_carry_the_accelerator_label_the_cluster_autoscaler_reads(scaling_run) -> None:
+    groups = {r.name: r.inputs for r in _resources_of(scaling_run, "eks:index:ManagedNodeGroup")}
+    assert groups["gpu-nodes"]["labels"]["k8s.amazonaws.com/accelerator"] == "nvidia-l4"  # g6.8xlarge: one L4
+    assert "k8s.amazonaws.com/accelerator" not in groups["system-nodes"]["labels"]
+
+
 def test_cluster_autoscaler_release_pinned_on_system_nodes_for_the_gpu_group_only(scaling_run) -> None:
     (release,) = [r for r in _resources_of(scaling_run, "kubernetes:helm.sh/v3:Release")
                   if r.inputs["chart"] == "cluster-autoscaler"]
@@ -201,7 +216,7 @@ def test_cluster_autoscaler_release_pinned_on_system_nodes_for_the_gpu_group_onl
     assert values["image"]["tag"] == "v1.35.2"  # the cluster's Kubernetes 1.35
     assert values["rbac"]["serviceAccount"]["name"] == SERVICE_ACCOUNT
     assert values["rbac"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"].startswith(
-        "arn:aws:iam::123456789012:role/cluster-autoscaler")
+        "arn:aws:iam::123456789012:role/eks-pd-llm/cluster-autoscaler")  # the path is in a role's ARN
     chart_defaults = yaml.safe_load((CHART_DATA / "values.yaml").read_text())
     assert set(values) <= set(chart_defaults)
     assert set(values["rbac"]["serviceAccount"]) <= set(chart_defaults["rbac"]["serviceAccount"])

@@ -295,7 +295,8 @@ def test_gpu_node_group(stack, disk, dev, prod):
     assert group["amiType"] == "AL2023_x86_64_NVIDIA"
     assert group["instanceTypes"] == ["g6.8xlarge"]
     assert group["scalingConfig"] == {"desiredSize": 2.0, "minSize": 2.0, "maxSize": 2.0}
-    assert group["labels"] == {"role": "gpu-worker"}
+    # The Cluster Autoscaler's GPU label: g6.8xlarge holds one L4.
+    assert group["labels"] == {"role": "gpu-worker", "k8s.amazonaws.com/accelerator": "nvidia-l4"}
     assert group["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
     # The root keeps the OS and logs only (images and the model cache are on the NVMe RAID0): gp3's
     # included 3,000 IOPS / 125 MiB/s, stated.
@@ -461,3 +462,15 @@ def test_bad_setting_stops_the_run_before_any_resource(key, value):
 def test_secret_hf_token_is_accepted():
     run = run_offline("dev", secrets={"hfToken": "hf_secret_token"})
     assert run.all("kubernetes:core/v1:Secret")
+
+
+def test_a_type_with_several_network_cards_gets_efa_only_interfaces_at_device_index_0():
+    """EC2's guide for instances with multiple network cards: the primary interface (EFA) on card 0,
+    device 0; on every further card an EFA-only interface at device index 0."""
+    from components.node_groups import _efa_interfaces
+    from facts.instances import InstanceType
+
+    p5 = InstanceType("p5.48xlarge", vcpus=192, memory_gib=2048, network_gbps=3200, efa_interfaces=32, gpus=8)
+    interfaces = _efa_interfaces(p5, ["sg-1"])
+    assert [(i.network_card_index, i.device_index, i.interface_type) for i in interfaces] == [
+        (0, 0, "efa"), *((card, 0, "efa-only") for card in range(1, 32))]

@@ -90,6 +90,7 @@ ALTERNATIVES = {
     "deletionProtection": "true",
     "deployFromInsideVpc": "true",
     "iamPermissionsBoundaryArn": "arn:aws:iam::111122223333:policy/eks-pd-llm/workload-boundary",
+    "keepEarlierIamRoles": "true",
     "gcsFaultTolerance": "true",
     "httpFront": "haproxy",
     "hfToken": "hf_abc",

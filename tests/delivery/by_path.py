@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -11,5 +12,7 @@ def load_module(name: str, path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
+    # Registered first, as an import would: dataclasses look their module up while the class is made.
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module

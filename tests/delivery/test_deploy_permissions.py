@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from by_path import load_module
 
 from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES
@@ -26,6 +27,8 @@ ROLE_TYPE = "aws:iam/role:Role"
 ATTACHMENT_TYPE = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 # IAM's limit for a managed policy document, whitespace not counted.
 MANAGED_POLICY_MAX_CHARS = 6144
+AWS_DOCS = "https://docs.aws.amazon.com/"
+DEV_CLUSTER = "ray-llm-multinode"  # Pulumi.dev.yaml clusterName
 # Actions that write a managed policy, lift a boundary or make users: with any of them the deploy
 # role could give a role it creates (or itself) more than the boundary allows. (It may write inline
 # policies on roles that carry the boundary: the boundary still caps them.)
@@ -120,7 +123,9 @@ def test_the_boundary_lets_the_model_reader_read_only_the_named_mirror_buckets(s
 
 @pytest.fixture(scope="module")
 def policy() -> dict:
-    return permissions.deploy_policy(partition="aws", account_id=ACCOUNT)
+    """Every statement the deploy role gets, whichever of its managed policies holds it."""
+    return {"Statement": permissions.deploy_policy_statements(partition="aws", account_id=ACCOUNT,
+                                                              cluster_name=DEV_CLUSTER)}
 
 
 def actions_of(statement: dict) -> list[str]:
@@ -160,8 +165,73 @@ def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
             assert all("OpenIDConnectProvider" in a for a in iam), iam
 
 
-def test_the_deploy_policy_fits_in_one_managed_policy(policy):
-    assert len(json.dumps(policy, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS
+def test_the_deploy_policies_each_fit_iams_limit_and_together_hold_every_statement(policy):
+    documents = permissions.deploy_policies(partition="aws", account_id=ACCOUNT, environment="dev",
+                                            cluster_name=DEV_CLUSTER)
+    assert list(documents) == ["eks-pd-llm-deploy-dev", "eks-pd-llm-deploy-dev-2"]
+    assert all(len(json.dumps(d, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS for d in documents.values())
+    assert [s for d in documents.values() for s in d["Statement"]] == policy["Statement"]
+    # A GovCloud partition makes every ARN longer: still split, never over the limit.
+    gov = permissions.deploy_policies(partition="aws-us-gov", account_id=ACCOUNT, environment="dev",
+                                      cluster_name=DEV_CLUSTER)
+    assert all(len(json.dumps(d, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS for d in gov.values())
+
+
+def test_statements_that_outgrow_one_document_go_to_the_next_in_order():
+    statements = [{"Sid": f"S{i}", "Effect": "Allow", "Action": "ec2:DescribeVpcs", "Resource": "*"}
+                  for i in range(5)]
+    documents = permissions.pack_policies(statements, max_chars=200)
+    assert len(documents) > 1
+    assert [s["Sid"] for d in documents for s in d["Statement"]] == [f"S{i}" for i in range(5)]
+    assert all(len(json.dumps(d, separators=(",", ":"))) <= 200 for d in documents)
+    with pytest.raises(ValueError, match="S0"):
+        permissions.pack_policies(statements, max_chars=60)
+
+
+def test_every_caller_checked_action_is_granted_for_the_stacks_that_need_it(stacks, policy):
+    """What AWS checks against the deploy role while EKS or ElastiCache works for it: no provider call
+    shows it, so each is listed with the AWS page that says so, and granted only for that use."""
+    types = set().union(*(permissions.aws_resource_types(registered_types(r)) for r in stacks))
+    checks = permissions.caller_checks_for(types)
+    assert checks == permissions.CALLER_CHECKS  # every check belongs to a type the stacks register
+    granted = {a for s in policy["Statement"] for a in actions_of(s)}
+    for check in checks:
+        assert check.source.startswith(AWS_DOCS), check.sid
+        assert set(check.actions) <= granted, check.sid
+    [run_instances] = statements(policy, "ec2:RunInstances")
+    assert run_instances["Condition"] == {
+        "ArnLike": {"ec2:LaunchTemplate": f"arn:aws:ec2:*:{ACCOUNT}:launch-template/*"}}
+    [grant] = statements(policy, "kms:CreateGrant")
+    assert grant["Resource"] == f"arn:aws:kms:*:{ACCOUNT}:key/*"
+    assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    [slr] = statements(policy, "iam:CreateServiceLinkedRole")
+    assert set(slr["Condition"]["StringEquals"]["iam:AWSServiceName"]) == {
+        "eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "elasticache.amazonaws.com"}
+    # Tag-on-create is already granted everywhere by the resources' statement: no second statement.
+    assert [s["Sid"] for s in statements(policy, "ec2:CreateTags")] == ["TheStacksResources"]
+
+
+def test_an_environments_deploy_role_may_change_its_own_cluster_only(policy):
+    """dev's deploy job has no reviewer: its role must not reach prod's cluster, node groups, add-ons
+    or access entries (EKS access entries are where cluster-admin comes from)."""
+    eks = {a for s in policy["Statement"] for a in actions_of(s) if a.startswith("eks:")}
+    [scoped] = [s for s in policy["Statement"] if s["Sid"] == "TheEnvironmentsClusterOnly"]
+    # Those two take no resource: the cluster does not exist yet, the versions are EKS's.
+    assert set(actions_of(scoped)) == eks - {"eks:CreateCluster", "eks:DescribeAddonVersions"}
+    assert {"eks:DeleteCluster", "eks:UpdateClusterConfig", "eks:CreateAccessEntry", "eks:AssociateAccessPolicy",
+            "eks:UpdateNodegroupConfig"} <= set(actions_of(scoped))
+    base = f"arn:aws:eks:*:{ACCOUNT}:"
+    assert scoped["Resource"] == [f"{base}cluster/{DEV_CLUSTER}", f"{base}nodegroup/{DEV_CLUSTER}/*",
+                                  f"{base}addon/{DEV_CLUSTER}/*", f"{base}access-entry/{DEV_CLUSTER}/*"]
+    assert not [s for s in statements(policy, "eks:DeleteCluster") if s["Resource"] == "*"]
+    with pytest.raises(ValueError, match="deployClusters"):
+        permissions.cluster_resource_arns("aws", ACCOUNT, "prod/*")
+
+
+def test_a_stack_without_node_groups_needs_no_launch_permission():
+    checks = {c.sid for c in permissions.caller_checks_for({"aws:eks/cluster:Cluster"})}
+    assert "LaunchOnlyFromLaunchTemplates" not in checks
+    assert {"PassTheRolesUnderThePathToEks", "GrantEksItsSecretsKey"} <= checks
 
 
 def test_the_boundary_allows_exactly_what_the_attachable_managed_policies_grant_less_what_it_refuses():
@@ -196,9 +266,12 @@ def test_the_boundary_covers_the_cluster_autoscalers_policy_and_resizes_only_man
 def test_bootstrap_gives_the_deploy_role_the_derived_policy_and_the_boundary(bootstrap_run):
     run = bootstrap_run()
     policies = {p.name: p for p in run.all("aws:iam/policy:Policy")}
-    assert set(policies) == {"deploy", "workload-boundary"}
-    deploy = json.loads(policies["deploy"].inputs["policy"])
-    assert deploy == permissions.deploy_policy(partition="aws", account_id=ACCOUNT)
+    clusters = {"dev": DEV_CLUSTER, "prod": "ray-llm-prod"}
+    expected = {env: permissions.deploy_policies(partition="aws", account_id=ACCOUNT, environment=env,
+                                                 cluster_name=cluster) for env, cluster in clusters.items()}
+    deploy = {p.inputs["name"]: json.loads(p.inputs["policy"]) for p in policies.values()
+              if p.name != "workload-boundary"}
+    assert deploy == expected["dev"] | expected["prod"]
     assert json.loads(policies["workload-boundary"].inputs["policy"]) == permissions.workload_boundary_policy(
         partition="aws")
     mirrored = bootstrap_run(modelMirrorBuckets=json.dumps([MIRROR_BUCKET]))
@@ -207,8 +280,10 @@ def test_bootstrap_gives_the_deploy_role_the_derived_policy_and_the_boundary(boo
         partition="aws", model_mirror_buckets=[MIRROR_BUCKET])
     assert policies["workload-boundary"].inputs["name"] == permissions.BOUNDARY_POLICY_NAME
     assert policies["workload-boundary"].inputs["path"] == permissions.ROLE_PATH
-    attached = {a.inputs["role"]: a.inputs["policyArn"] for a in run.all(ATTACHMENT_TYPE)}
-    assert attached["github-deploy"] == f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-deploy"
+    for env in clusters:
+        attached = {a.inputs["policyArn"] for a in run.all(ATTACHMENT_TYPE)
+                    if a.inputs["role"] == f"github-deploy-{env}"}
+        assert attached == {f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/{name}" for name in expected[env]}
     # The ARN the deploy policy's conditions name is the one the bootstrap creates.
     assert run.outputs["workloadPermissionsBoundaryArn"] == permissions.boundary_arn("aws", ACCOUNT)
 
@@ -217,6 +292,22 @@ def test_bootstrap_gives_the_deploy_role_the_derived_policy_and_the_boundary(boo
 def test_administrator_access_only_when_asked_for(bootstrap_run):
     run = bootstrap_run(deployWithAdministratorAccess="true")
     attached = {a.inputs["role"]: a.inputs["policyArn"] for a in run.all(ATTACHMENT_TYPE)}
-    assert attached["github-deploy"] == "arn:aws:iam::aws:policy/AdministratorAccess"
+    admin = "arn:aws:iam::aws:policy/AdministratorAccess"
+    assert attached["github-deploy-dev"] == attached["github-deploy-prod"] == admin
     assert attached["github-preview"] == "arn:aws:iam::aws:policy/ReadOnlyAccess"
     assert {p.name for p in run.all("aws:iam/policy:Policy")} == {"workload-boundary"}
+
+
+def test_the_bootstraps_cluster_names_are_the_stacks():
+    """A deploy role scoped to a cluster name its stack does not use could not create that stack's cluster."""
+    bootstrap = yaml.safe_load((REPO / "bootstrap" / "Pulumi.yaml").read_text())
+    defaults = dict(e.split("=", 1) for e in bootstrap["config"]["deployClusters"]["default"])
+    for env, cluster in defaults.items():
+        stack = yaml.safe_load((REPO / f"Pulumi.{env}.yaml").read_text())["config"]
+        assert stack["eks-pd-llm:clusterName"] == cluster
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_cluster_list_that_misses_an_environment_is_refused(bootstrap_run):
+    with pytest.raises(Exception, match="deployClusters"):
+        bootstrap_run(deployClusters=json.dumps(["dev=ray-llm-multinode"]))

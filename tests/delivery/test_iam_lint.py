@@ -85,8 +85,9 @@ def test_every_policy_document_is_linted(documents):
     for stack in ("dev", "prod"):
         assert {f"stack {stack}: cluster-{role} assumeRolePolicy" for role in ("eks", "node")} <= names
     assert {f"bootstrap: {name}" for name in (
-        "deploy policy", "workload-boundary policy", "pulumi-state policy", "github-deploy assumeRolePolicy",
-        "github-preview assumeRolePolicy", "github-deploy-state policy", "github-preview-state policy")} <= names
+        "deploy-dev policy", "deploy-prod policy", "workload-boundary policy", "pulumi-state policy",
+        "github-deploy-dev assumeRolePolicy", "github-deploy-prod assumeRolePolicy", "github-preview assumeRolePolicy",
+        "github-deploy-dev-state policy", "github-preview-state policy")} <= names
     assert {"stack dev+options: model-access-read policy", "stack dev+options: cluster-autoscaler-policy policy",
             "bootstrap+mirror: workload-boundary policy"} <= names
 

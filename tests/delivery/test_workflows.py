@@ -555,14 +555,19 @@ STATE_WRITES = {"s3:PutObject", "s3:DeleteObject", "kms:Encrypt", "kms:GenerateD
 
 def test_preview_reads_and_decrypts_state_and_writes_nothing():
     """`pulumi preview` on the S3 backend takes no lock and writes no history: read + decrypt suffice."""
-    preview = bootstrap_policies.state_access_policy("arn:aws:s3:::state", "arn:aws:kms:r:1:key/k", write=False)
-    deploy = bootstrap_policies.state_access_policy("arn:aws:s3:::state", "arn:aws:kms:r:1:key/k", write=True)
+    preview = bootstrap_policies.state_access_policy("arn:aws:s3:::state", "arn:aws:kms:r:1:key/k", write_stack=None)
+    deploy = bootstrap_policies.state_access_policy("arn:aws:s3:::state", "arn:aws:kms:r:1:key/k", write_stack="dev")
     reads = {"s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "kms:Decrypt", "kms:DescribeKey"}
     assert _allowed_actions(preview) == reads
     assert _allowed_actions(deploy) == reads | STATE_WRITES
-    for policy in (preview, deploy):
-        resources = {json.dumps(s["Resource"]) for s in policy["Statement"]}
-        assert resources == {'"arn:aws:s3:::state"', '"arn:aws:s3:::state/*"', '"arn:aws:kms:r:1:key/k"'}
+    resources = {json.dumps(s["Resource"]) for s in preview["Statement"]}
+    assert resources == {'"arn:aws:s3:::state"', '"arn:aws:s3:::state/*"', '"arn:aws:kms:r:1:key/k"'}
+    # A deploy role writes its own stack's checkpoint, backups, history and locks, and no other stack's.
+    [writes] = [s for s in deploy["Statement"] if "s3:PutObject" in s["Action"]]
+    assert writes["Resource"] == [
+        "arn:aws:s3:::state/.pulumi/stacks/eks-pd-llm/dev.json*", "arn:aws:s3:::state/.pulumi/backups/eks-pd-llm/dev/*",
+        "arn:aws:s3:::state/.pulumi/history/eks-pd-llm/dev/*", "arn:aws:s3:::state/.pulumi/locks/eks-pd-llm/dev/*"]
+    assert not any("prod" in r for r in writes["Resource"])
 
 
 def test_workflow_environments_are_the_ones_the_role_trusts(pulumi_up, deploy):
@@ -612,7 +617,7 @@ def _role_grants(run, role) -> tuple[list[str], list[str], set[str]]:
 def test_bootstrap_gives_pull_requests_a_read_only_role_and_environments_the_deploy_role(bootstrap_run):
     run = bootstrap_run()
     roles = {role.name: role for role in run.all("aws:iam/role:Role")}
-    assert set(roles) == {"github-preview", "github-deploy"}
+    assert set(roles) == {"github-preview", "github-deploy-dev", "github-deploy-prod"}
 
     subjects, attached, inline = _role_grants(run, roles["github-preview"])
     assert subjects == ["repo:acme/eks-pd-llm:pull_request"]
@@ -620,12 +625,16 @@ def test_bootstrap_gives_pull_requests_a_read_only_role_and_environments_the_dep
     assert inline and not inline & STATE_WRITES and all(":" in a and "*" not in a for a in inline)
     assert roles["github-preview"].inputs["maxSessionDuration"] == bootstrap_policies.PREVIEW_SESSION_SECONDS
 
-    subjects, attached, inline = _role_grants(run, roles["github-deploy"])
-    assert subjects == ["repo:acme/eks-pd-llm:environment:dev", "repo:acme/eks-pd-llm:environment:prod"]
-    # The least-privilege policy (tests/delivery/test_deploy_permissions.py), not AdministratorAccess.
-    assert attached == ["arn:aws:iam::111122223333:policy/eks-pd-llm/eks-pd-llm-deploy"]
-    assert inline >= STATE_WRITES
-    assert roles["github-deploy"].inputs["maxSessionDuration"] == bootstrap_policies.DEPLOY_SESSION_SECONDS
+    for env in ("dev", "prod"):
+        subjects, attached, inline = _role_grants(run, roles[f"github-deploy-{env}"])
+        # One environment's jobs only: the dev job (no reviewer) cannot assume prod's role.
+        assert subjects == [f"repo:acme/eks-pd-llm:environment:{env}"]
+        # The least-privilege policies (tests/delivery/test_deploy_permissions.py), not AdministratorAccess.
+        assert sorted(attached) == [f"arn:aws:iam::111122223333:policy/eks-pd-llm/eks-pd-llm-deploy-{env}",
+                                    f"arn:aws:iam::111122223333:policy/eks-pd-llm/eks-pd-llm-deploy-{env}-2"]
+        assert inline >= STATE_WRITES
+        assert roles[f"github-deploy-{env}"].inputs["maxSessionDuration"] == bootstrap_policies.DEPLOY_SESSION_SECONDS
 
     assert run.outputs["previewRoleArn"] == "arn:aws:iam::111122223333:role/github-preview"
-    assert run.outputs["deployRoleArn"] == "arn:aws:iam::111122223333:role/github-deploy"
+    assert run.outputs["deployRoleArns"] == {env: f"arn:aws:iam::111122223333:role/github-deploy-{env}"
+                                             for env in ("dev", "prod")}
