@@ -19,8 +19,9 @@ EFA-capable NVIDIA type of the G4dn, G5, G6, G6e, P4 and P5 families, the same f
 (GPU, no EFA) and the m7i sizes (no GPU), so the offline preview can say which of "no GPU", "no EFA"
 and "not recorded offline" applies. `RECORDED_SOURCES` says where each field was read and
 `RECORDED_AS_OF` when. Network bandwidth is each card's baseline (an "up to" figure is a burst, not a
-baseline). Nominal GPU sizes are the marketed figures (24 GB L4/A10G = 24,576 MiB, 80 GB H100 =
-81,920 MiB, 141 GB H200 = 144,384 MiB), except the L40S's 45,776 MiB, which is what EC2 states.
+baseline). GPU sizes are what EC2 states where a DescribeInstanceTypes answer was read (T4 16,384,
+A10G 22,888, L40S 45,776, H100 81,920 MiB) and the marketed size otherwise (24 GB L4 = 24,576 MiB,
+40/80 GB A100, 141 GB H200 = 144,384 MiB).
 Not recorded offline (no vCPU or GPU-memory figures read here): p3dn, gr6, p5.4xlarge, p6-b200,
 p6-b300, p6e-gb200, g7e; `pulumi preview` asks EC2 about them.
 """
@@ -129,8 +130,8 @@ def _recorded(name: str, vcpus: int, memory_gib: int, gbps: float, *, cards: int
     )
 
 
-# Nominal memory of one GPU (MiB) as EC2 states it: the marketed size, except the L40S (EC2 states 45,776).
-_T4, _L4, _A10G, _L40S = 16_384, 24_576, 24_576, 45_776
+# Memory of one GPU (MiB) as EC2 states it where an answer was read (T4, A10G, L40S, H100), else the marketed size.
+_T4, _L4, _A10G, _L40S = 16_384, 24_576, 22_888, 45_776
 _A100_40, _A100_80, _H100, _H200 = 40_960, 81_920, 81_920, 144_384
 
 RECORDED_AS_OF = "2026-08-06"
@@ -195,7 +196,7 @@ RECORDED_EC2_ANSWERS: Mapping[str, Ec2InstanceType] = {a.name: a for a in (
               nvme_gb=8_000),
     # P5: NVIDIA H100 / H200, 3,200 Gbps EFA over 32 (p5, p5e) or 16 (p5en) network cards.
     _recorded("p5.48xlarge", 192, 2_048, 3_200, cards=32, efa=32, gpus=8, gpu="H100", gpu_mib=_H100,
-              nvme_gb=30_720),
+              nvme_gb=30_400),
     _recorded("p5e.48xlarge", 192, 2_048, 3_200, cards=32, efa=32, gpus=8, gpu="H200", gpu_mib=_H200,
               nvme_gb=30_720),
     _recorded("p5en.48xlarge", 192, 2_048, 3_200, cards=16, efa=16, gpus=8, gpu="H200", gpu_mib=_H200,
