@@ -18,10 +18,10 @@ where we do not. Never more than nominal.
 EFA-capable NVIDIA type of the G4dn, G5, G6, G6e, P4 and P5 families, the same families' smaller sizes
 (GPU, no EFA) and the m7i sizes (no GPU), so the offline preview can say which of "no GPU", "no EFA"
 and "not recorded offline" applies. `RECORDED_SOURCES` says where each field was read and
-`RECORDED_AS_OF` when. Network bandwidth is each card's baseline (an "up to" figure is a burst, not a
-baseline). GPU sizes are what EC2 states where a DescribeInstanceTypes answer was read (T4 16,384,
-A10G 22,888, L40S 45,776, H100 81,920 MiB) and the marketed size otherwise (24 GB L4 = 24,576 MiB,
-40/80 GB A100, 141 GB H200 = 144,384 MiB).
+`RECORDED_AS_OF` when (docs/SOURCES.md#ec2-instance-types-offline). Network bandwidth is each card's
+baseline (an "up to" figure is a burst, not a baseline). GPU sizes are what EC2 states where a
+DescribeInstanceTypes answer was read (T4 16,384, A10G 22,888, L40S 45,776, H100 81,920 MiB) and the
+marketed size otherwise (24 GB L4 = 24,576 MiB, 40/80 GB A100, 141 GB H200 = 144,384 MiB).
 Not recorded offline (no vCPU or GPU-memory figures read here): p3dn, gr6, p5.4xlarge, p6-b200,
 p6-b300, p6e-gb200, g7e; `pulumi preview` asks EC2 about them.
 """
