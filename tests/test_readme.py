@@ -40,11 +40,6 @@ def test_no_internal_tracker_words_in_the_readme_or_the_docs_it_moved():
         assert not tracker.findall(re.sub(r"\]\([^)]*\)", "]", text)), name  # link targets are file names
 
 
-def test_every_dollar_figure_in_the_readme_is_inside_a_generated_table():
-    outside = re.sub(r"<!-- BEGIN (\w+) table.*?<!-- END \1 table -->", "", README, flags=re.S)
-    assert re.findall(r"\$\s?\d", outside) == []
-
-
 def test_the_readme_states_each_stacks_hourly_cost_as_the_plan_computes_it():
     block = README.split("<!-- BEGIN cost table", 1)[1].split("<!-- END cost table", 1)[0]
     assert "| `dev` | us-west-2 | $" in block and "| `prod` | us-west-2 | $" in block
@@ -63,6 +58,21 @@ def test_every_relative_link_in_the_readme_and_docs_resolves():
     for document in [REPO / "README.md", *DOCS.glob("*.md")]:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", document.read_text()):
             assert (document.parent / target).exists(), f"{document.relative_to(REPO)} links {target}"
+
+
+def test_every_code_block_in_the_readme_and_docs_is_closed():
+    for document in [REPO / "README.md", *DOCS.glob("*.md")]:
+        fences = [line for line in document.read_text().splitlines() if line.startswith("```")]
+        assert len(fences) % 2 == 0, f"{document.relative_to(REPO)} leaves a code block open"
+
+
+def test_no_price_is_quoted_outside_the_generated_tables():
+    """A price in prose goes stale the day AWS changes it; the generated tables follow facts/aws_prices.json."""
+    for document in [REPO / "README.md", *DOCS.glob("*.md")]:
+        if document.name == "SOURCES.md":  # what a source said, with its date
+            continue
+        prose = re.sub(r"<!-- BEGIN (\w+) table.*?<!-- END \1 table -->", "", document.read_text(), flags=re.S)
+        assert re.findall(r"\$\s?\d", prose) == [], document.relative_to(REPO)
 
 
 def test_paths_the_docs_name_as_tests_exist():
