@@ -36,7 +36,7 @@ from typing import Any
 
 import pulumi
 
-from facts.aws import OFFLINE_ACCOUNT_ID
+from facts.aws import OFFLINE_ACCOUNT_ID, OFFLINE_REFUSAL
 from facts.instances import RECORDED_AS_OF, RECORDED_EC2_ANSWERS, Ec2InstanceType
 
 ACCOUNT_ID = OFFLINE_ACCOUNT_ID
@@ -185,9 +185,9 @@ class CloudMocks(pulumi.runtime.Mocks):
             answer = self.instance_types.get(inputs.get("instanceType", ""))
             if answer is None:
                 # Offline, "unknown" means unrecorded, not nonexistent: the real EC2 may well have it.
-                raise _Refused("instanceType", f"InvalidInstanceType: {inputs.get('instanceType')} is not recorded "
-                                               f"offline (facts/instances.py holds AWS's data of {RECORDED_AS_OF} for "
-                                               f"{len(self.instance_types)} types); `pulumi preview` asks EC2 itself")
+                raise _Refused("instanceType", f"{OFFLINE_REFUSAL}{inputs.get('instanceType')} is not among the "
+                                               f"{len(self.instance_types)} types of facts/instances.py (AWS data of "
+                                               f"{RECORDED_AS_OF}); `pulumi preview` asks EC2 itself")
             return describe_instance_type(answer)
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             return self._instance_type_offerings(inputs)
