@@ -180,3 +180,12 @@ def test_azs_are_chosen_by_zone_id():
     s = settings(mocks_args={"zones": zones, "offerings": {"g6.8xlarge": ("us-west-2a", "us-west-2d")}})
     assert (s.zones.gpu_zone.name, s.zones.gpu_zone.zone_id) == ("us-west-2d", "usw2-az1")
     assert [z.zone_id for z in s.zones.network_zones] == ["usw2-az1", "usw2-az2"]
+
+
+def test_aws_reasons_reach_the_user_without_the_sdks_wrapping():
+    from components.discovery import _first_line
+
+    raised = Exception("invoke of aws:ec2/getInstanceType:getInstanceType failed: InvalidInstanceType: The "
+                       "following supplied instance types do not exist: [g9x.huge] (instanceType)\ntraceback …")
+    assert _first_line(raised) == "InvalidInstanceType: The following supplied instance types do not exist: [g9x.huge]"
+    assert _first_line(Exception("no route to host")) == "no route to host"
