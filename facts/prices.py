@@ -1,7 +1,7 @@
 """AWS list prices the plan's hourly cost estimate is computed from: a dated offline snapshot.
 
 The numbers live in facts/aws_prices.json (docs/SOURCES.md#aws-prices), written by
-`python -m tools.refresh_prices` from AWS's Price List bulk offer files; each group of prices names
+`python -m tools.refresh_prices` from the AWS Price List (Query API or bulk offer files); each group names
 its source and the date it was read (`SNAPSHOT.sources`). Prices are USD, On-Demand, Linux, shared
 tenancy, and exclude taxes, data transfer, NAT data processing ($/GB), EKS extended support and any
 Savings Plan or Spot discount: the plan labels its figure an estimate for exactly these reasons. A

@@ -1,16 +1,18 @@
 """`python -m tools.refresh_prices`: rewrite facts/aws_prices.json from the AWS Price List.
 
-For each region it reads AWS's public bulk offer files (no credentials; large: the EC2 file of one
-region is hundreds of MB) and keeps only what the plan prices: On-Demand Linux shared-tenancy EC2
-hours of the types facts/instances.py records, ElastiCache Redis OSS node hours, EBS gp2/gp3
-GB-months, the NAT gateway hour, the public IPv4 address hour and the EKS cluster hour.
+For each region it asks the AWS Price List Query API (boto3's `pricing` client: AWS credentials, a
+few dozen small requests) or reads AWS's public bulk offer files saved beforehand (no credentials,
+but the EC2 file of one region is gigabytes), and keeps only what the plan prices: On-Demand Linux
+shared-tenancy EC2 hours of the types facts/instances.py records, ElastiCache Redis OSS node hours,
+EBS gp2/gp3 GB-months, the NAT gateway hour, the public IPv4 address hour and the EKS cluster hour.
+Both answer in the same product/terms shape, parsed by the same code.
 
-    python -m tools.refresh_prices                          # the recorded regions, from AWS
+    python -m tools.refresh_prices                          # the recorded regions, from the Query API
     python -m tools.refresh_prices --region eu-west-1       # add (or refresh) one region
     python -m tools.refresh_prices --offers DIR --region R  # offer files saved as DIR/<Service>-<R>.json
 
-It needs network access to pricing.us-east-1.amazonaws.com, which the offline plan never has; the
-parsing is tested on a recorded excerpt (tests/data/aws-offer-excerpt/).
+It needs AWS (api.pricing.us-east-1.amazonaws.com or pricing.us-east-1.amazonaws.com), which the
+offline plan never has; the parsing is tested on a recorded excerpt (tests/data/aws-offer-excerpt/).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,32 +116,66 @@ def region_entry(offers: Mapping[str, Offer]) -> dict[str, Any]:
     return entry
 
 
-def _download(service: str, region: str) -> Offer:
-    with urllib.request.urlopen(OFFER_URL.format(service=service, region=region), timeout=600) as answer:
-        return json.load(answer)
+# The Query API filters per call; what each service's prices need (besides regionCode).
+_EC2_SHARED_LINUX = {"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used"}
+
+
+def _queries(service: str) -> list[dict[str, str]]:
+    if service == "AmazonEC2":
+        return ([{"instanceType": name, **_EC2_SHARED_LINUX} for name in sorted(RECORDED_EC2_ANSWERS)]
+                + [{"productFamily": "Storage"}, {"productFamily": "NAT Gateway"}])
+    if service == "AmazonElastiCache":
+        return [{"productFamily": "Cache Instance", "cacheEngine": "Redis"}]
+    return [{}]  # AmazonVPC and AmazonEKS: few products per region, all of them
+
+
+def query_api_offer(client: Any, service: str, region: str) -> Offer:
+    """What the Query API answers for `service` in `region`, in a bulk offer file's shape."""
+    products: dict[str, Any] = {}
+    terms: dict[str, Any] = {}
+    for wanted in _queries(service):
+        filters = [{"Type": "TERM_MATCH", "Field": field, "Value": value}
+                   for field, value in {"regionCode": region, **wanted}.items()]
+        for page in client.get_paginator("get_products").paginate(ServiceCode=service, Filters=filters):
+            for item in map(json.loads, page["PriceList"]):
+                sku = item["product"]["sku"]
+                products[sku] = item["product"]
+                terms[sku] = item.get("terms", {}).get("OnDemand", {})
+    return {"products": products, "terms": {"OnDemand": terms}}
+
+
+def _query_api() -> Callable[[str, str], Offer]:
+    import boto3
+
+    client = boto3.client("pricing", region_name="us-east-1")  # the Query API's own endpoint region
+    return lambda service, region: query_api_offer(client, service, region)
 
 
 def _saved(directory: Path) -> Callable[[str, str], Offer]:
     return lambda service, region: json.loads((directory / f"{service}-{region}.json").read_text())
 
 
-def refresh(regions: list[str], read: Callable[[str, str], Offer], path: Path = prices.DATA_FILE) -> None:
+def refresh(regions: list[str], read: Callable[[str, str], Offer], source: str,
+            path: Path = prices.DATA_FILE) -> None:
     data = json.loads(path.read_text())
     today = datetime.date.today().isoformat()
     for region in regions:
         data["regions"][region] = region_entry({service: read(service, region) for service in SERVICES})
     for group in ("ec2", "elasticache", "ebs", "nat_gateway", "public_ipv4", "eks"):
-        data["sources"][group] = {"source": f"AWS Price List bulk offer files ({OFFER_URL})", "as_of": today}
+        data["sources"][group] = {"source": source, "as_of": today}
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--region", action="append", help="a region to refresh (default: every recorded one)")
-    parser.add_argument("--offers", type=Path, help="read saved offer files from this folder instead of AWS")
+    parser.add_argument("--offers", type=Path, help="read saved bulk offer files from this folder, not the Query API")
     args = parser.parse_args(argv)
     regions = args.region or sorted(prices.PRICES)
-    refresh(regions, _saved(args.offers) if args.offers else _download)
+    if args.offers:
+        refresh(regions, _saved(args.offers), f"AWS Price List bulk offer files ({OFFER_URL})")
+    else:
+        refresh(regions, _query_api(), "AWS Price List Query API (GetProducts)")
     print(f"facts/aws_prices.json: {', '.join(regions)} refreshed")
     return 0
 

@@ -45,13 +45,32 @@ def test_a_refresh_from_saved_offer_files_adds_a_region_with_todays_date(tmp_pat
     offers.mkdir()
     for service in refresh_prices.SERVICES:
         shutil.copy(EXCERPT / f"{service}-us-east-1.json", offers / f"{service}-eu-west-1.json")
-    refresh_prices.refresh(["eu-west-1"], refresh_prices._saved(offers), data)
+    refresh_prices.refresh(["eu-west-1"], refresh_prices._saved(offers), "saved offer files", data)
     snapshot = prices.load(data)
     assert snapshot.prices["eu-west-1"].ec2_on_demand_per_hour["p5.48xlarge"] == 55.04
     assert snapshot.prices["us-west-2"] == prices.PRICES["us-west-2"]  # other regions untouched
+    assert snapshot.sources["ec2"].source == "saved offer files"
 
 
 def test_an_offer_file_missing_a_price_is_refused_naming_it():
     empty = {"products": {}, "terms": {"OnDemand": {}}}
     with pytest.raises(ValueError, match="price no nat_gateway_per_hour"):
         refresh_prices.region_entry(dict.fromkeys(refresh_prices.SERVICES, empty))
+
+
+def test_the_query_api_answers_are_read_as_an_offer_file():
+    """GetProducts returns each product with its terms as a JSON string; stubbed with the excerpt's products."""
+    import boto3
+    from botocore.stub import Stubber
+
+    offer = json.loads((EXCERPT / "AmazonElastiCache-us-east-1.json").read_text())
+    answers = [json.dumps({"product": product, "terms": {"OnDemand": offer["terms"]["OnDemand"][sku]}})
+               for sku, product in offer["products"].items() if product["attributes"]["cacheEngine"] == "Redis"]
+    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        asked = [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in
+                 (("regionCode", "us-east-1"), ("productFamily", "Cache Instance"), ("cacheEngine", "Redis"))]
+        stub.add_response("get_products", {"PriceList": answers, "FormatVersion": "aws_v1"},
+                          {"ServiceCode": "AmazonElastiCache", "Filters": asked})
+        read = refresh_prices.query_api_offer(client, "AmazonElastiCache", "us-east-1")
+    assert refresh_prices.elasticache_prices(read) == {"elasticache_node_per_hour": {"cache.t4g.small": 0.032}}
