@@ -33,11 +33,22 @@ def test_a_newcomer_reads_it_in_five_minutes():
 
 def test_no_internal_tracker_words_in_the_readme_or_the_docs_it_moved():
     moved = ["README.md", *(f"docs/{name}.md" for name in
-                            ("SETTINGS", "OUTPUTS", "PRICES", "PLAN", "OPERATE", "CHECKS", "PROVEN", "LAYOUT"))]
+                            ("SETTINGS", "OUTPUTS", "PRICES", "INSTANCE_TYPES", "PLAN", "OPERATE", "CHECKS",
+                             "PROVEN", "LAYOUT"))]
     tracker = re.compile(r"\b(issue ?\d+|issue\d+-[\w-]+|run [A-D]\b|runs a–d|Run \d)", re.I)
     for name in moved:
         text = (REPO / name).read_text()
         assert not tracker.findall(re.sub(r"\]\([^)]*\)", "]", text)), name  # link targets are file names
+
+
+@pytest.mark.parametrize(("row_start", "verdict"), [
+    ("| `g6e.12xlarge` | 4 × L40S |", "accepted"), ("| `p5.48xlarge` | 8 × H100 |", "accepted"),
+    ("| `m7i.8xlarge` | — |", "no GPU"), ("| `g5.xlarge` | 1 × A10G |", "no EFA"),
+])
+def test_the_instance_types_page_says_what_the_offline_preview_makes_of_each_type(row_start, verdict):
+    page = (DOCS / "INSTANCE_TYPES.md").read_text()
+    [row] = [line for line in page.splitlines() if line.startswith(row_start)]
+    assert row.endswith(f"| {verdict} |")
 
 
 def test_the_readme_states_each_stacks_hourly_cost_as_the_plan_computes_it():
