@@ -158,7 +158,8 @@ def render_plan(console: Console, plan) -> None:
     console.print(table)
     if cost.missing:
         console.print(f"[yellow]not priced, not recorded in facts/aws_prices.json: {'; '.join(cost.missing)}[/]")
-    console.print(f"[dim]{price_data.LABEL}: {price_data.SOURCE}; excludes {price_data.EXCLUDES}[/]")
+    console.print(f"[dim]{price_data.LABEL}: AWS On-Demand list prices of {price_data.AS_OF} (docs/PRICES.md); "
+                  f"not included: {price_data.EXCLUDES}[/]")
 
     path = plan.critical_path
     _rule(console, "[bold]deploy critical path[/] (expected minutes)")

@@ -127,11 +127,6 @@ def stack_outputs() -> tuple[dict[str, Any], set[str]]:
     return run.outputs, run.secret_outputs
 
 
-def money(usd: float) -> str:
-    """Dollars as the plan prints a total: two decimals, thousands separated."""
-    return f"${usd:,.2f}"
-
-
 def prices_table() -> str:
     """Every recorded unit price, one column per region, then where each group was read and when."""
     from facts import prices
@@ -196,9 +191,10 @@ def stack_costs() -> str:
         if estimate.per_hour is None:
             raise TableError(f"the {stack} stack has no complete price: {'; '.join(estimate.missing)}")
         largest = max(estimate.lines, key=lambda line: line.per_hour or 0.0)
-        rows.append(f"| `{stack}` | {estimate.region} | {money(estimate.per_hour)} | "
-                    f"{money(estimate.per_hour * prices.HOURS_PER_MONTH)} | {cell(largest.item)}: "
-                    f"{money(largest.per_hour or 0.0)} |")
+        # Formatted as `pdctl plan` prints them, so the two read the same.
+        rows.append(f"| `{stack}` | {estimate.region} | ${estimate.per_hour:.2f} | "
+                    f"${estimate.per_hour * prices.HOURS_PER_MONTH:,.0f} | {cell(largest.item)}: "
+                    f"${largest.per_hour or 0.0:.4f} |")
     return "\n".join(rows)
 
 
