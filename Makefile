@@ -54,7 +54,7 @@ zizmor: $(VENV)/.installed-dev
 test: lint typecheck promtool zizmor
 	$(VENV)/bin/python -m pytest -q
 
-# README.md's Settings and Outputs tables, from Pulumi.yaml and the program's outputs.
+# The generated tables: docs/SETTINGS.md, docs/OUTPUTS.md, docs/PRICES.md and README.md's cost table.
 docs: $(VENV)/.installed-cli
 	$(VENV)/bin/python -m tools.readme_tables
 

@@ -12,11 +12,12 @@ imported only when AWS is asked: the data classes travel where Pulumi is not ins
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from facts.aws import OFFLINE_ACCOUNT_ID
+from facts.aws import OFFLINE_ACCOUNT_ID, OFFLINE_REFUSAL
 from facts.instances import Ec2Gpu, Ec2InstanceType, InstanceType, instance_type
 from serve_app.errors import ConfigError
 
@@ -64,7 +65,10 @@ class CloudFacts:
 
 
 def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+    """The provider's reason, without the SDK's `invoke of <token> failed: <reason> (<property>)` wrapping."""
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    wrapped = re.fullmatch(r"invoke of \S+ failed: (.*?)(?: \(\w+\))?", line)
+    return (wrapped.group(1) if wrapped else line)[:300]
 
 
 def _ask(setting: str, value: str, allowed: str, call: Callable[[], Answer]) -> Answer:
@@ -73,7 +77,9 @@ def _ask(setting: str, value: str, allowed: str, call: Callable[[], Answer]) -> 
     except ConfigError:
         raise
     except Exception as error:  # the provider's error, handed to the user in one line
-        raise ConfigError(setting, value, allowed, f"AWS says: {_first_line(error)}") from None
+        reason = _first_line(error)
+        said = reason if reason.startswith(OFFLINE_REFUSAL) else f"AWS says: {reason}"
+        raise ConfigError(setting, value, allowed, said) from None
 
 
 def _get(item: Any, name: str) -> Any:

@@ -53,7 +53,7 @@ from components.storage import BlockStorage, BlockStorageArgs
 LOCAL_HOST = "localhost"
 API_KEY_PLACEHOLDER = "not-needed"  # Ray Serve LLM does not check keys; OpenAI SDKs insist on one
 
-# What each stack output is, for the README's Outputs table (`make docs` renders it with each
+# What each stack output is, for docs/OUTPUTS.md's table (`make docs` renders it with each
 # output's type from an offline run; a test fails when an output has no line here).
 OUTPUT_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "region": "AWS region of the stack",

@@ -28,6 +28,8 @@ EKS_CONTROL_PLANE_REFUSED_ZONE_IDS = frozenset({"use1-az3", "usw1-az2", "cac1-az
 DOCUMENTATION_NETWORKS = tuple(ipaddress.IPv4Network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
 DOCUMENTATION_ACCOUNT_IDS = frozenset({"123456789012", "111122223333", "444455556666"})
 OFFLINE_ACCOUNT_ID = "123456789012"
+# How the offline mock cloud starts a refusal that is its own (a type it has no record of), not AWS's.
+OFFLINE_REFUSAL = "not recorded offline: "
 
 
 def is_documentation_cidr(cidr: str) -> bool:

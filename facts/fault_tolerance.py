@@ -1,7 +1,7 @@
 """What happens to requests while the Ray head restarts, as Ray and KubeRay document it.
 
 `HEAD_RESTART[gcs_fault_tolerance]` is stated by `pdctl plan` for the stack's RayService and in the
-README's "What survives what". These are the projects' documented behaviours, not measurements
+docs/OPERATE.md's "What survives what". These are the projects' documented behaviours, not measurements
 (docs/SOURCES.md#gcs-fault-tolerance).
 
 Sources (read 2026-12):

@@ -14,10 +14,16 @@ NVIDIA's driver reports for those GPUs) and, for any other GPU, the nominal size
 `UNLISTED_GPU_USABLE_FRACTION`: a per-GPU-model correction where we have one, a documented fraction
 where we do not. Never more than nominal.
 
-`RECORDED_EC2_ANSWERS` is what the offline mock cloud answers (offline/mock_cloud.py): the types the
-stacks and tests use, from the AWS EC2 instance type pages and the EFA supported-instance list, read
-2026-11. The nominal GPU sizes there are the marketed figures (24 GB L4/A10G = 24,576 MiB, 80 GB
-H100 = 81,920 MiB, 141 GB H200 = 144,384 MiB), not copied from a live DescribeInstanceTypes answer.
+`RECORDED_EC2_ANSWERS` is what the offline mock cloud answers (offline/mock_cloud.py): every
+EFA-capable NVIDIA type of the G4dn, G5, G6, G6e, P4 and P5 families, the same families' smaller sizes
+(GPU, no EFA) and the m7i sizes (no GPU), so the offline preview can say which of "no GPU", "no EFA"
+and "not recorded offline" applies. `RECORDED_SOURCES` says where each field was read and
+`RECORDED_AS_OF` when (docs/SOURCES.md#ec2-instance-types-offline). Network bandwidth is each card's
+baseline (an "up to" figure is a burst, not a baseline). GPU sizes are what EC2 states where a
+DescribeInstanceTypes answer was read (T4 16,384, A10G 22,888, L40S 45,776, H100 81,920 MiB) and the
+marketed size otherwise (24 GB L4 = 24,576 MiB, 40/80 GB A100, 141 GB H200 = 144,384 MiB).
+Not recorded offline (no vCPU or GPU-memory figures read here): p3dn, gr6, p5.4xlarge, p6-b200,
+p6-b300, p6e-gb200, g7e; `pulumi preview` asks EC2 about them.
 """
 
 from __future__ import annotations
@@ -124,29 +130,74 @@ def _recorded(name: str, vcpus: int, memory_gib: int, gbps: float, *, cards: int
     )
 
 
-_L4, _A10G, _H100, _H200 = 24_576, 24_576, 81_920, 144_384
+# Memory of one GPU (MiB) as EC2 states it where an answer was read (T4, A10G, L40S, H100), else the marketed size.
+_T4, _L4, _A10G, _L40S = 16_384, 24_576, 22_888, 45_776
+_A100_40, _A100_80, _H100, _H200 = 40_960, 81_920, 81_920, 144_384
+
+RECORDED_AS_OF = "2026-08-06"
+RECORDED_SOURCES = (
+    "vCPUs, memory, GPUs and GPU memory: AWS EC2 accelerated computing instance specifications "
+    "(docs.aws.amazon.com/ec2/latest/instancetypes/ac.html) and the AWS Batch GPU jobs table "
+    "(docs.aws.amazon.com/batch/latest/userguide/gpu-jobs.html); p5.48xlarge as in a recorded "
+    "DescribeInstanceTypes answer (aws/karpenter-provider-aws pkg/fake/zz_generated.describe_instance_types.go)",
+    "network cards and baseline bandwidth: DescribeInstanceTypes as generated on 2026-08-06 into "
+    "aws/karpenter-provider-aws pkg/providers/instancetype/zz_generated.{vpclimits,bandwidth}.go",
+    "EFA support and interfaces: AWS EC2 user guide, EFA supported instance types and "
+    "efa-acc-inst-types (one EFA per network card on multi-card types)",
+)
 
 RECORDED_EC2_ANSWERS: Mapping[str, Ec2InstanceType] = {a.name: a for a in (
-    # General purpose, for the system node group (KubeRay operator, Ray head, CoreDNS).
-    _recorded("m7i.large", 2, 8, 12.5),
-    _recorded("m7i.xlarge", 4, 16, 12.5),
-    _recorded("m7i.2xlarge", 8, 32, 12.5),
-    _recorded("m7i.4xlarge", 16, 64, 12.5),
+    # General purpose (no GPU): the system node group's types and their neighbours.
+    _recorded("m7i.large", 2, 8, 0.781),
+    _recorded("m7i.xlarge", 4, 16, 1.5625),
+    _recorded("m7i.2xlarge", 8, 32, 3.125),
+    _recorded("m7i.4xlarge", 16, 64, 6.25),
+    _recorded("m7i.8xlarge", 32, 128, 12.5),
+    _recorded("m7i.12xlarge", 48, 192, 18.75),
+    _recorded("m7i.16xlarge", 64, 256, 25),
+    # G4dn: NVIDIA T4. EFA from 8xlarge up.
+    _recorded("g4dn.xlarge", 4, 16, 5, gpus=1, gpu="T4", gpu_mib=_T4, nvme_gb=125),
+    _recorded("g4dn.2xlarge", 8, 32, 10, gpus=1, gpu="T4", gpu_mib=_T4, nvme_gb=225),
+    _recorded("g4dn.4xlarge", 16, 64, 20, gpus=1, gpu="T4", gpu_mib=_T4, nvme_gb=225),
+    _recorded("g4dn.8xlarge", 32, 128, 50, efa=1, gpus=1, gpu="T4", gpu_mib=_T4, nvme_gb=900),
+    _recorded("g4dn.12xlarge", 48, 192, 50, efa=1, gpus=4, gpu="T4", gpu_mib=_T4, nvme_gb=900),
+    _recorded("g4dn.16xlarge", 64, 256, 50, efa=1, gpus=1, gpu="T4", gpu_mib=_T4, nvme_gb=900),
+    _recorded("g4dn.metal", 96, 384, 100, efa=1, gpus=8, gpu="T4", gpu_mib=_T4, nvme_gb=1_800),
+    # G5: NVIDIA A10G. EFA from 8xlarge up.
+    _recorded("g5.xlarge", 4, 16, 2.5, gpus=1, gpu="A10G", gpu_mib=_A10G, nvme_gb=250),
+    _recorded("g5.2xlarge", 8, 32, 5, gpus=1, gpu="A10G", gpu_mib=_A10G, nvme_gb=450),
+    _recorded("g5.4xlarge", 16, 64, 10, gpus=1, gpu="A10G", gpu_mib=_A10G, nvme_gb=600),
+    _recorded("g5.8xlarge", 32, 128, 25, efa=1, gpus=1, gpu="A10G", gpu_mib=_A10G, nvme_gb=900),
+    _recorded("g5.12xlarge", 48, 192, 40, efa=1, gpus=4, gpu="A10G", gpu_mib=_A10G, nvme_gb=3_800),
+    _recorded("g5.16xlarge", 64, 256, 25, efa=1, gpus=1, gpu="A10G", gpu_mib=_A10G, nvme_gb=1_900),
+    _recorded("g5.24xlarge", 96, 384, 50, efa=1, gpus=4, gpu="A10G", gpu_mib=_A10G, nvme_gb=3_800),
+    _recorded("g5.48xlarge", 192, 768, 100, efa=1, gpus=8, gpu="A10G", gpu_mib=_A10G, nvme_gb=7_600),
     # G6: NVIDIA L4. EFA from 8xlarge up.
-    _recorded("g6.xlarge", 4, 16, 10, gpus=1, gpu="L4", gpu_mib=_L4, nvme_gb=250),
-    _recorded("g6.2xlarge", 8, 32, 10, gpus=1, gpu="L4", gpu_mib=_L4, nvme_gb=450),
-    _recorded("g6.4xlarge", 16, 64, 25, gpus=1, gpu="L4", gpu_mib=_L4, nvme_gb=600),
+    _recorded("g6.xlarge", 4, 16, 2.5, gpus=1, gpu="L4", gpu_mib=_L4, nvme_gb=250),
+    _recorded("g6.2xlarge", 8, 32, 5, gpus=1, gpu="L4", gpu_mib=_L4, nvme_gb=450),
+    _recorded("g6.4xlarge", 16, 64, 10, gpus=1, gpu="L4", gpu_mib=_L4, nvme_gb=600),
     _recorded("g6.8xlarge", 32, 128, 25, efa=1, gpus=1, gpu="L4", gpu_mib=_L4, nvme_gb=900),
     _recorded("g6.12xlarge", 48, 192, 40, efa=1, gpus=4, gpu="L4", gpu_mib=_L4, nvme_gb=3_760),
     _recorded("g6.16xlarge", 64, 256, 25, efa=1, gpus=1, gpu="L4", gpu_mib=_L4, nvme_gb=1_880),
     _recorded("g6.24xlarge", 96, 384, 50, efa=1, gpus=4, gpu="L4", gpu_mib=_L4, nvme_gb=3_760),
     _recorded("g6.48xlarge", 192, 768, 100, efa=1, gpus=8, gpu="L4", gpu_mib=_L4, nvme_gb=7_520),
-    # G5: NVIDIA A10G. EFA from 8xlarge up.
-    _recorded("g5.8xlarge", 32, 128, 25, efa=1, gpus=1, gpu="A10G", gpu_mib=_A10G, nvme_gb=900),
-    _recorded("g5.12xlarge", 48, 192, 40, efa=1, gpus=4, gpu="A10G", gpu_mib=_A10G, nvme_gb=3_800),
-    _recorded("g5.48xlarge", 192, 768, 100, efa=1, gpus=8, gpu="A10G", gpu_mib=_A10G, nvme_gb=7_600),
-    # P5: NVIDIA H100 / H200, 3,200 Gbps EFA over 32 (p5) or 16 (p5en) network cards.
+    # G6e: NVIDIA L40S. EFA from 8xlarge up; 24xlarge and 48xlarge spread it over 2 and 4 network cards.
+    _recorded("g6e.xlarge", 4, 32, 2.5, gpus=1, gpu="L40S", gpu_mib=_L40S, nvme_gb=250),
+    _recorded("g6e.2xlarge", 8, 64, 5, gpus=1, gpu="L40S", gpu_mib=_L40S, nvme_gb=450),
+    _recorded("g6e.4xlarge", 16, 128, 20, gpus=1, gpu="L40S", gpu_mib=_L40S, nvme_gb=600),
+    _recorded("g6e.8xlarge", 32, 256, 25, efa=1, gpus=1, gpu="L40S", gpu_mib=_L40S, nvme_gb=900),
+    _recorded("g6e.12xlarge", 48, 384, 100, efa=1, gpus=4, gpu="L40S", gpu_mib=_L40S, nvme_gb=3_800),
+    _recorded("g6e.16xlarge", 64, 512, 35, efa=1, gpus=1, gpu="L40S", gpu_mib=_L40S, nvme_gb=1_900),
+    _recorded("g6e.24xlarge", 96, 768, 200, cards=2, efa=2, gpus=4, gpu="L40S", gpu_mib=_L40S, nvme_gb=3_800),
+    _recorded("g6e.48xlarge", 192, 1_536, 400, cards=4, efa=4, gpus=8, gpu="L40S", gpu_mib=_L40S, nvme_gb=7_600),
+    # P4: NVIDIA A100, 400 Gbps EFA over 4 network cards.
+    _recorded("p4d.24xlarge", 96, 1_152, 400, cards=4, efa=4, gpus=8, gpu="A100", gpu_mib=_A100_40, nvme_gb=8_000),
+    _recorded("p4de.24xlarge", 96, 1_152, 400, cards=4, efa=4, gpus=8, gpu="A100", gpu_mib=_A100_80,
+              nvme_gb=8_000),
+    # P5: NVIDIA H100 / H200, 3,200 Gbps EFA over 32 (p5, p5e) or 16 (p5en) network cards.
     _recorded("p5.48xlarge", 192, 2_048, 3_200, cards=32, efa=32, gpus=8, gpu="H100", gpu_mib=_H100,
+              nvme_gb=30_400),
+    _recorded("p5e.48xlarge", 192, 2_048, 3_200, cards=32, efa=32, gpus=8, gpu="H200", gpu_mib=_H200,
               nvme_gb=30_720),
     _recorded("p5en.48xlarge", 192, 2_048, 3_200, cards=16, efa=16, gpus=8, gpu="H200", gpu_mib=_H200,
               nvme_gb=30_720),

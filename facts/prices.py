@@ -1,25 +1,31 @@
-"""AWS list prices the plan's hourly cost ESTIMATE is computed from, as data.
+"""AWS list prices the plan's hourly cost estimate is computed from: a dated offline snapshot.
 
-Source: AWS public pricing pages (Amazon EC2 On-Demand, Linux, shared tenancy; Amazon VPC NAT
-gateway and public IPv4 address charges; Amazon EKS cluster standard-support fee; Amazon EBS gp3
-storage), read 2026-11, in USD. US East (N. Virginia), US East (Ohio) and US West (Oregon) share
-one price list for every item here. Prices exclude taxes, data transfer, NAT data processing
-($/GB), EKS extended support and any Savings Plan or Spot discount: the plan labels its figure an
-estimate for exactly these reasons. A region or type missing here is reported as "no price data"
-rather than guessed. Revisit when AWS changes a price.
+The numbers live in facts/aws_prices.json (docs/SOURCES.md#aws-prices), written by
+`python -m tools.refresh_prices` from the AWS Price List (Query API or bulk offer files); each group names
+its source and the date it was read (`SNAPSHOT.sources`). Prices are USD, On-Demand, Linux, shared
+tenancy, and exclude taxes, data transfer, NAT data processing ($/GB), EKS extended support and any
+Savings Plan or Spot discount: the plan labels its figure an estimate for exactly these reasons. A
+region or item missing here is reported as "not recorded" rather than guessed.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
-SOURCE = (
-    "AWS public pricing pages (EC2 On-Demand Linux, VPC NAT gateway + public IPv4, EKS standard "
-    "support, EBS gp3), USD"
-)
-AS_OF = "2026-11"
+DATA_FILE = Path(__file__).with_name("aws_prices.json")
 LABEL = "estimate"
 HOURS_PER_MONTH = 730  # AWS's own convention for turning GB-month prices into hourly ones
+EXCLUDES = "taxes, data transfer, NAT data processing, EKS extended support, discounts"
+
+
+@dataclass(frozen=True)
+class PriceSource:
+    """Where one group of prices was read, and when."""
+
+    source: str
+    as_of: str
 
 
 @dataclass(frozen=True)
@@ -31,39 +37,46 @@ class RegionPrices:
     public_ipv4_per_hour: float
     eks_cluster_per_hour: float
     ebs_per_gb_month: dict[str, float]  # by EBS volume type
-    # ElastiCache on-demand nodes by node type; none read from AWS's price list yet, so the GCS
-    # store's nodes are reported as not priced rather than guessed.
-    elasticache_node_per_hour: dict[str, float] = field(default_factory=dict)
+    elasticache_node_per_hour: dict[str, float] = field(default_factory=dict)  # by node type
 
 
-_US_EC2 = {
-    "m7i.large": 0.1008,
-    "m7i.xlarge": 0.2016,
-    "m7i.2xlarge": 0.4032,
-    "m7i.4xlarge": 0.8064,
-    "g6.xlarge": 0.8048,
-    "g6.2xlarge": 0.9776,
-    "g6.4xlarge": 1.3232,
-    "g6.8xlarge": 2.0144,
-    "g6.12xlarge": 4.6016,
-    "g6.16xlarge": 3.3968,
-    "g6.24xlarge": 6.6752,
-    "g6.48xlarge": 13.3504,
-    "g5.8xlarge": 2.448,
-    "g5.12xlarge": 5.672,
-    "g5.48xlarge": 16.288,
-}
+def region_prices(entry: dict) -> RegionPrices:
+    """One region's entry of the data file as `RegionPrices`."""
+    return RegionPrices(
+        ec2_on_demand_per_hour=dict(entry["ec2_on_demand_per_hour"]),
+        nat_gateway_per_hour=float(entry["nat_gateway_per_hour"]),
+        public_ipv4_per_hour=float(entry["public_ipv4_per_hour"]),
+        eks_cluster_per_hour=float(entry["eks_cluster_per_hour"]),
+        ebs_per_gb_month=dict(entry["ebs_per_gb_month"]),
+        elasticache_node_per_hour=dict(entry.get("elasticache_node_per_hour", {})),
+    )
 
-_US = RegionPrices(
-    ec2_on_demand_per_hour=_US_EC2,
-    nat_gateway_per_hour=0.045,
-    public_ipv4_per_hour=0.005,
-    eks_cluster_per_hour=0.10,
-    ebs_per_gb_month={"gp3": 0.08, "gp2": 0.10},
-)
 
-PRICES: dict[str, RegionPrices] = {
-    "us-east-1": _US,
-    "us-east-2": _US,
-    "us-west-2": _US,
-}
+@dataclass(frozen=True)
+class PriceSnapshot:
+    """The data file as read: where each group of prices came from, and the prices by region."""
+
+    sources: dict[str, PriceSource]
+    prices: dict[str, RegionPrices]
+    carried: dict[str, str]  # region -> the region whose price list it carries (`same_as`)
+    ec2_without_on_demand_price: dict[str, str]  # instance type -> why the Price List has no On-Demand price
+
+
+def load(path: Path = DATA_FILE) -> PriceSnapshot:
+    data = json.loads(path.read_text())
+    entries = data["regions"]
+    carried = {region: entry["same_as"] for region, entry in entries.items() if "same_as" in entry}
+    return PriceSnapshot(
+        sources={name: PriceSource(**spec) for name, spec in data["sources"].items()},
+        prices={region: region_prices(entries[carried.get(region, region)]) for region in entries},
+        carried=carried,
+        ec2_without_on_demand_price=dict(data.get("ec2_without_on_demand_price", {})),
+    )
+
+
+SNAPSHOT = load()
+PRICES = SNAPSHOT.prices
+_DATES = sorted(source.as_of for source in SNAPSHOT.sources.values())
+AS_OF = _DATES[0] if _DATES[0] == _DATES[-1] else f"{_DATES[0]} to {_DATES[-1]}"
+SOURCE = "AWS Price List (facts/aws_prices.json; " + ", ".join(
+    f"{name} {source.as_of}" for name, source in SNAPSHOT.sources.items() if name != "same_as") + ")"

@@ -14,7 +14,8 @@ offering of a GPU type per AZ) runs as it would against AWS:
   which EKS refuses for control planes, offers GPUs), the offering of each type per AZ (`OFFERINGS`:
   in us-west-2, g6.8xlarge is offered in only some AZs, so the AZ choice is exercised rather than
   trivially true) and each type's description (facts.instances.RECORDED_EC2_ANSWERS). A region the
-  account does not have, or a type EC2 does not know, fails the invoke as AWS would.
+  account does not have fails the invoke as AWS would; a type not recorded fails saying it is not
+  recorded offline (the real EC2 may have it).
 - The caller is account facts.aws.OFFLINE_ACCOUNT_ID, which tells the program it runs offline.
 
 A test passes its own answers: `CloudMocks(region, instance_types={...}, zones=..., offerings=...)`.
@@ -35,8 +36,8 @@ from typing import Any
 
 import pulumi
 
-from facts.aws import OFFLINE_ACCOUNT_ID
-from facts.instances import RECORDED_EC2_ANSWERS, Ec2InstanceType
+from facts.aws import OFFLINE_ACCOUNT_ID, OFFLINE_REFUSAL
+from facts.instances import RECORDED_AS_OF, RECORDED_EC2_ANSWERS, Ec2InstanceType
 
 ACCOUNT_ID = OFFLINE_ACCOUNT_ID
 
@@ -183,11 +184,10 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token == "aws:ec2/getInstanceType:getInstanceType":
             answer = self.instance_types.get(inputs.get("instanceType", ""))
             if answer is None:
-                # Worded as AWS words it, plus what an offline user needs to know: the real EC2 may have it.
-                raise _Refused("instanceType", "InvalidInstanceType: The following supplied instance types do not "
-                                               f"exist: [{inputs.get('instanceType')}] (offline plan: the mock cloud "
-                                               "knows only the types recorded in facts/instances.py; "
-                                               "`pulumi preview` asks EC2)")
+                # Offline, "unknown" means unrecorded, not nonexistent: the real EC2 may well have it.
+                raise _Refused("instanceType", f"{OFFLINE_REFUSAL}{inputs.get('instanceType')} is not among the "
+                                               f"{len(self.instance_types)} types of facts/instances.py (AWS data of "
+                                               f"{RECORDED_AS_OF}); `pulumi preview` asks EC2 itself")
             return describe_instance_type(answer)
         if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             return self._instance_type_offerings(inputs)

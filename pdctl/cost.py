@@ -40,7 +40,7 @@ class CostLine:
     item: str
     quantity: float
     unit: str
-    unit_price_per_hour: float | None  # None: no price data for it
+    unit_price_per_hour: float | None  # None: no price recorded for it
 
     @property
     def per_hour(self) -> float | None:
@@ -85,23 +85,26 @@ class CostEstimate:
             "missing": self.missing,
             "source": price_data.SOURCE,
             "as_of": price_data.AS_OF,
-            "excludes": "taxes, data transfer, NAT data processing, EKS extended support, discounts",
+            "excludes": price_data.EXCLUDES,
         }
 
 
 def hourly_cost(inputs: CostInputs, prices: dict[str, price_data.RegionPrices] | None = None) -> CostEstimate:
-    table = (price_data.PRICES if prices is None else prices).get(inputs.region)
+    table_source = price_data.PRICES if prices is None else prices
+    table = table_source.get(inputs.region)
     if table is None:
         return CostEstimate(
             region=inputs.region, lines=[],
-            missing=[f"no price data for region {inputs.region}"],
+            missing=[f"region {inputs.region}: no prices recorded (recorded: {', '.join(sorted(table_source))}; "
+                     f"`python -m tools.refresh_prices --region {inputs.region}` records it)"],
         )
     lines: list[CostLine] = []
     missing: list[str] = []
     for group in inputs.node_groups:
         ec2 = table.ec2_on_demand_per_hour.get(group.instance_type)
         if ec2 is None:
-            missing.append(f"EC2 {group.instance_type} in {inputs.region}")
+            why = price_data.SNAPSHOT.ec2_without_on_demand_price.get(group.instance_type)
+            missing.append(f"EC2 {group.instance_type} in {inputs.region}" + (f" ({why})" if why else ""))
         lines.append(CostLine(f"EC2 {group.instance_type} ({group.name})", group.count,
                               "instance", ec2))
         gb_month = table.ebs_per_gb_month.get(group.volume_type)

@@ -147,19 +147,19 @@ def render_plan(console: Console, plan) -> None:
     table = Table("item", "quantity", "unit price / h", "per hour")
     for line in cost.lines:
         table.add_row(line.item, f"{line.quantity:g} {line.unit}",
-                      "n/a" if line.unit_price_per_hour is None else f"${line.unit_price_per_hour:.5f}",
-                      "n/a" if line.per_hour is None else f"${line.per_hour:.4f}")
+                      "not recorded" if line.unit_price_per_hour is None else f"${line.unit_price_per_hour:.5f}",
+                      "not recorded" if line.per_hour is None else f"${line.per_hour:.4f}")
     if cost.per_hour is None:
-        table.add_row("[bold]total[/]", "", "", "[bold]n/a[/] (a line has no price: see below)")
+        table.add_row("[bold]total[/]", "", "", "[bold]none[/]: a line's price is not recorded (below)")
     else:
         table.add_row("[bold]total[/]", "", "",
                       f"[bold]${cost.per_hour:.2f}[/] (≈ ${cost.per_hour * price_data.HOURS_PER_MONTH:,.0f}"
                       f" / {price_data.HOURS_PER_MONTH} h month)")
     console.print(table)
-    for missing in cost.missing:
-        console.print(f"[yellow]not priced: {missing}[/]")
-    console.print(f"[dim]{price_data.LABEL}: {price_data.SOURCE}, as of {price_data.AS_OF}; excludes "
-                  f"taxes, data transfer, NAT data processing, EKS extended support, discounts[/]")
+    if cost.missing:
+        console.print(f"[yellow]not priced, not recorded in facts/aws_prices.json: {'; '.join(cost.missing)}[/]")
+    console.print(f"[dim]{price_data.LABEL}: AWS On-Demand list prices of {price_data.AS_OF} (docs/PRICES.md); "
+                  f"not included: {price_data.EXCLUDES}[/]")
 
     path = plan.critical_path
     _rule(console, "[bold]deploy critical path[/] (expected minutes)")

@@ -12,13 +12,13 @@ import pytest
 
 from components.discovery import CloudQuery
 from components.settings import project_name, settings_from_config
-from facts.instances import UNLISTED_GPU_USABLE_FRACTION, Ec2Gpu, Ec2InstanceType
+from facts.instances import RECORDED_EC2_ANSWERS, UNLISTED_GPU_USABLE_FRACTION, Ec2Gpu, Ec2InstanceType
 from offline import ask_recorded_cloud, run_offline, stack_config, try_run_offline
 from offline.mock_cloud import CloudMocks
 from serve_app.errors import ConfigError
 
-# Shaped like DescribeInstanceTypes answers: a type the recorded table does not have, and a few that
-# lack what a role needs.
+# Shaped like DescribeInstanceTypes answers, handed to the mock by the tests: a GPU type, and a few
+# that lack what a role needs.
 G6E_12XLARGE = Ec2InstanceType(
     name="g6e.12xlarge", vcpus=48, memory_mib=384 * 1024, gpus=(Ec2Gpu("L40S", "NVIDIA", 4, 45_776),),
     efa_supported=True, efa_maximum_interfaces=1, network_cards_gbps=(100.0,), instance_storage_gb=3_800)
@@ -67,9 +67,43 @@ def test_a_gpu_type_without_a_gpu_or_efa_is_refused_saying_which(gpu_type, why):
     assert error.setting == "gpuNodeType" and error.why == why
 
 
-def test_a_type_ec2_does_not_know_is_refused_with_ec2s_words():
+def test_a_type_the_offline_cloud_does_not_know_is_refused_as_not_recorded():
     error = refused(gpuNodeType="g9x.huge")
-    assert error.setting == "gpuNodeType" and "InvalidInstanceType" in str(error)
+    assert error.setting == "gpuNodeType" and "not recorded offline: g9x.huge" in str(error)
+
+
+def recorded_settings(**overrides: str):
+    """The dev stack judged against the offline cloud's recorded types only (what `make plan` sees)."""
+    raw, _ = stack_config("dev")
+    raw.update(overrides)
+    return settings_from_config(raw, project=project_name(), stack="dev",
+                                ask_cloud=lambda query: ask_recorded_cloud(query, mocks=CloudMocks(query.region)))
+
+
+@pytest.mark.parametrize(("gpu_type", "why"), [
+    ("m7i.8xlarge", "EC2 says it has no NVIDIA GPU; the vLLM engines need one"),
+    ("g5.xlarge", "EC2 says it does not support EFA; prefill/decode KV transfer needs it"),
+])
+def test_offline_a_real_type_without_a_gpu_or_efa_is_refused_for_that_not_as_unknown(gpu_type, why):
+    with pytest.raises(ConfigError) as caught:
+        recorded_settings(gpuNodeType=gpu_type)
+    assert caught.value.setting == "gpuNodeType" and caught.value.why == why
+
+
+def test_offline_a_type_not_recorded_is_refused_as_not_recorded_not_as_nonexistent():
+    with pytest.raises(ConfigError) as caught:
+        recorded_settings(gpuNodeType="p6-b200.48xlarge")
+    said = str(caught.value)
+    assert caught.value.setting == "gpuNodeType" and "not recorded offline: p6-b200.48xlarge is not among" in said
+    assert "AWS says" not in said and "invoke of" not in said and said.endswith("`pulumi preview` asks EC2 itself)")
+
+
+@pytest.mark.parametrize("gpu_type", ["g6e.12xlarge", "g6e.48xlarge", "g5.12xlarge", "p4d.24xlarge",
+                                      "p5.48xlarge", "p5en.48xlarge"])
+def test_offline_every_recorded_efa_gpu_type_is_accepted_with_its_efa_interfaces(gpu_type):
+    answer = RECORDED_EC2_ANSWERS[gpu_type]
+    worker = recorded_settings(gpuNodeType=gpu_type).serving.worker
+    assert worker.efa_interfaces == answer.efa_maximum_interfaces >= 1
 
 
 def test_any_x86_64_system_type_with_enough_cpu_and_memory_is_accepted():
@@ -146,3 +180,12 @@ def test_azs_are_chosen_by_zone_id():
     s = settings(mocks_args={"zones": zones, "offerings": {"g6.8xlarge": ("us-west-2a", "us-west-2d")}})
     assert (s.zones.gpu_zone.name, s.zones.gpu_zone.zone_id) == ("us-west-2d", "usw2-az1")
     assert [z.zone_id for z in s.zones.network_zones] == ["usw2-az1", "usw2-az2"]
+
+
+def test_aws_reasons_reach_the_user_without_the_sdks_wrapping():
+    from components.discovery import _first_line
+
+    raised = Exception("invoke of aws:ec2/getInstanceType:getInstanceType failed: InvalidInstanceType: The "
+                       "following supplied instance types do not exist: [g9x.huge] (instanceType)\ntraceback …")
+    assert _first_line(raised) == "InvalidInstanceType: The following supplied instance types do not exist: [g9x.huge]"
+    assert _first_line(Exception("no route to host")) == "no route to host"

@@ -168,7 +168,7 @@ def test_the_plan_text_prints_a_row_per_group(hetero_run) -> None:
     # No EFA on g6.xlarge: the KV transfer from prefill to decode needs it.
     ({"prefillGpuNodeType": "g6.xlarge"}, "prefillGpuNodeType", "does not support EFA"),
     ({"decodeGpuNodeType": "m7i.xlarge"}, "decodeGpuNodeType", "no NVIDIA GPU"),
-    ({"prefillGpuNodeType": "g7.nope"}, "prefillGpuNodeType", "AWS says"),
+    ({"prefillGpuNodeType": "g7.nope"}, "prefillGpuNodeType", "not recorded offline: g7.nope"),
     # A 2-GPU replica on a 1-GPU type (gpuNodeType's g6.12xlarge holds decode's).
     ({"gpuNodeType": "g6.12xlarge", "tensorParallelSize": "2", "prefillGpuNodeType": "g6.16xlarge"},
      "prefillGpuNodeType", "at least 2 GPUs per node"),

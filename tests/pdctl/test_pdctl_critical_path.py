@@ -169,7 +169,9 @@ def test_unknown_type_or_region_is_reported_not_guessed():
     assert doc["complete"] is False and doc["per_hour"] is None and doc["per_month"] is None
     assert doc["lines"][0]["per_hour"] is None  # the unpriced line itself
     nowhere = hourly_cost(CostInputs("mars-north-1", [], 1, 1))
-    assert nowhere.per_hour is None and nowhere.missing == ["no price data for region mars-north-1"]
+    assert nowhere.per_hour is None
+    assert nowhere.missing == ["region mars-north-1: no prices recorded (recorded: us-east-1, us-east-2, us-west-2; "
+                               "`python -m tools.refresh_prices --region mars-north-1` records it)"]
 
 
 def test_every_priced_instance_type_is_a_known_instance_type():
@@ -177,3 +179,14 @@ def test_every_priced_instance_type_is_a_known_instance_type():
 
     for region, table in prices.PRICES.items():
         assert set(table.ec2_on_demand_per_hour) <= set(RECORDED_EC2_ANSWERS), region
+
+
+def test_every_gpu_type_the_preview_accepts_offline_has_a_price_in_every_recorded_region():
+    from facts.instances import RECORDED_EC2_ANSWERS, instance_type
+
+    accepted = {name for name, answer in RECORDED_EC2_ANSWERS.items()
+                if instance_type(answer).has_gpu and instance_type(answer).efa_capable}
+    assert {"g6.8xlarge", "g6e.12xlarge", "p5.48xlarge", "p5en.48xlarge"} <= accepted
+    unpriced = set(prices.SNAPSHOT.ec2_without_on_demand_price)  # Capacity Blocks only, said so in the plan
+    for region, table in prices.PRICES.items():
+        assert accepted - set(table.ec2_on_demand_per_hour) == unpriced, region
