@@ -84,6 +84,11 @@ ALTERNATIVES = {
     "ttftSloSeconds": "1",
     "tpotSloSeconds": "0.1",
     "sloObjective": "0.995",
+    "peakRequestsPerSecond": "0.05",
+    "typicalPromptTokens": "512",
+    "typicalOutputTokens": "128",
+    "longPromptTokens": "2048",
+    "longOutputTokens": "512",
     "clusterAutoscalerChartVersion": "9.58.0",
     "adminPrincipalArns": '["arn:aws:iam::111122223333:role/admin"]',
     "apiPublicAccessCidrs": '["198.51.100.0/24"]',
@@ -141,6 +146,7 @@ COMPANIONS = {
     "prefillGpuNodeMaxCount": {"prefillGpuNodeType": "g6.8xlarge"},
     "decodeGpuNodeCount": {"decodeGpuNodeType": "g6.8xlarge"},
     "decodeGpuNodeMaxCount": {"decodeGpuNodeType": "g6.8xlarge"},
+    "maxModelLen": {"longPromptTokens": "1024"},  # the long request must fit it
 }
 
 
