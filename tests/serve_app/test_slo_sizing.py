@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from serve_app.slo_sizing import (
     prefill_replicas_needed,
     ttft_at_percentile,
 )
+from serve_app.slo_validation import MeasuredPoint, compare, fit_calibration
 
 # A made-up dense model and GPU with round numbers, and a calibration of round factors.
 TOY_MODEL = ModelArchitecture(
@@ -34,7 +36,7 @@ HALF = Calibration(prefill_compute_efficiency=0.5, decode_bandwidth_efficiency=0
                    measured_on_gpu="TOY", model_shape="toy", stand_in=False, measured="test", source="test")
 
 
-def toy_replica(**changes: int) -> ReplicaModel:
+def toy_replica(**changes: Any) -> ReplicaModel:
     base = ReplicaModel(model=TOY_MODEL, gpu=TOY_GPU, gpus_per_replica=1, weight_bytes=1_000_000_000,
                         kv_bytes_per_token=1_000, state_bytes_per_sequence=0, kv_budget_bytes=10_000_000,
                         network_bytes_per_second=1e9, calibration=HALF)
@@ -163,3 +165,32 @@ def test_every_gpu_the_preview_accepts_has_vendor_figures():
 def test_figures_for_a_gpu_the_lab_has_not_run_are_labelled():
     assert label_for("L4") == "fitted to stand-in/H200 measurements"
     assert "stand-in" in label_for("H200")
+
+
+# ── Validation: the model against measured percentiles ───────────────────────────────────────
+
+def test_compare_reports_the_error_of_each_point():
+    replica = toy_replica()
+    point = MeasuredPoint(requests_per_second=0.5, prompt_tokens=100, output_tokens=10, ttft_seconds=0.2,
+                          tpot_seconds=0.02)
+    [comparison] = compare([point], replica, replica, 0.9)
+    workload = Workload(0.5, 100, 10, 100, 10)
+    assert comparison.predicted_ttft_seconds == ttft_at_percentile(replica, replica, workload, Targets(1, 1, 0.9), 1)
+    assert comparison.ttft_error == pytest.approx(comparison.predicted_ttft_seconds / 0.2 - 1)
+    assert comparison.tpot_error == pytest.approx(comparison.predicted_tpot_seconds / 0.02 - 1)
+
+
+def test_fit_calibration_recovers_the_factors_that_made_the_measurements():
+    truth = replace(HALF, prefill_compute_efficiency=0.4, decode_bandwidth_efficiency=0.7,
+                    request_overhead_seconds=0.05)
+    measured_with = toy_replica(calibration=truth)
+    points = []
+    for rate in (0.5, 2.0, 8.0):
+        [made] = compare([MeasuredPoint(rate, 200, 50, 1.0, 1.0)], measured_with, measured_with, 0.9)
+        points.append(MeasuredPoint(rate, 200, 50, made.predicted_ttft_seconds, made.predicted_tpot_seconds))
+    start = toy_replica()  # HALF: 0.5 / 0.5 / 0.1 s
+    fitted = fit_calibration(points, start, start, 0.9, template=replace(HALF, source="the three points"))
+    assert fitted.decode_bandwidth_efficiency == pytest.approx(0.7)
+    assert fitted.prefill_compute_efficiency == pytest.approx(0.4)
+    assert fitted.request_overhead_seconds == pytest.approx(0.05)
+    assert fitted.source == "the three points"
