@@ -15,6 +15,7 @@ import json
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 import typer
@@ -167,6 +168,11 @@ def size_options(question: SizeQuestion) -> list[SizeOption]:
 
 # ── The command ────────────────────────────────────────────────────────────────────────────────
 
+class SizeOutput(StrEnum):
+    text = "text"
+    json = "json"
+
+
 # Flags that override a stack key for this run, as `--set key=value` would.
 FLAG_KEYS = {"rate": "peakRequestsPerSecond", "prompt_tokens": "typicalPromptTokens",
              "output_tokens": "typicalOutputTokens", "long_prompt_tokens": "longPromptTokens",
@@ -210,7 +216,7 @@ def size_command(
     tpot: str | None = typer.Option(None, "--tpot", help="TPOT target in seconds (tpotSloSeconds)."),
     objective: str | None = typer.Option(None, "--objective", help="Share of requests meeting both (sloObjective)."),
     region: str | None = typer.Option(None, "--region", help="AWS region to price in (aws:region)."),
-    output: str = typer.Option("text", "--output", "-o", help="text or json."),
+    output: SizeOutput = typer.Option(SizeOutput.text, "--output", "-o"),
 ) -> None:
     """The cheapest GPU node types for a workload and its latency targets, each with its replicas, GPU
     nodes and price per hour; offline, from the stack's settings and these flags."""
@@ -228,7 +234,7 @@ def size_command(
         err.print(f"[bold red]error:[/] stack {stack!r}: {error}", highlight=False, markup=False)
         raise typer.Exit(2) from None
     options = size_options(question)
-    if output == "json":
+    if output is SizeOutput.json:
         sys.stdout.write(json.dumps({"workload": asdict(question.workload), "targets": asdict(question.targets),
                                      "region": question.region, "options": [o.to_dict() for o in options]},
                                     indent=2) + "\n")
