@@ -14,7 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from facts.slo_calibration import Calibration
+from facts.gpus import GpuSpec
+from facts.instances import InstanceType
+from facts.models import ModelArchitecture
+from facts.slo_calibration import CALIBRATION, Calibration
+from serve_app.capacity import capacity_report
 from serve_app.performance import ReplicaModel
 from serve_app.slo_sizing import Targets, Workload, decode_load, ttft_at_percentile
 
@@ -48,6 +52,20 @@ class Comparison:
     @property
     def tpot_error(self) -> float:
         return self.predicted_tpot_seconds / self.point.tpot_seconds - 1
+
+
+def lab_replica(model: ModelArchitecture, gpu: GpuSpec, *, usable_memory_mib: int, gpu_memory_utilization: float,
+                max_model_len: int, kv_bytes_per_second: float, enforce_eager: bool = False,
+                calibration: Calibration = CALIBRATION) -> ReplicaModel:
+    """One replica as the lab runs it: `gpu`'s compute and bandwidth, the engine's memory capped at
+    `usable_memory_mib` (an L4's 22,888 MiB on an H200, as deployed), the KV handed over at the rate
+    the lab measured (NIXL's bytes over its transfer time). A lab run that fixes the KV cache size
+    instead: `dataclasses.replace(replica, kv_budget_bytes=...)`."""
+    node = InstanceType(name=f"lab {gpu.name}", vcpus=16, memory_gib=128, network_gbps=kv_bytes_per_second * 8 / 1e9,
+                        gpus=1, gpu_model=gpu.name, gpu_memory_mib_usable=usable_memory_mib)
+    report = capacity_report(model, node, dtype="auto", max_model_len=max_model_len,
+                             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager)
+    return ReplicaModel.from_capacity(report, model, gpu, calibration)
 
 
 def _predict(point: MeasuredPoint, prefill: ReplicaModel, decode: ReplicaModel, percentile: float,

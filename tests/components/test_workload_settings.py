@@ -81,3 +81,11 @@ def test_a_stack_short_of_replicas_at_peak_warns_naming_the_setting_to_raise():
     scaled = settings_for(peakRequestsPerSecond="1", decodeMaxReplicas=enough, prefillMaxReplicas="4",
                           gpuNodeMaxCount=str(decode.needed_replicas + 4))
     assert not [w for w in scaled.warnings if "decode" in w]
+
+
+def test_each_phase_is_sized_on_its_own_gpu_type():
+    settings = settings_for(decodeGpuNodeType="g5.8xlarge", gpuNodeCount="1")
+    phases = {p.phase: p for p in settings.slo.phases} if settings.slo else {}
+    assert (phases["prefill"].gpu, phases["decode"].gpu) == ("L4", "A10G")
+    # The A10G's 600 GB/s read the weights in half the L4's time.
+    assert 0.032 < phases["decode"].floor_datasheet_seconds < 0.033

@@ -24,7 +24,7 @@ from serve_app.slo_sizing import (
     prefill_replicas_needed,
     ttft_at_percentile,
 )
-from serve_app.slo_validation import MeasuredPoint, compare, fit_calibration
+from serve_app.slo_validation import MeasuredPoint, compare, fit_calibration, lab_replica
 
 # A made-up dense model and GPU with round numbers, and a calibration of round factors.
 TOY_MODEL = ModelArchitecture(
@@ -194,3 +194,15 @@ def test_fit_calibration_recovers_the_factors_that_made_the_measurements():
     assert fitted.prefill_compute_efficiency == pytest.approx(0.4)
     assert fitted.request_overhead_seconds == pytest.approx(0.05)
     assert fitted.source == "the three points"
+
+
+def test_a_lab_replica_has_the_h200s_speed_and_an_l4s_memory():
+    model = known_model("Qwen/Qwen3.5-9B")
+    assert model is not None
+    capped = lab_replica(model, GPU_SPECS["H200"], usable_memory_mib=22_888, gpu_memory_utilization=0.9,
+                         max_model_len=4096, kv_bytes_per_second=13e9)
+    on_l4, on_h200 = qwen_on("g6.8xlarge"), qwen_on("p5en.48xlarge")
+    assert capped.kv_budget_bytes == on_l4.kv_budget_bytes
+    assert capped.decode_step_seconds(1, 1000) == pytest.approx(on_h200.decode_step_seconds(1, 1000))
+    assert capped.transfer_seconds(1000) == pytest.approx((1000 * capped.kv_bytes_per_token
+                                                           + capped.state_bytes_per_sequence) / 13e9)
