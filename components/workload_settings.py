@@ -110,10 +110,14 @@ class PhaseSlo:
         return self.needed_replicas is not None and self.configured_max_replicas >= self.needed_replicas
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        return {**{k: round(v, 4) if isinstance(v, float) and math.isfinite(v) else
-                   (None if isinstance(v, float) else v) for k, v in data.items()},
-                "meets_at_max": self.meets_at_max}
+        return {**{k: _json_value(v) for k, v in asdict(self).items()}, "meets_at_max": self.meets_at_max}
+
+
+def _json_value(value: Any) -> Any:
+    """Seconds to 0.1 ms; an infinite time (a queue that never drains) as null."""
+    if isinstance(value, float):
+        return round(value, 4) if math.isfinite(value) else None
+    return value
 
 
 @dataclass(frozen=True)

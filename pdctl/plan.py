@@ -31,7 +31,7 @@ from facts.fault_tolerance import HEAD_RESTART, HeadRestart
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
 from pdctl.policy_check import Violation, policy_resources, run_rules
-from pdctl.slo_cost import slo_section
+from pdctl.slo_cost import phase_nodes_cost
 from serve_app.capacity import CapacityReport
 from serve_app.checks import CheckedApp
 
@@ -383,11 +383,17 @@ def plan_warnings(run) -> list[str]:
 
 
 def stack_slo_section(run, region: str) -> dict[str, Any] | None:
-    """The SLO verdict the program's settings reached, with the needed nodes priced; None without a stack."""
+    """The SLO verdict the program's settings reached, with each phase's needed GPU nodes priced; None
+    without a stack."""
     stack = run.program.get("stack")
     if stack is None or stack.settings.slo is None:
         return None
-    return slo_section(stack.settings.slo, region, stack.settings.gpu_nodes.disk_gib)
+    slo = stack.settings.slo
+    section = slo.to_dict()
+    for phase in slo.phases:
+        cost = phase_nodes_cost(region, phase.instance_type, phase.needed_nodes, stack.settings.gpu_nodes.disk_gib)
+        section["phases"][phase.phase]["needed_cost_per_hour"] = None if cost is None else round(cost, 4)
+    return section
 
 
 def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport], str | None]:

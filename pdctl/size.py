@@ -23,15 +23,6 @@ from rich.console import Console
 from rich.table import Table
 
 from components.discovery import REGION_KEY
-from components.settings import (
-    GpuNodeSettings,
-    ObservabilitySettings,
-    check_gpu_instance,
-    project_name,
-    read_config,
-)
-from components.sizing import worker_resources
-from components.workload_settings import WorkloadSettings, refuse_unreachable
 from facts.gpus import gpu_spec
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import ModelArchitecture, known_model
@@ -42,9 +33,7 @@ from serve_app.config import PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.model_facts import read_model_facts
 from serve_app.performance import ReplicaModel
-from serve_app.settings import ServeAppSettings
 from serve_app.slo_sizing import MAX_REPLICAS, Targets, Workload, decode_replicas_needed, prefill_replicas_needed
-from serve_app.stack_keys import from_stack_keys
 
 
 @dataclass(frozen=True)
@@ -89,6 +78,12 @@ class SizeQuestion:
 def size_question(raw: Mapping[str, str]) -> SizeQuestion:
     """The question a stack's config (`raw`, as `offline.stack_config` gives it, with overrides)
     asks; every key validated as the program validates it (ConfigError naming the key)."""
+    # Imported here, as the CLI's other heavy modules are: `pdctl --help` and the client commands stay light.
+    from components.settings import GpuNodeSettings, ObservabilitySettings, project_name, read_config
+    from components.workload_settings import WorkloadSettings
+    from serve_app.settings import ServeAppSettings
+    from serve_app.stack_keys import from_stack_keys
+
     typed, texts = read_config(raw, project=project_name())
     app = from_stack_keys(ServeAppSettings, typed, texts).app()
     observability = from_stack_keys(ObservabilitySettings, typed, texts)
@@ -102,6 +97,8 @@ def size_question(raw: Mapping[str, str]) -> SizeQuestion:
 
 def accepted_gpu_types() -> list[InstanceType]:
     """The GPU node types the preview accepts, of those the offline cloud describes."""
+    from components.settings import check_gpu_instance
+
     accepted = []
     for answer in RECORDED_EC2_ANSWERS.values():
         instance = instance_type(answer)
@@ -115,6 +112,9 @@ def accepted_gpu_types() -> list[InstanceType]:
 
 def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     """What `question`'s workload needs of `instance` for both phases, or why it cannot."""
+    from components.sizing import worker_resources
+    from components.workload_settings import refuse_unreachable
+
     option = SizeOption(instance.name, instance.gpu_model or "none", instance.gpus,
                         calibration=label_for(instance.gpu_model or ""))
     spec = gpu_spec(instance.gpu_model)
@@ -142,7 +142,7 @@ def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     except ConfigError as error:
         return _refused(option, f"{error.setting} {error.value:g} is below the floor: {error.allowed}")
     option = replace(option, tpot_floor_seconds=round(bounds.tpot_datasheet_seconds, 4),
-                   long_ttft_floor_seconds=round(bounds.long_ttft_datasheet_seconds, 4))
+                     long_ttft_floor_seconds=round(bounds.long_ttft_datasheet_seconds, 4))
     prefill = prefill_replicas_needed(replica, replica, question.workload, question.targets)
     decode = decode_replicas_needed(replica, question.workload, question.targets)
     if prefill is None or decode is None:
@@ -152,7 +152,7 @@ def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     nodes = -(-prefill // per_node), -(-decode // per_node)
     cost = phase_nodes_cost(question.region, instance.name, sum(nodes), question.disk_gib)
     return replace(option, prefill_replicas=prefill, decode_replicas=decode, prefill_nodes=nodes[0],
-                 decode_nodes=nodes[1], cost_per_hour=None if cost is None else round(cost, 4))
+                   decode_nodes=nodes[1], cost_per_hour=None if cost is None else round(cost, 4))
 
 
 def _refused(option: SizeOption, why: str) -> SizeOption:

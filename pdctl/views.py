@@ -211,7 +211,7 @@ def _render_slo(console: Console, slo: dict | None) -> None:
         console.print(f"[yellow]not sized: {escape(slo['note'])}[/]", highlight=False)
         return
     table = Table("phase", "GPU", "target", "floor: datasheet / predicted", "needed: replicas, nodes, per hour",
-                  "configured min → max", "predicted at max", "verdict")
+                  "configured min → max", "predicted at min / max", "verdict")
     for phase, row in slo["phases"].items():
         metric = "TTFT" if phase == "prefill" else "TPOT"
         floor = "long prompt TTFT" if phase == "prefill" else "TPOT at batch 1"
@@ -219,12 +219,15 @@ def _render_slo(console: Console, slo: dict | None) -> None:
         needed = (f"none up to {MAX_REPLICAS}" if row["needed_replicas"] is None else
                   f"{row['needed_replicas']}, {row['needed_nodes']} × {row['instance_type']}, "
                   + ("n/a (unpriced)" if price is None else f"${price:.2f}"))
-        verdict = "[green]meets[/]" if row["meets_at_max"] else "[yellow]SHORT[/]"
+        verdict = ("[yellow]SHORT[/]" if not row["meets_at_max"] else "[green]meets[/]"
+                   if row["configured_min_replicas"] >= row["needed_replicas"]
+                   else f"meets once scaled to {row['needed_replicas']}")
         table.add_row(phase, f"{row['gpu']} ({row['instance_type']})",
                       f"{metric} ≤ {_slo_ms(row['target_seconds'])} ({row['target_key']})",
                       f"{floor} {_slo_ms(row['floor_datasheet_seconds'])} / {_slo_ms(row['floor_predicted_seconds'])}",
                       needed, f"{row['configured_min_replicas']} → {row['configured_max_replicas']}",
-                      _slo_ms(row["predicted_at_max_seconds"]), verdict)
+                      f"{_slo_ms(row['predicted_at_min_seconds'])} / {_slo_ms(row['predicted_at_max_seconds'])}",
+                      verdict)
     console.print(table)
     labels = sorted({row["calibration"] for row in slo["phases"].values()})
     console.print(f"[dim]predicted: {escape('; '.join(labels))}. Model and calibration: docs/SIZING.md[/]",

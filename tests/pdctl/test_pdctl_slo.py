@@ -112,3 +112,13 @@ def test_size_grows_replicas_with_the_rate_and_refuses_a_bad_flag_naming_its_key
     assert l4["decode_replicas"] > 1
     bad = invoke("size", "--rate", "abc")
     assert bad.exit_code == 2 and "peakRequestsPerSecond" in bad.stderr
+
+
+def test_a_stack_that_autoscales_to_what_the_peak_needs_meets_it_once_scaled(cached):
+    # 0.3 req/s needs 3 decode replicas on L4s (7 typical sequences fit each); dev's policy allows 4 GPU nodes.
+    scaled = run_offline("dev", overrides={"peakRequestsPerSecond": "0.3", "decodeMaxReplicas": "3",
+                                           "gpuNodeMaxCount": "4"})
+    cached(scaled)
+    result = invoke("plan", "--stack", "dev", "--strict")
+    assert result.exit_code == 0, result.output
+    assert "meets once scaled to 3" in result.stdout
