@@ -35,6 +35,7 @@ from components.discovery import REGION_KEY, CloudFacts, CloudQuery, Zone, disco
 from components.node_storage import NodeStorage, node_storage
 from components.scheduling import RESERVED_NAMESPACES, gpu_node_labels
 from components.sizing import WorkerResources, worker_resources
+from components.workload_settings import StackSlo, WorkloadSettings, stack_slo
 from facts.aws import DOCUMENTATION_ACCOUNT_IDS, EKS_CONTROL_PLANE_REFUSED_ZONE_IDS, is_documentation_cidr
 from facts.images import (
     DLC_TAG,
@@ -52,6 +53,7 @@ from serve_app.config import HTTP_FRONTS, PHASES, S3_SCHEME, STREAMER_LOAD_FORMA
 from serve_app.errors import ConfigError
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
+from serve_app.slo_sizing import Targets
 from serve_app.stack_keys import StackKeyModel, from_stack_keys
 
 PROJECT_FILE = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
@@ -841,6 +843,7 @@ class StackSettings:
     serving: ServingSettings
     observability: ObservabilitySettings
     hf_token_configured: bool
+    slo: StackSlo | None = None  # the SLO sizing (components/workload_settings.py)
 
     @property
     def namespace(self) -> str:
@@ -848,8 +851,9 @@ class StackSettings:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """What the preview could not check and says so (pulumi.log.warn; `pdctl plan --strict` fails)."""
-        return self.serving.app.warnings
+        """What the preview could not check, or found short of the SLO, and says so (pulumi.log.warn;
+        `pdctl plan --strict` fails)."""
+        return self.serving.app.warnings + (self.slo.warnings if self.slo else ())
 
 
 # ── Raw strings → typed values ────────────────────────────────────────────────────────────────
@@ -952,6 +956,8 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     charts = from_stack_keys(ChartSettings, typed, texts)
     ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
     app_settings = from_stack_keys(ServeAppSettings, typed, texts)
+    workload = from_stack_keys(WorkloadSettings, typed, texts)
+    observability = from_stack_keys(ObservabilitySettings, typed, texts)
 
     cloud = ask_cloud(CloudQuery(region=region, gpu_node_type=gpu_nodes.instance_type,
                                  system_node_type=system_nodes.instance_type,
@@ -962,6 +968,9 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     if not cloud.offline:
         _refuse_placeholders(cluster)
     hf_token_configured = bool(texts.get(HF_TOKEN_KEY))
+    serving = _serving(ray_service, app_settings, gpu_instance, gpu_nodes, phase_groups, hf_token_configured, region)
+    targets = Targets(observability.ttft_slo_seconds, observability.tpot_slo_seconds, observability.slo_objective)
+    slo = stack_slo(workload, targets, serving.app, {p: serving.node_group(p).instance for p in PHASES})
     return StackSettings(
         project=project,
         stack=stack,
@@ -972,10 +981,10 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
         gpu_nodes=gpu_nodes,
         charts=charts,
         zones=plan_availability_zones(network.az_count, gpu_nodes, cloud),
-        serving=_serving(ray_service, app_settings, gpu_instance, gpu_nodes, phase_groups, hf_token_configured,
-                         region),
-        observability=from_stack_keys(ObservabilitySettings, typed, texts),
+        serving=serving,
+        observability=observability,
         hf_token_configured=hf_token_configured,
+        slo=slo,
     )
 
 

@@ -23,7 +23,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pdctl import endpoint, version
+from pdctl import endpoint, size, version
 from serve_app.render import SERVE_HTTP_PORT
 
 app = typer.Typer(
@@ -147,6 +147,9 @@ def plan(
         raise typer.Exit(1)
     if strict and document.warnings:
         raise fail(f"--strict: {len(document.warnings)} warning(s) above")
+
+
+app.command("size")(size.size_command)
 
 
 @app.command()

@@ -31,6 +31,7 @@ from facts.fault_tolerance import HEAD_RESTART, HeadRestart
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
 from pdctl.policy_check import Violation, policy_resources, run_rules
+from pdctl.slo_cost import phase_nodes_cost
 from serve_app.capacity import CapacityReport
 from serve_app.checks import CheckedApp
 
@@ -374,9 +375,25 @@ def availability_zones(run) -> dict:
     return stack.settings.zones.to_dict() if stack is not None else {}
 
 
-def plan_warnings(app: CheckedApp | None) -> list[str]:
-    """What the program warned about at preview (facts it could not read): `plan --strict` fails on them."""
-    return list(app.warnings) if app is not None else []
+def plan_warnings(run) -> list[str]:
+    """What the program warned about at preview (facts it could not read, a stack short of its SLO):
+    `plan --strict` fails on them."""
+    stack = run.program.get("stack")
+    return list(stack.settings.warnings) if stack is not None else []
+
+
+def stack_slo_section(run, region: str) -> dict[str, Any] | None:
+    """The SLO verdict the program's settings reached, with each phase's needed GPU nodes priced; None
+    without a stack."""
+    stack = run.program.get("stack")
+    if stack is None or stack.settings.slo is None:
+        return None
+    slo = stack.settings.slo
+    section = slo.to_dict()
+    for phase in slo.phases:
+        cost = phase_nodes_cost(region, phase.instance_type, phase.needed_nodes, stack.settings.gpu_nodes.disk_gib)
+        section["phases"][phase.phase]["needed_cost_per_hour"] = None if cost is None else round(cost, 4)
+    return section
 
 
 def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport], str | None]:
@@ -487,6 +504,7 @@ class Plan:
     head_restart: HeadRestart | None = None
     scaling: dict[str, Any] | None = None
     cost_at_max: CostEstimate | None = None  # every node group at its maximum
+    slo: dict[str, Any] | None = None  # replicas the workload needs for the latency targets (pdctl/slo_cost.py)
 
     def to_dict(self) -> dict:
         return {
@@ -500,6 +518,7 @@ class Plan:
                          "note": self.capacity_note},
             "cost": self.cost.to_dict(),
             "scaling": self._scaling_dict(),
+            "slo": self.slo,
             "critical_path": self._critical_path_dict(),
             "cold_start": self.cold_start.to_dict() if self.cold_start else None,
             "head_restart": self.head_restart.to_dict() if self.head_restart else None,
@@ -577,7 +596,8 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         protections=protections(resources),
         offline_outputs=offline.marks({k: v for k, v in outputs.items() if k not in secret}),
         policy_violations=run_rules(policy_resources(run)),
-        warnings=plan_warnings(app),
+        warnings=plan_warnings(run),
+        slo=stack_slo_section(run, region or "unknown"),
         notes=list(app.notes) if app is not None else [],
         cold_start=start,
         control_plane_to_first_token=control_plane_to_first_token(resources, path),

@@ -193,11 +193,12 @@ class PlanDiff:
     outputs: list[Delta]
     other: list[Delta]
     notes: list[str]
+    slo: list[Delta] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return any((self.resources, self.protections, self.capacity, self.cost, self.critical_path,
-                    self.outputs, self.other))
+                    self.outputs, self.other, self.slo))
 
     @property
     def stateful_replacements(self) -> list[ResourceChange]:
@@ -219,6 +220,7 @@ class PlanDiff:
             "capacity": [delta(d) for d in self.capacity],
             "cost": [delta(d) for d in self.cost],
             "critical_path": [delta(d) for d in self.critical_path],
+            "slo": [delta(d) for d in self.slo],
             "outputs": [delta(d) for d in self.outputs],
             "other": [delta(d) for d in self.other],
             "notes": self.notes,
@@ -227,7 +229,11 @@ class PlanDiff:
 
 # Plan keys compared section by section above; any other top-level key that differs is `other`.
 _SECTIONS = {"stack", "resources", "tree", "protections", "capacity", "cost", "critical_path", "outputs",
-             "offline_outputs"}
+             "offline_outputs", "slo"}
+# What a reviewer weighs in the SLO section, per phase: what the workload needs and whether the stack has it.
+_SLO_PHASE_FIELDS = ("gpu", "instance_type", "target_seconds", "needed_replicas", "needed_nodes",
+                     "needed_cost_per_hour", "configured_max_replicas", "predicted_at_max_seconds",
+                     "floor_datasheet_seconds", "meets_at_max")
 
 
 def _cost_view(cost: dict) -> dict:
@@ -239,6 +245,13 @@ def _cost_view(cost: dict) -> dict:
 def _path_view(path: dict) -> dict:
     return {"minutes": path.get("minutes"), "sequential_minutes": path.get("sequential_minutes"),
             "steps": [f"{s['name']} ({s['type']})" for s in path.get("steps") or []]}
+
+
+def _slo_view(slo: dict | None) -> dict:
+    if not slo:
+        return {}
+    return {"workload": slo.get("workload"), "targets": slo.get("targets"),
+            **{phase: {k: row.get(k) for k in _SLO_PHASE_FIELDS} for phase, row in (slo.get("phases") or {}).items()}}
 
 
 def diff_plans(base: dict, head: dict) -> PlanDiff:
@@ -281,6 +294,7 @@ def diff_plans(base: dict, head: dict) -> PlanDiff:
         outputs=_deltas(base.get("outputs") or {}, head.get("outputs") or {}, ""),
         other=[d for key in other_keys for d in _deltas({key: base.get(key)}, {key: head.get(key)}, "")],
         notes=notes,
+        slo=_deltas(_slo_view(base.get("slo")), _slo_view(head.get("slo")), ""),
     )
 
 
@@ -322,6 +336,7 @@ def render_diff(diff: PlanDiff) -> str:
     sections = (("protections", diff.protections, None), ("capacity per replica", diff.capacity, None),
                 ("hourly cost estimate (USD)", diff.cost, "cost"),
                 ("deploy critical path", diff.critical_path, "path"),
+                ("sized for the SLO (per phase: what the workload needs at peak)", diff.slo, None),
                 ("stack outputs", diff.outputs, None), ("other", diff.other, None))
     for title, deltas, kind in sections:
         if not deltas:

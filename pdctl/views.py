@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from facts import prices as price_data
+from serve_app.slo_sizing import MAX_REPLICAS
 
 # Where a value came from the offline mock cloud, not from the stack (a stand-in for AWS's answer).
 OFFLINE_MARK = "(offline)"
@@ -142,6 +143,8 @@ def render_plan(console: Console, plan) -> None:
         table.add_row("[bold]cost per hour[/]", "", _per_hour(scaling["cost_per_hour"]))
         console.print(table)
 
+    _render_slo(console, plan.slo)
+
     cost = plan.cost
     _rule(console, f"[bold]hourly cost ESTIMATE[/] ({cost.region}, USD, on-demand list prices)")
     table = Table("item", "quantity", "unit price / h", "per hour")
@@ -189,6 +192,46 @@ def render_plan(console: Console, plan) -> None:
         for key, value in plan.outputs.items():
             mark = f" [yellow]{OFFLINE_MARK}[/]" if key in plan.offline_outputs else ""
             console.print(f"[cyan]{key}[/] = {escape(_value(value))}{mark}", highlight=False)
+
+
+def _slo_ms(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{seconds * 1000:,.0f} ms"
+
+
+def _render_slo(console: Console, slo: dict | None) -> None:
+    """Per phase: the replicas and GPU nodes the workload needs for its target, and whether the stack has them."""
+    if slo is None:
+        return
+    workload, targets = slo["workload"], slo["targets"]
+    _rule(console, f"[bold]sized for the SLO[/] (peak {workload['requests_per_second']:g} req/s; prompt → output "
+                   f"tokens {workload['typical_prompt_tokens']} → {workload['typical_output_tokens']}, long "
+                   f"{workload['long_prompt_tokens']} → {workload['long_output_tokens']}; "
+                   f"p{targets['objective'] * 100:g})")
+    if slo["note"]:
+        console.print(f"[yellow]not sized: {escape(slo['note'])}[/]", highlight=False)
+        return
+    table = Table("phase", "GPU", "target", "floor: datasheet / predicted", "needed: replicas, nodes, per hour",
+                  "configured min → max", "predicted at min / max", "verdict")
+    for phase, row in slo["phases"].items():
+        metric = "TTFT" if phase == "prefill" else "TPOT"
+        floor = "long prompt TTFT" if phase == "prefill" else "TPOT at batch 1"
+        price = row["needed_cost_per_hour"]
+        needed = (f"none up to {MAX_REPLICAS}" if row["needed_replicas"] is None else
+                  f"{row['needed_replicas']}, {row['needed_nodes']} × {row['instance_type']}, "
+                  + ("n/a (unpriced)" if price is None else f"${price:.2f}"))
+        verdict = ("[yellow]SHORT[/]" if not row["meets_at_max"] else "[green]meets[/]"
+                   if row["configured_min_replicas"] >= row["needed_replicas"]
+                   else f"meets once scaled to {row['needed_replicas']}")
+        table.add_row(phase, f"{row['gpu']} ({row['instance_type']})",
+                      f"{metric} ≤ {_slo_ms(row['target_seconds'])} ({row['target_key']})",
+                      f"{floor} {_slo_ms(row['floor_datasheet_seconds'])} / {_slo_ms(row['floor_predicted_seconds'])}",
+                      needed, f"{row['configured_min_replicas']} → {row['configured_max_replicas']}",
+                      f"{_slo_ms(row['predicted_at_min_seconds'])} / {_slo_ms(row['predicted_at_max_seconds'])}",
+                      verdict)
+    console.print(table)
+    labels = sorted({row["calibration"] for row in slo["phases"].values()})
+    console.print(f"[dim]predicted: {escape('; '.join(labels))}. Model and calibration: docs/SIZING.md[/]",
+                  highlight=False)
 
 
 def _render_cold_start(console: Console, start) -> None:

@@ -124,6 +124,11 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "ttftSloSeconds": _one_of("2.5", "1", "1.0", "0.25", "2", "3", "-1", "abc", ""),
     "tpotSloSeconds": _one_of("0.2", "0.1", "0.15", "0.12", "0", "abc", ""),
     "sloObjective": _one_of("0.99", "0.9", "0.9999", "0.8", "1", "0.99999", "abc", ""),
+    "peakRequestsPerSecond": _one_of("0.1", "1", "50", "0", "-1", "nan", "abc", ""),
+    "typicalPromptTokens": st.one_of(_INTS, _one_of("1024", "4000")),
+    "typicalOutputTokens": st.one_of(_INTS, _one_of("256", "2000")),
+    "longPromptTokens": st.one_of(_INTS, _one_of("3072", "100000")),
+    "longOutputTokens": st.one_of(_INTS, _one_of("1024", "100000")),
 }
 
 # What only GCS fault tolerance registers: the store and the Secret with its token.

@@ -84,6 +84,11 @@ ALTERNATIVES = {
     "ttftSloSeconds": "1",
     "tpotSloSeconds": "0.1",
     "sloObjective": "0.995",
+    "peakRequestsPerSecond": "0.05",
+    "typicalPromptTokens": "512",
+    "typicalOutputTokens": "128",
+    "longPromptTokens": "2048",
+    "longOutputTokens": "512",
     "clusterAutoscalerChartVersion": "9.58.0",
     "adminPrincipalArns": '["arn:aws:iam::111122223333:role/admin"]',
     "apiPublicAccessCidrs": '["198.51.100.0/24"]',
@@ -147,6 +152,7 @@ COMPANIONS = {
     "decodeGpuNodeMaxCount": {"decodeGpuNodeType": "g6.8xlarge"},
     # The vision encoder leaves an L4 16 KV blocks: CUDA graphs of 32 sequences would not start.
     "visionInputs": {"enforceEager": "true"},
+    "maxModelLen": {"longPromptTokens": "1024"},  # the long request must fit it
 }
 
 

@@ -1,0 +1,63 @@
+"""How much of a GPU's datasheet peak the serving stack reaches: the SLO sizing's calibration, as data.
+
+The performance model (serve_app/performance.py) is first principles over the vendor peaks of
+facts/gpus.py; these factors are what measurement says the engines reach of them, plus the fixed
+time a request spends outside the GPU (HTTP, Ray Serve's PD proxy, tokenizing, the first flush of
+the stream). Each calibration names the GPU and model shape it was measured on and when. Applied to
+any other GPU it is an extrapolation, and every figure computed from it says so (`label_for`).
+
+`CALIBRATION` is what the sizing uses. To recalibrate: add a `Calibration` fitted to new
+measurements (serve_app/slo_validation.py fits one from measured TTFT/TPOT percentiles), point
+`CALIBRATION` at it, and keep the old one beside it with its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Efficiency factors fitted to measurements on one GPU type."""
+
+    prefill_compute_efficiency: float  # share of dense bf16 peak a prefill reaches
+    decode_bandwidth_efficiency: float  # share of nominal memory bandwidth a decode step reaches
+    request_overhead_seconds: float  # time to first token spent outside the GPUs and the KV transfer
+    measured_on_gpu: str  # EC2 GPU name of the lab's GPU
+    model_shape: str  # the architecture measured
+    stand_in: bool  # True: not the stack's own model, so a stand-in figure even on measured_on_gpu
+    measured: str  # when
+    source: str  # which measurements, and how the factors follow from them
+
+
+# The lab's H200 runs of a Llama-3-8B-shaped model (8.03 B parameters, bf16, random weights), CUDA
+# graphs, streamBatchingIntervalMs 50: not the stack's hybrid Qwen3.5-9B, so labelled stand-in.
+STAND_IN_H200_LLAMA3_8B = Calibration(
+    prefill_compute_efficiency=0.55,
+    decode_bandwidth_efficiency=0.74,
+    request_overhead_seconds=0.073,
+    measured_on_gpu="H200",
+    model_shape="Llama-3-8B shape (dense attention)",
+    stand_in=True,
+    measured="2026-11-29 and 2026-12-01",
+    source=(
+        "lab/results/2026-12-01-h200-knobs-report.md and lab/results/2026-11-29-h200x2-report.md. Prefill: "
+        "colocated TTFT p50 at concurrency 1 was 70.9 ms for 512-token prompts and 118.2 ms for 2,048-token "
+        "prompts; the model's prefill FLOPs at the H200's 989 TFLOPS take 8.4 and 34.4 ms, so the slope gives "
+        "0.55 of peak (and 55.7 ms of fixed time colocated). Decode: PD decode TPOT p50 4.42 ms at concurrency "
+        "1 and 4.77 ms at 8 (CUDA graphs); the step's weights + KV bytes at 4.8 TB/s take 3.36 and 3.47 ms: "
+        "0.76 and 0.73 of nominal bandwidth, mean 0.74. Overhead: PD TTFT p50 159.7 ms at 2,048 tokens "
+        "less the prefill (62.6 ms), the measured KV transfer (19.6 ms) and one decode step (4.4 ms): 73 ms."
+    ),
+)
+
+CALIBRATION = STAND_IN_H200_LLAMA3_8B
+
+
+def label_for(gpu_name: str, calibration: Calibration = CALIBRATION) -> str:
+    """How a figure computed for `gpu_name` with `calibration` must be labelled."""
+    if gpu_name != calibration.measured_on_gpu:
+        return f"fitted to stand-in/{calibration.measured_on_gpu} measurements" if calibration.stand_in \
+            else f"fitted to {calibration.measured_on_gpu} measurements, extrapolated to {gpu_name}"
+    return f"stand-in: fitted to {calibration.model_shape}" if calibration.stand_in \
+        else f"fitted to {calibration.measured_on_gpu} measurements"

@@ -1,0 +1,242 @@
+"""`pdctl size`: the cheapest GPU node types for a workload and its latency targets, offline.
+
+The same model as the plan's SLO section (components/workload_settings.py over serve_app's
+performance model), asked of every GPU node type the preview accepts (NVIDIA, EFA, x86_64, a worker
+pod that fits: the types the offline cloud describes, facts/instances.py) instead of the stack's
+own. Each type runs both phases (one replica per `tensorParallelSize × pipelineParallelSize` GPUs;
+a phase's replicas share a node as its GPUs allow, the phases never do), priced with the plan's cost
+code in the stack's region. A type that cannot hold the model, or whose floors are above a target,
+is listed with why. Settings come from the stack file, overridden per run as `pdctl plan --set`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from components.discovery import REGION_KEY
+from facts.gpus import gpu_spec
+from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
+from facts.models import ModelArchitecture, known_model
+from facts.slo_calibration import label_for
+from pdctl.slo_cost import phase_nodes_cost
+from serve_app.capacity import capacity_report
+from serve_app.config import PDAppConfig
+from serve_app.errors import ConfigError
+from serve_app.model_facts import read_model_facts
+from serve_app.performance import ReplicaModel
+from serve_app.slo_sizing import MAX_REPLICAS, Targets, Workload, decode_replicas_needed, prefill_replicas_needed
+
+
+@dataclass(frozen=True)
+class SizeOption:
+    """One GPU node type for both phases: what the workload needs of it, or why it cannot serve it."""
+
+    instance_type: str
+    gpu: str
+    gpus_per_node: int
+    prefill_replicas: int | None = None
+    decode_replicas: int | None = None
+    prefill_nodes: int | None = None
+    decode_nodes: int | None = None
+    cost_per_hour: float | None = None  # None: unpriced in the region (or refused)
+    tpot_floor_seconds: float | None = None  # at the datasheet's bandwidth
+    long_ttft_floor_seconds: float | None = None
+    calibration: str = ""
+    refused: str | None = None  # why this type cannot meet the workload
+
+    @property
+    def nodes(self) -> int | None:
+        if self.prefill_nodes is None or self.decode_nodes is None:
+            return None
+        return self.prefill_nodes + self.decode_nodes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "nodes": self.nodes}
+
+
+@dataclass(frozen=True)
+class SizeQuestion:
+    """What `pdctl size` is asked: the workload, the targets, the engine and where it runs."""
+
+    workload: Workload
+    targets: Targets
+    app: PDAppConfig
+    model: ModelArchitecture | None
+    region: str
+    disk_gib: int
+
+
+def size_question(raw: Mapping[str, str]) -> SizeQuestion:
+    """The question a stack's config (`raw`, as `offline.stack_config` gives it, with overrides)
+    asks; every key validated as the program validates it (ConfigError naming the key)."""
+    # Imported here, as the CLI's other heavy modules are: `pdctl --help` and the client commands stay light.
+    from components.settings import GpuNodeSettings, ObservabilitySettings, project_name, read_config
+    from components.workload_settings import WorkloadSettings
+    from serve_app.settings import ServeAppSettings
+    from serve_app.stack_keys import from_stack_keys
+
+    typed, texts = read_config(raw, project=project_name())
+    app = from_stack_keys(ServeAppSettings, typed, texts).app()
+    observability = from_stack_keys(ObservabilitySettings, typed, texts)
+    model = known_model(app.model.architecture_key) or read_model_facts(app.model.model_source).architecture
+    return SizeQuestion(
+        workload=from_stack_keys(WorkloadSettings, typed, texts).workload(),
+        targets=Targets(observability.ttft_slo_seconds, observability.tpot_slo_seconds, observability.slo_objective),
+        app=app, model=model, region=typed[REGION_KEY],
+        disk_gib=from_stack_keys(GpuNodeSettings, typed, texts).disk_gib)
+
+
+def accepted_gpu_types() -> list[InstanceType]:
+    """The GPU node types the preview accepts, of those the offline cloud describes."""
+    from components.settings import check_gpu_instance
+
+    accepted = []
+    for answer in RECORDED_EC2_ANSWERS.values():
+        instance = instance_type(answer)
+        try:
+            check_gpu_instance(instance, "gpuNodeType", "")
+        except ConfigError:
+            continue
+        accepted.append(instance)
+    return accepted
+
+
+def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
+    """What `question`'s workload needs of `instance` for both phases, or why it cannot."""
+    from components.sizing import worker_resources
+    from components.workload_settings import refuse_unreachable
+
+    option = SizeOption(instance.name, instance.gpu_model or "none", instance.gpus,
+                        calibration=label_for(instance.gpu_model or ""))
+    spec = gpu_spec(instance.gpu_model)
+    engine = question.app.engine_for("decode")
+    if question.model is None or spec is None:
+        return _refused(option, "no model facts" if question.model is None else "no vendor GPU figures")
+    if engine.gpus_per_replica > instance.gpus:
+        return _refused(option, f"a replica takes {engine.gpus_per_replica} GPUs, a node has {instance.gpus}")
+    try:
+        worker_resources(instance, question.model.weight_bytes("auto"))
+    except ConfigError as error:
+        return _refused(option, error.why or error.allowed)
+    report = capacity_report(
+        question.model, instance, dtype=engine.dtype, max_model_len=engine.max_model_len,
+        gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
+        tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
+        kv_cache_dtype=str(engine.extra_engine_kwargs.get("kv_cache_dtype", "auto")))
+    if report.max_concurrent_sequences < 1:
+        return _refused(option, f"weights + one {engine.max_model_len}-token sequence do not fit "
+                                f"{report.gpus_per_replica} × {report.usable_bytes / 2**30:.1f} GiB")
+    replica = ReplicaModel.from_capacity(report, question.model, spec)
+    try:
+        bounds = refuse_unreachable(replica, replica, question.workload, question.targets,
+                                    {"prefill": instance.name, "decode": instance.name})
+    except ConfigError as error:
+        return _refused(option, f"{error.setting} {error.value:g} is below the floor: {error.allowed}")
+    option = replace(option, tpot_floor_seconds=round(bounds.tpot_datasheet_seconds, 4),
+                     long_ttft_floor_seconds=round(bounds.long_ttft_datasheet_seconds, 4))
+    prefill = prefill_replicas_needed(replica, replica, question.workload, question.targets)
+    decode = decode_replicas_needed(replica, question.workload, question.targets)
+    if prefill is None or decode is None:
+        missing = "prefill (TTFT)" if prefill is None else "decode (TPOT)"
+        return _refused(option, f"no {missing} replica count up to {MAX_REPLICAS} meets the target")
+    per_node = instance.gpus // engine.gpus_per_replica
+    nodes = -(-prefill // per_node), -(-decode // per_node)
+    cost = phase_nodes_cost(question.region, instance.name, sum(nodes), question.disk_gib)
+    return replace(option, prefill_replicas=prefill, decode_replicas=decode, prefill_nodes=nodes[0],
+                   decode_nodes=nodes[1], cost_per_hour=None if cost is None else round(cost, 4))
+
+
+def _refused(option: SizeOption, why: str) -> SizeOption:
+    return replace(option, refused=why)
+
+
+def size_options(question: SizeQuestion) -> list[SizeOption]:
+    """Every accepted type: priced options cheapest first, then unpriced ones by nodes, then refused."""
+    options = [size_on(instance, question) for instance in accepted_gpu_types()]
+    return sorted(options, key=lambda o: (o.refused is not None, o.cost_per_hour is None,
+                                          o.cost_per_hour or 0.0, o.nodes or 0, o.instance_type))
+
+
+# ── The command ────────────────────────────────────────────────────────────────────────────────
+
+class SizeOutput(StrEnum):
+    text = "text"
+    json = "json"
+
+
+# Flags that override a stack key for this run, as `--set key=value` would.
+FLAG_KEYS = {"rate": "peakRequestsPerSecond", "prompt_tokens": "typicalPromptTokens",
+             "output_tokens": "typicalOutputTokens", "long_prompt_tokens": "longPromptTokens",
+             "long_output_tokens": "longOutputTokens", "ttft": "ttftSloSeconds", "tpot": "tpotSloSeconds",
+             "objective": "sloObjective", "region": REGION_KEY}
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:,.0f} ms"
+
+
+def render_size(console: Console, question: SizeQuestion, options: list[SizeOption]) -> None:
+    workload, targets = question.workload, question.targets
+    console.print(f"[bold]{question.app.model.model_source}[/] at {workload.requests_per_second:g} req/s peak, "
+                  f"prompt → output {workload.typical_prompt_tokens} → {workload.typical_output_tokens} tokens "
+                  f"(long {workload.long_prompt_tokens} → {workload.long_output_tokens}); p{targets.objective * 100:g} "
+                  f"TTFT ≤ {_seconds(targets.ttft_seconds)}, TPOT ≤ {_seconds(targets.tpot_seconds)}; "
+                  f"{question.region}, on-demand", highlight=False)
+    table = Table("GPU node type", "GPU", "prefill replicas", "decode replicas", "GPU nodes", "USD / h",
+                  "TPOT floor", "long-prompt TTFT floor", "")
+    for option in options:
+        price = "n/a (unpriced)" if option.cost_per_hour is None else f"${option.cost_per_hour:,.2f}"
+        table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}",
+                      str(option.prefill_replicas or "-"), str(option.decode_replicas or "-"),
+                      str(option.nodes or "-"), "-" if option.refused else price,
+                      _seconds(option.tpot_floor_seconds), _seconds(option.long_ttft_floor_seconds),
+                      f"[yellow]cannot: {option.refused}[/]" if option.refused else option.calibration)
+    console.print(table)
+    console.print("[dim]floors at the datasheet peaks; replicas predicted with efficiencies fitted to the lab's "
+                  "measurements (labelled per row). Each type runs both phases. Model: docs/SIZING.md[/]")
+
+
+def size_command(
+    stack: str = typer.Option("dev", "--stack", "-s", help="Stack name: its settings are the defaults."),
+    rate: str | None = typer.Option(None, "--rate", help="Requests per second at peak (peakRequestsPerSecond)."),
+    prompt_tokens: str | None = typer.Option(None, "--prompt-tokens", help="typicalPromptTokens."),
+    output_tokens: str | None = typer.Option(None, "--output-tokens", help="typicalOutputTokens."),
+    long_prompt_tokens: str | None = typer.Option(None, "--long-prompt-tokens", help="longPromptTokens."),
+    long_output_tokens: str | None = typer.Option(None, "--long-output-tokens", help="longOutputTokens."),
+    ttft: str | None = typer.Option(None, "--ttft", help="TTFT target in seconds (ttftSloSeconds)."),
+    tpot: str | None = typer.Option(None, "--tpot", help="TPOT target in seconds (tpotSloSeconds)."),
+    objective: str | None = typer.Option(None, "--objective", help="Share of requests meeting both (sloObjective)."),
+    region: str | None = typer.Option(None, "--region", help="AWS region to price in (aws:region)."),
+    output: SizeOutput = typer.Option(SizeOutput.text, "--output", "-o"),
+) -> None:
+    """The cheapest GPU node types for a workload and its latency targets, each with its replicas, GPU
+    nodes and price per hour; offline, from the stack's settings and these flags."""
+    from offline import stack_config
+
+    flags = {"rate": rate, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+             "long_prompt_tokens": long_prompt_tokens, "long_output_tokens": long_output_tokens,
+             "ttft": ttft, "tpot": tpot, "objective": objective, "region": region}
+    err = Console(stderr=True)
+    try:
+        raw, _secret_keys = stack_config(stack)
+        raw.update({FLAG_KEYS[name]: value for name, value in flags.items() if value is not None})
+        question = size_question(raw)
+    except ConfigError as error:
+        err.print(f"[bold red]error:[/] stack {stack!r}: {error}", highlight=False, markup=False)
+        raise typer.Exit(2) from None
+    options = size_options(question)
+    if output is SizeOutput.json:
+        sys.stdout.write(json.dumps({"workload": asdict(question.workload), "targets": asdict(question.targets),
+                                     "region": question.region, "options": [o.to_dict() for o in options]},
+                                    indent=2) + "\n")
+    else:
+        render_size(Console(width=200) if not sys.stdout.isatty() else Console(), question, options)

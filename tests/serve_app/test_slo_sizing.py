@@ -1,0 +1,208 @@
+"""The SLO sizing's arithmetic against cases worked by hand: queueing, FLOPs, bytes, Little's law."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from facts.gpus import GPU_SPECS, GpuSpec, gpu_spec
+from facts.instances import RECORDED_EC2_ANSWERS, instance_type
+from facts.models import ModelArchitecture, known_model
+from facts.slo_calibration import CALIBRATION, Calibration, label_for
+from serve_app.capacity import capacity_report
+from serve_app.performance import ReplicaModel
+from serve_app.queueing import erlang_c, mdc_wait_percentile, poisson_quantile
+from serve_app.slo_sizing import (
+    Targets,
+    Workload,
+    decode_load,
+    decode_replicas_needed,
+    floors,
+    prefill_replicas_needed,
+    ttft_at_percentile,
+)
+from serve_app.slo_validation import MeasuredPoint, compare, fit_calibration, lab_replica
+
+# A made-up dense model and GPU with round numbers, and a calibration of round factors.
+TOY_MODEL = ModelArchitecture(
+    hf_id="toy/dense", num_layers=2, full_attention_layers=2, num_attention_heads=4, num_kv_heads=1, head_dim=8,
+    hidden_size=32, vocab_size=100, parameter_count=1_000_000_000, checkpoint_dtype="bfloat16",
+    max_position_embeddings=4096, source="test")
+TOY_GPU = GpuSpec("TOY", bf16_dense_flops=1e13, memory_bytes_per_second=1e11, memory_gb=24, source="test")
+HALF = Calibration(prefill_compute_efficiency=0.5, decode_bandwidth_efficiency=0.5, request_overhead_seconds=0.1,
+                   measured_on_gpu="TOY", model_shape="toy", stand_in=False, measured="test", source="test")
+
+
+def toy_replica(**changes: Any) -> ReplicaModel:
+    base = ReplicaModel(model=TOY_MODEL, gpu=TOY_GPU, gpus_per_replica=1, weight_bytes=1_000_000_000,
+                        kv_bytes_per_token=1_000, state_bytes_per_sequence=0, kv_budget_bytes=10_000_000,
+                        network_bytes_per_second=1e9, calibration=HALF)
+    return replace(base, **changes)
+
+
+def qwen_on(instance: str) -> ReplicaModel:
+    model = known_model("Qwen/Qwen3.5-9B")
+    assert model is not None
+    node = instance_type(RECORDED_EC2_ANSWERS[instance])
+    report = capacity_report(model, node, dtype="bfloat16", max_model_len=4096, gpu_memory_utilization=0.9,
+                             enforce_eager=False)
+    spec = gpu_spec(node.gpu_model)
+    assert spec is not None
+    return ReplicaModel.from_capacity(report, model, spec)
+
+
+# ── Queueing ──────────────────────────────────────────────────────────────────────────────────
+
+def test_erlang_c_one_server_is_the_utilisation_and_two_servers_at_load_one_is_a_third():
+    assert erlang_c(1, 0.3) == pytest.approx(0.3)
+    # c = 2, a = 1: (a²/2! · 2/(2-1)) / (1 + a + a²/2! · 2/(2-1)) = 1 / 3
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
+    assert erlang_c(2, 2.0) == 1.0
+
+
+def test_mdc_wait_percentile_is_half_the_mm1_tail():
+    # λ = 1/s, S = 0.5 s, one server: C = 0.5, μ - λ = 1/s; M/M/1's p99 wait ln(0.5/0.01) s, halved.
+    assert mdc_wait_percentile(1.0, 0.5, 1, 0.99) == pytest.approx(0.5 * math.log(50))
+    # Fewer than 1 % of arrivals wait at all: the p99 wait is 0.
+    assert mdc_wait_percentile(0.001, 0.5, 1, 0.99) == 0.0
+    assert mdc_wait_percentile(2.0, 0.5, 1, 0.99) == math.inf
+
+
+def test_poisson_quantile():
+    # Poisson(2): P(X ≤ 5) = 0.983, P(X ≤ 6) = 0.9955.
+    assert poisson_quantile(2.0, 0.99) == 6
+    assert poisson_quantile(2.0, 0.98) == 5
+    assert poisson_quantile(0.0, 0.99) == 0
+    assert poisson_quantile(10_000.0, 0.5) == 10_000
+
+
+# ── The performance model ─────────────────────────────────────────────────────────────────────
+
+def test_prefill_time_is_flops_over_peak_times_efficiency():
+    replica = toy_replica()
+    # 2 · 1e9 · 100 + 2 · L 2 · H 4 · d 8 · 100² = 2e11 + 1.28e6 FLOPs, at 1e13 × 0.5 FLOP/s.
+    assert replica.prefill_flops(100) == pytest.approx(2e11 + 1.28e6)
+    assert replica.prefill_seconds(100) == pytest.approx((2e11 + 1.28e6) / 5e12)
+    assert replica.prefill_seconds(100, datasheet=True) == pytest.approx((2e11 + 1.28e6) / 1e13)
+
+
+def test_decode_step_reads_the_weights_and_the_batchs_kv_and_state_twice():
+    replica = toy_replica(state_bytes_per_sequence=500_000)
+    # 1e9 weights + 10 × (1,000 tokens × 1,000 B + 2 × 500,000 B) = 1.02e9 B at 1e11 × 0.5 B/s.
+    assert replica.decode_step_seconds(10, 1_000) == pytest.approx(1.02e9 / 5e10)
+    assert replica.decode_step_seconds(10, 1_000, datasheet=True) == pytest.approx(1.02e9 / 1e11)
+
+
+def test_a_large_batch_turns_decode_compute_bound():
+    replica = toy_replica(weight_bytes=1)
+    # Per sequence 2e9 FLOPs (+ attention); at 5e12 FLOP/s a batch of 1,000 takes 0.4 s, its 1e7 B 0.2 ms.
+    assert replica.decode_step_seconds(1_000, 10) == pytest.approx(1_000 * replica.decode_step_flops(1, 10) / 5e12)
+
+
+def test_kv_hand_over_and_what_fits():
+    replica = toy_replica(state_bytes_per_sequence=1_000_000)
+    assert replica.transfer_seconds(1_000) == pytest.approx((1_000 * 1_000 + 1_000_000) / 1e9)
+    assert replica.sequences_that_fit(1_000) == 5  # 10 MB / 2 MB
+
+
+def test_qwen35_9b_on_an_l4_cannot_decode_faster_than_its_weight_read():
+    floor = floors(qwen_on("g6.8xlarge"), qwen_on("g6.8xlarge"), Workload(0.1, 1024, 256, 3072, 1024))
+    weight_read = 19_306_216_416 / 300e9  # the checkpoint's bytes at the L4's 300 GB/s: 64.4 ms
+    assert weight_read < floor.tpot_datasheet_seconds < weight_read * 1.02
+    assert floor.tpot_predicted_seconds == pytest.approx(
+        floor.tpot_datasheet_seconds / CALIBRATION.decode_bandwidth_efficiency)
+    # An H200 has 16× the L4's bandwidth: its floor is 16× lower.
+    h200 = floors(qwen_on("p5en.48xlarge"), qwen_on("p5en.48xlarge"), Workload(0.1, 1024, 256, 3072, 1024))
+    assert h200.tpot_datasheet_seconds == pytest.approx(floor.tpot_datasheet_seconds / 16, rel=0.01)
+
+
+# ── Sizing ────────────────────────────────────────────────────────────────────────────────────
+
+def test_decode_batch_follows_littles_law_and_its_percentile_is_poisson():
+    replica = toy_replica()
+    workload = Workload(1.0, 1_000, 100, 1_000, 100)  # context 1,050 tokens
+    load = decode_load(replica, workload, Targets(1.0, 1.0, 0.99), replicas=1)
+    # step(B) = 0.02 s + B × 0.021 ms; B = 1/s × 100 × step(B) → B = 2 / (1 - 0.0021).
+    assert load.mean_batch == pytest.approx(2 / (1 - 100 * 1_050_000 / 5e10))
+    assert load.batch_at_percentile == poisson_quantile(load.mean_batch, 0.99)
+    assert load.tpot_seconds == pytest.approx(replica.decode_step_seconds(load.batch_at_percentile, 1_050))
+    # Twice the replicas, half the batch each.
+    assert decode_load(replica, workload, Targets(1.0, 1.0, 0.99), replicas=2).mean_batch == pytest.approx(
+        load.mean_batch / 2, rel=0.01)
+
+
+def test_decode_that_never_drains_is_infinite():
+    load = decode_load(toy_replica(), Workload(100.0, 1_000, 100, 1_000, 100), Targets(1, 1, 0.99), replicas=1)
+    assert load.mean_batch == math.inf and load.tpot_seconds == math.inf
+
+
+def test_ttft_adds_overhead_wait_prefill_hand_over_and_one_decode_step():
+    replica = toy_replica()
+    workload = Workload(0.001, 100, 10, 100, 10)
+    # No wait at this rate: 0.1 s overhead + 0.04 s prefill + 0.1 ms hand-over + one step (0.02 s + 0.1 MB).
+    expected = 0.1 + (2e11 + 1.28e6) / 5e12 + 100_000 / 1e9 + (1e9 + 100_000) / 5e10
+    assert ttft_at_percentile(replica, replica, workload, Targets(1, 1, 0.99), 1) == pytest.approx(expected)
+
+
+def test_replicas_needed_grow_with_the_rate_until_none_meets():
+    replica = toy_replica()
+    targets = Targets(ttft_seconds=1.0, tpot_seconds=0.05, objective=0.99)
+    needed = [prefill_replicas_needed(replica, replica, Workload(rate, 100, 10, 100, 10), targets)
+              for rate in (0.1, 30.0, 100.0)]
+    assert needed[0] == 1 and needed[0] < needed[1] < needed[2]
+    assert decode_replicas_needed(replica, Workload(0.1, 100, 10, 100, 10), Targets(1.0, 0.01, 0.99)) is None
+
+
+def test_every_gpu_the_preview_accepts_has_vendor_figures():
+    accepted = {instance_type(a).gpu_model for a in RECORDED_EC2_ANSWERS.values() if a.gpus and a.efa_supported}
+    assert accepted <= set(GPU_SPECS)
+    assert {"L4", "A10G", "L40S", "A100", "H100", "H200", "B200"} <= set(GPU_SPECS)
+
+
+def test_figures_for_a_gpu_the_lab_has_not_run_are_labelled():
+    assert label_for("L4") == "fitted to stand-in/H200 measurements"
+    assert "stand-in" in label_for("H200")
+
+
+# ── Validation: the model against measured percentiles ───────────────────────────────────────
+
+def test_compare_reports_the_error_of_each_point():
+    replica = toy_replica()
+    point = MeasuredPoint(requests_per_second=0.5, prompt_tokens=100, output_tokens=10, ttft_seconds=0.2,
+                          tpot_seconds=0.02)
+    [comparison] = compare([point], replica, replica, 0.9)
+    workload = Workload(0.5, 100, 10, 100, 10)
+    assert comparison.predicted_ttft_seconds == ttft_at_percentile(replica, replica, workload, Targets(1, 1, 0.9), 1)
+    assert comparison.ttft_error == pytest.approx(comparison.predicted_ttft_seconds / 0.2 - 1)
+    assert comparison.tpot_error == pytest.approx(comparison.predicted_tpot_seconds / 0.02 - 1)
+
+
+def test_fit_calibration_recovers_the_factors_that_made_the_measurements():
+    truth = replace(HALF, prefill_compute_efficiency=0.4, decode_bandwidth_efficiency=0.7,
+                    request_overhead_seconds=0.05)
+    measured_with = toy_replica(calibration=truth)
+    points = []
+    for rate in (0.5, 2.0, 8.0):
+        [made] = compare([MeasuredPoint(rate, 200, 50, 1.0, 1.0)], measured_with, measured_with, 0.9)
+        points.append(MeasuredPoint(rate, 200, 50, made.predicted_ttft_seconds, made.predicted_tpot_seconds))
+    start = toy_replica()  # HALF: 0.5 / 0.5 / 0.1 s
+    fitted = fit_calibration(points, start, start, 0.9, template=replace(HALF, source="the three points"))
+    assert fitted.decode_bandwidth_efficiency == pytest.approx(0.7)
+    assert fitted.prefill_compute_efficiency == pytest.approx(0.4)
+    assert fitted.request_overhead_seconds == pytest.approx(0.05)
+    assert fitted.source == "the three points"
+
+
+def test_a_lab_replica_has_the_h200s_speed_and_an_l4s_memory():
+    model = known_model("Qwen/Qwen3.5-9B")
+    assert model is not None
+    capped = lab_replica(model, GPU_SPECS["H200"], usable_memory_mib=22_888, gpu_memory_utilization=0.9,
+                         max_model_len=4096, kv_bytes_per_second=13e9)
+    on_l4, on_h200 = qwen_on("g6.8xlarge"), qwen_on("p5en.48xlarge")
+    assert capped.kv_budget_bytes == on_l4.kv_budget_bytes
+    assert capped.decode_step_seconds(1, 1000) == pytest.approx(on_h200.decode_step_seconds(1, 1000))
+    assert capped.transfer_seconds(1000) == pytest.approx((1000 * capped.kv_bytes_per_token
+                                                           + capped.state_bytes_per_sequence) / 13e9)
