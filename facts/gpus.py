@@ -31,6 +31,9 @@ class GpuSpec:
 
 
 GPU_SPECS: Mapping[str, GpuSpec] = {g.name: g for g in (
+    # No bf16 on the T4 (Turing): vLLM serves it in float16, at the same tensor rate.
+    GpuSpec("T4", 65 * TERA, 320e9, 16,
+            "NVIDIA T4 datasheet: mixed-precision (FP16/FP32) tensor 65 TFLOPS, 320 GB/s GDDR6, 16 GB; no bf16"),
     GpuSpec("L4", 121 * TERA, 300e9, 24,
             "NVIDIA L4 datasheet: bf16 tensor 242 TFLOPS with sparsity, 300 GB/s GDDR6, 24 GB"),
     GpuSpec("A10G", 70 * TERA, 600e9, 24,

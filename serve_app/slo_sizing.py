@@ -4,7 +4,9 @@ serve_app/queueing.py. Pure arithmetic.
 
 Time to first token, at the objective's percentile, of a typical request:
     overhead + prefill wait (M/D/c over the prefill replicas, service = the typical prefill)
-    + typical prefill + its KV hand-over + one decode step at batch 1.
+    + typical prefill + hand-over wait (M/D/c over the prefill nodes' links, service = one prompt's
+    KV and state at the network rate: transfers share a node's link) + its KV hand-over
+    + one decode step at batch 1.
 Time per output token, at the percentile: one decode step at the percentile of the decode batch.
 The batch's mean follows from Little's law, B = λ/n · output tokens · step(B) (a fixed point), its
 percentile from M/G/∞ (Poisson); sequences are at the typical prompt plus half the typical output.
@@ -87,7 +89,11 @@ def ttft_at_percentile(prefill: ReplicaModel, decode: ReplicaModel, workload: Wo
     prompt = workload.typical_prompt_tokens
     service = prefill.prefill_seconds(prompt)
     wait = mdc_wait_percentile(workload.requests_per_second, service, replicas, targets.objective)
-    return (prefill.request_overhead_seconds + wait + service + prefill.transfer_seconds(prompt)
+    hand_over = prefill.transfer_seconds(prompt)
+    # Measured in the lab: past the link's rate the hand-over queue grows without bound (TTFT p90 5 s
+    # at 6 requests/s over a 0.37 GB/s link; docs/SIZING.md#validation).
+    hand_over_wait = mdc_wait_percentile(workload.requests_per_second, hand_over, replicas, targets.objective)
+    return (prefill.request_overhead_seconds + wait + service + hand_over_wait + hand_over
             + decode.decode_step_seconds(1, prompt))
 
 

@@ -11,7 +11,7 @@ import pytest
 from facts.gpus import GPU_SPECS, GpuSpec, gpu_spec
 from facts.instances import RECORDED_EC2_ANSWERS, instance_type
 from facts.models import ModelArchitecture, known_model
-from facts.slo_calibration import CALIBRATION, Calibration, label_for
+from facts.slo_calibration import CALIBRATION, STAND_IN_H200_LLAMA3_8B, Calibration, label_for
 from serve_app.capacity import capacity_report
 from serve_app.performance import ReplicaModel
 from serve_app.queueing import erlang_c, mdc_wait_percentile, poisson_quantile
@@ -110,7 +110,7 @@ def test_kv_hand_over_and_what_fits():
 
 def test_qwen35_9b_on_an_l4_cannot_decode_faster_than_its_weight_read():
     floor = floors(qwen_on("g6.8xlarge"), qwen_on("g6.8xlarge"), Workload(0.1, 1024, 256, 3072, 1024))
-    weight_read = 19_306_216_416 / 300e9  # the checkpoint's bytes at the L4's 300 GB/s: 64.4 ms
+    weight_read = 17_907_606_528 / 300e9  # the text-only weights at the L4's 300 GB/s: 59.7 ms
     assert weight_read < floor.tpot_datasheet_seconds < weight_read * 1.02
     assert floor.tpot_predicted_seconds == pytest.approx(
         floor.tpot_datasheet_seconds / CALIBRATION.decode_bandwidth_efficiency)
@@ -163,8 +163,9 @@ def test_every_gpu_the_preview_accepts_has_vendor_figures():
 
 
 def test_figures_for_a_gpu_the_lab_has_not_run_are_labelled():
-    assert label_for("L4") == "fitted to stand-in/H200 measurements"
-    assert "stand-in" in label_for("H200")
+    assert label_for("L4") == "fitted to H200 measurements, extrapolated to L4"
+    assert label_for("H200") == "fitted to H200 measurements"
+    assert "stand-in" in label_for("H200", STAND_IN_H200_LLAMA3_8B)
 
 
 # ── Validation: the model against measured percentiles ───────────────────────────────────────
@@ -206,3 +207,37 @@ def test_a_lab_replica_has_the_h200s_speed_and_an_l4s_memory():
     assert capped.decode_step_seconds(1, 1000) == pytest.approx(on_h200.decode_step_seconds(1, 1000))
     assert capped.transfer_seconds(1000) == pytest.approx((1000 * capped.kv_bytes_per_token
                                                            + capped.state_bytes_per_sequence) / 13e9)
+
+
+# ── Validation on the GPU: the stack's own architecture on an L4's memory (H200 lab) ─────────────
+
+def _lab_validation():
+    import json
+    from pathlib import Path
+
+    from facts.gpus import GPU_SPECS
+    from facts.models import known_model
+    from serve_app.slo_validation import MeasuredPoint, compare, lab_replica
+
+    data = json.loads((Path(__file__).parents[1] / "data" / "qwen35-open-loop-h200.json").read_text())
+    replica = lab_replica(known_model("Qwen/Qwen3.5-9B"), GPU_SPECS["H200"], usable_memory_mib=22_888,
+                          gpu_memory_utilization=0.9, max_model_len=4096,
+                          kv_bytes_per_second=data["lab_link_bytes_per_second"])
+    points = [MeasuredPoint(p["requests_per_second"], 512, 128, p["ttft_p90_seconds"], p["tpot_p90_seconds"])
+              for p in data["points"]]
+    return {c.point.requests_per_second: c for c in compare(points, replica, replica, 0.9)}
+
+
+def test_below_the_labs_link_rate_the_model_is_within_a_quarter_of_the_gpu():
+    at_2 = _lab_validation()[2.0]
+    assert at_2.predicted_ttft_seconds == pytest.approx(at_2.point.ttft_seconds, rel=0.25)
+    assert at_2.predicted_tpot_seconds == pytest.approx(at_2.point.tpot_seconds, rel=0.25)
+
+
+def test_past_the_labs_link_rate_the_model_says_no_replica_meets_it_as_the_gpu_showed():
+    # 6 and 12 requests/s exceed the one-host link's 5.4 hand-overs a second: TTFT p90 grew to 5–7 s
+    # within 48 requests; the model calls the queue unbounded.
+    comparisons = _lab_validation()
+    for rate in (6.0, 12.0):
+        assert comparisons[rate].predicted_ttft_seconds == math.inf
+        assert comparisons[rate].point.ttft_seconds > 10 * comparisons[2.0].point.ttft_seconds
