@@ -110,8 +110,6 @@ class SourcedValue:
     where: str
 
 
-H200_KNOBS_REPORT = "lab/results/2026-12-01-h200-knobs-report.md"
-
 # A managed node group's node until Ready: the reference's 3–5 min (as the node group create above).
 GPU_NODE_READY = StepDuration(4.0 * 60, REFERENCE, "docs/SOURCES.md#reference-timings: GPU node group 3–5 min")
 # The NVIDIA and EFA device plugin pods on a node that joins a running cluster: their images are
@@ -121,31 +119,25 @@ RAY_IMAGE_PULL = StepDuration(RAY_IMAGE_PULL_SECONDS, ESTIMATE, "the reference R
                               "145 s model load and the pod start; the image size is not known here")
 # A Ray worker pod scheduled, its containers started and raylet joined to the head.
 RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registration with the GCS")
-# Serve replica start → vLLM engine up with CUDA graphs, weights NOT loaded (`load_format: dummy`),
-# on the first start of the machine: 146.2–149.3 s, six engines sharing one H200 and 16 CPUs (so an
-# upper bound for one engine per GPU). Middle of the range.
+# The stack's own engine (Qwen3.5-9B's architecture, CUDA graphs, maxNumSeqs 32, dummy weights: no
+# weight read) held to an L4's memory on the lab's H200, one engine at a time, 2026-12-02
+# (QWEN35_PROBE_RESULT). A new node's first start: vLLM's engine ready after 167.5 s with its compile
+# caches empty (Triton autotuning 74 s, torch.compile 25 s, graphs 2 s), after FlashInfer's sampler
+# was JIT-compiled in 87.2 s (it is compiled once per machine, before the engine's own first sample).
+# The GPU's speed enters little: compilation runs on the CPU; the H200 captures graphs faster than an L4.
+QWEN35_PROBE_RESULT = "lab/results/2026-12-02-h200-qwen35-l4-budget-1-memory-probe.json"
 ENGINE_START_COLD = StepDuration(
-    147.8, MEASURED, f"{H200_KNOBS_REPORT} §1 engine start-up (H200, 6 engines on one GPU, dummy weights)")
-# A Serve replica killed (SIGKILL) until Serve runs a new one (`back_after_s`), in the H200 resilience
-# run: decode 103.571 s, prefill 123.203 s; the mean stands for a restart of either phase. Each took
-# a vLLM engine start with CUDA graphs and torch.compile, vLLM's compile cache at its default (on;
-# whether it hit is not recorded), 3 engines on one GPU, a tiny random-weight model (its load takes
-# no time to speak of). Killing the engine process alone took longer (decode 120.2 s, prefill 139.8 s).
-# After the prefill restart no request succeeded (a stale NIXL peer, addressed since: the stack renders
-# no engine id): its figure is the replica's return, which is what the engine start costs.
-H200_RESILIENCE_FAULTS_RESULT = "lab/results/2026-12-01-h200-resilience-faults-result.json"
-DECODE_REPLICA_RESTART_SECONDS = 103.571
-PREFILL_REPLICA_RESTART_SECONDS = 123.203
-# What it does not hold, and so is added beside it in "pod restart → serving": the container start
-# and raylet join (Serve replaced the replica inside a running Ray node) and the checkpoint's load.
-# What may be counted twice: Serve noticing the dead replica (at most one 10 s health-check period)
-# happens during a pod's start.
+    167.5 + 87.2, MEASURED,
+    f"{QWEN35_PROBE_RESULT}: the stack's own engine on an L4's memory (H200 lab, dummy weights), caches empty: "
+    "vLLM 167.5 s + FlashInfer's sampler JIT 87.2 s")
+# A restart on a node whose compile caches are warm (the pod restarted, the node kept its caches): the
+# same engine ready in 41.0 s, one engine alone on the GPU. Three engines starting together under Ray
+# Serve (the lab's PD and colocated apps) were ready after 124.6 and 129.3 s. Pod start and the weight
+# load are added beside it; Serve's noticing a dead replica (≤ 10 s health check) may overlap the pod start.
 ENGINE_RESTART = StepDuration(
-    (DECODE_REPLICA_RESTART_SECONDS + PREFILL_REPLICA_RESTART_SECONDS) / 2, MEASURED,
-    f"{H200_RESILIENCE_FAULTS_RESULT}: replica killed → new replica running, decode "
-    f"{DECODE_REPLICA_RESTART_SECONDS:.1f} s, prefill {PREFILL_REPLICA_RESTART_SECONDS:.1f} s, mean (H200, 3 engines "
-    "on one GPU, CUDA graphs + torch.compile, compile cache on, tiny weights); holds no pod start and no weight "
-    "load, which are added beside it; Serve's noticing the death (≤ 10 s) may overlap the pod start")
+    41.0, MEASURED,
+    f"{QWEN35_PROBE_RESULT}: the stack's own engine on an L4's memory, compile caches warm (H200 lab, one "
+    "engine, dummy weights); holds no pod start and no weight load, which are added beside it")
 
 # Weight load paths.
 # From Hugging Face through the NAT gateway, download + load: the reference's first load, 145 s for
