@@ -43,8 +43,33 @@ def _spread(values: list[float], scale: float = 1000, digits: int = 1) -> str:
     return f"{mean:.{digits}f} ({min(scaled):.{digits}f}–{max(scaled):.{digits}f})"
 
 
+def _pooled(rows: list[dict[str, Any]], key: str, q: str) -> float | None:
+    """A percentile over every request of every pass (the passes' raw samples pooled)."""
+    from measure.latency import distribution
+
+    ok = [s for r in rows for s in r.get("samples", []) if not s.get("error") and s.get("ttft_s") is not None]
+    if key == "ttft_s":
+        values = [s["ttft_s"] for s in ok]
+    else:  # tpot_s: (E2E − TTFT) / (tokens − 1), as measure.latency defines it
+        values = [(s["e2e_s"] - s["ttft_s"]) / (s["output_tokens"] - 1) for s in ok if s.get("output_tokens", 0) > 1]
+    dist = distribution(values)
+    return dist[q] if dist else None
+
+
+def _pooled_spread(rows: list[dict[str, Any]], key: str, q: str, digits: int = 1) -> str:
+    """The pooled percentile, then the per-pass values' min–max; without raw samples, the passes' mean."""
+    pooled = _pooled(rows, key, q)
+    per_pass = [r["summary"][key][q] for r in rows if r["summary"].get(key)]
+    if pooled is None:
+        return _spread(per_pass, digits=digits)
+    if len(per_pass) < 2:
+        return f"{1000 * pooled:.{digits}f}"
+    return f"{1000 * pooled:.{digits}f} ({1000 * min(per_pass):.{digits}f}–{1000 * max(per_pass):.{digits}f})"
+
+
 def variant_table(data: dict[str, Any]) -> str:
-    """Per app and concurrency: each statistic's mean over the timed passes, with its min–max."""
+    """Per app and concurrency: latency percentiles over every request of the timed passes (pooled), with
+    the per-pass values' min–max; throughput and CPU as the passes' mean (min–max)."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for row in data.get("timing", []):
         groups.setdefault((row.get("app") or f"{row['model']}-{row['mode']}", row["concurrency"]), []).append(row)
@@ -64,8 +89,8 @@ def variant_table(data: dict[str, Any]) -> str:
         ingress = cpu(lambda role, app=app: role.startswith(f"ray::ServeReplica:{app}:OpenAiIngress"))
         throughput = [r["summary"]["output_tokens_per_s"] for r in rows if r["summary"].get("output_tokens_per_s")]
         itl = " / ".join(_spread(stat("itl_s", q)).split(" (")[0] for q in ("p50", "p90", "p99"))
-        lines.append(f"| {app} | {conc} | {len(rows)} | {_spread(stat('ttft_s', 'p50'))} "
-                     f"| {_spread(stat('ttft_s', 'p90'))} | {_spread(stat('tpot_s', 'p50'), digits=2)} | {itl} "
+        lines.append(f"| {app} | {conc} | {len(rows)} | {_pooled_spread(rows, 'ttft_s', 'p50')} "
+                     f"| {_pooled_spread(rows, 'ttft_s', 'p90')} | {_pooled_spread(rows, 'tpot_s', 'p50', 2)} | {itl} "
                      f"| {_spread(throughput, 1, 0)} "
                      f"| {_spread(proxy, 1, 0)} | {_spread(ingress, 1, 0)} |")
     return "\n".join(lines)
@@ -181,10 +206,10 @@ def markdown_report(data: dict[str, Any]) -> str:
         timing_table(data),
     ]
     if any(row.get("variant") or row.get("repeat", 1) > 1 for row in data.get("timing", [])):
-        parts += ["", "Per app and concurrency, over the timed passes: mean (min–max); ITL: means of the "
-                      "passes' percentiles; CPU: the HTTP proxy's and the app's OpenAiIngress replica's CPU time "
-                      "over the "
-                      "wall time (100 = one core)", "",
+        parts += ["", "Per app and concurrency, over the timed passes: TTFT and TPOT over every request of "
+                      "every pass (pooled), with the per-pass values' min–max; ITL: means of the passes' "
+                      "percentiles; throughput and CPU: the passes' mean (min–max), CPU being the HTTP proxy's and "
+                      "the app's OpenAiIngress replica's CPU time over the wall time (100 = one core)", "",
                   variant_table(data)]
     for app, result in data.get("side_by_side", {}).items():
         parts += ["", side_by_side_table(app, result)]

@@ -587,6 +587,24 @@ def test_the_report_counts_haproxy_as_the_http_front_in_its_mode():
     assert "HTTP front: haproxy;" in markdown_report({"topology": {"http_front": "haproxy"}, "checks": {}})
 
 
+def test_the_report_pools_every_request_of_every_pass_instead_of_averaging_pass_medians():
+    from lab.report import variant_table
+
+    def row(ttfts: list[float]) -> dict:
+        samples = [{"ttft_s": t, "e2e_s": t + 0.3, "output_tokens": 31, "error": None} for t in ttfts]
+        median = sorted(ttfts)[len(ttfts) // 2]
+        return {"app": "m-pd", "model": "m", "mode": "pd", "concurrency": 1, "samples": samples,
+                "summary": {"ttft_s": {"p50": median, "p90": max(ttfts)}, "tpot_s": {"p50": 0.01},
+                            "itl_s": {"p50": 0.01, "p90": 0.01, "p99": 0.01}, "output_tokens_per_s": 100.0}}
+
+    # Pass 1: nine fast requests; pass 2: one slow one. The mean of the pass medians is 0.55 s; over all ten
+    # requests the median is 0.1 s.
+    table = variant_table({"timing": [row([0.1] * 9), row([1.0])]})
+    cells = table.splitlines()[-1].split(" | ")
+    assert cells[3] == "100.0 (100.0–1000.0)"
+    assert cells[5].startswith("10.00")
+
+
 def test_raw_samples_and_process_cpu_deltas():
     from measure.latency import RequestSample
 
