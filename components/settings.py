@@ -33,6 +33,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from components.discovery import REGION_KEY, CloudFacts, CloudQuery, Zone, discover
 from components.node_storage import NodeStorage, node_storage
+from components.project import project_file
 from components.scheduling import RESERVED_NAMESPACES, gpu_node_labels
 from components.sizing import WorkerResources, worker_resources
 from facts.aws import DOCUMENTATION_ACCOUNT_IDS, EKS_CONTROL_PLANE_REFUSED_ZONE_IDS, is_documentation_cidr
@@ -54,7 +55,6 @@ from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import StackKeyModel, from_stack_keys
 
-PROJECT_FILE = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
 HF_TOKEN_KEY = "hfToken"
 
 # EKS Kubernetes versions in standard support (EKS version calendar, read 2026-11). The node AMIs
@@ -125,10 +125,15 @@ def load_yaml_strictly(path: Path) -> Any:
         return yaml.load(stream, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: safe
 
 
+def declared_keys(path: Path | None = None) -> Mapping[str, DeclaredKey]:
+    """The settings Pulumi.yaml declares, by the name a stack file uses (bare for the project);
+    `path` defaults to the project's own (components/project.py finds it)."""
+    return _declared_keys(path or project_file())
+
+
 @functools.cache
-def declared_keys(project_file: Path = PROJECT_FILE) -> Mapping[str, DeclaredKey]:
-    """The settings Pulumi.yaml declares, by the name a stack file uses (bare for the project)."""
-    config = load_yaml_strictly(project_file)["config"]
+def _declared_keys(path: Path) -> Mapping[str, DeclaredKey]:
+    config = load_yaml_strictly(path)["config"]
     keys: dict[str, DeclaredKey] = {}
     for name, entry in config.items():
         if not isinstance(entry, dict):  # `key: value` short form
@@ -143,8 +148,8 @@ def declared_keys(project_file: Path = PROJECT_FILE) -> Mapping[str, DeclaredKey
     return keys
 
 
-def project_name(project_file: Path = PROJECT_FILE) -> str:
-    return load_yaml_strictly(project_file)["name"]
+def project_name(path: Path | None = None) -> str:
+    return load_yaml_strictly(path or project_file())["name"]
 
 
 @functools.cache

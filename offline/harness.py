@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 _SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
 _SECRET_SIG_VALUE = "1b47061264138c4ac30d75fd1eb44270"
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -130,16 +129,20 @@ class OfflineRun:
         return [r for r in self.resources if r.type != STACK_TYPE]
 
 
-def read_project(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
+def read_project(project_dir: Path | None = None) -> dict[str, Any]:
+    from components.project import project_file
     from components.settings import load_yaml_strictly
 
-    return load_yaml_strictly(project_dir / "Pulumi.yaml")
+    return load_yaml_strictly(project_dir / "Pulumi.yaml" if project_dir else project_file())
 
 
-def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[dict[str, str], set[str]]:
+def stack_config(stack: str, project_dir: Path | None = None) -> tuple[dict[str, str], set[str]]:
     """The config the CLI would hand the program: (key -> string, secret keys). Keys are
     fully qualified (`<project>:<key>`, `aws:region`)."""
+    from components.project import find_project_dir
     from components.settings import as_config_string, load_yaml_strictly
+
+    project_dir = project_dir or find_project_dir()
 
     project = read_project(project_dir)
     name = project["name"]
@@ -318,7 +321,7 @@ def try_run_offline(
     *,
     overrides: Mapping[str, str] | None = None,
     secrets: Mapping[str, str] | None = None,
-    project_dir: Path = PROJECT_DIR,
+    project_dir: Path | None = None,
     mocks: Any = None,
 ) -> OfflineRun:
     """Run the program for `stack`; a failure is recorded in `.error`, never raised.
@@ -327,6 +330,9 @@ def try_run_offline(
     and string values as `pulumi config set` stores them. `mocks` defaults to the fake AWS account
     of `offline.mock_cloud` for the stack's region.
     """
+    from components.project import find_project_dir
+
+    project_dir = project_dir or find_project_dir()
     project = read_project(project_dir)["name"]
     config, secret_keys = stack_config(stack, project_dir)
 
@@ -355,18 +361,27 @@ def try_run_offline(
 
 def _isolated(run: OfflineRun, project: str, stack: str, secret_keys: set[str], mocks: Any, project_dir: Path,
               body: Callable[[], Any]) -> None:
-    saved_env = {k: os.environ.pop(k) for k in ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS") if k in os.environ}
+    from components.project import PROJECT_ENV
+
+    saved_env = {k: os.environ.pop(k) for k in ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS", PROJECT_ENV)
+                 if k in os.environ}
+    # The program's own look-ups (declared settings, dashboards) read the same project as the run.
+    os.environ[PROJECT_ENV] = str(project_dir)
     try:
         contextvars.Context().run(_run_in_mocks, run, project, stack, secret_keys, mocks, project_dir, body)
     finally:
+        os.environ.pop(PROJECT_ENV, None)
         os.environ.update(saved_env)
 
 
 def run_components(register: Callable[[], Any], *, stack: str = "dev", mocks: Any = None,
-                   project_dir: Path = PROJECT_DIR) -> OfflineRun:
+                   project_dir: Path | None = None) -> OfflineRun:
     """Run `register()` (which registers components and returns what it built, kept in
     `run.program["result"]`) under the same recording mocks as a whole program. A failure is recorded
     in `.error`. `mocks` defaults to echoing every resource's inputs as its outputs."""
+    from components.project import find_project_dir
+
+    project_dir = project_dir or find_project_dir()
     project = read_project(project_dir)["name"]
     run = OfflineRun(stack=stack, config={})
 
