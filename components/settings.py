@@ -17,7 +17,6 @@ the value and what is allowed; a pydantic `ValidationError` never escapes.
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
 import importlib.util
 import ipaddress
@@ -32,6 +31,7 @@ import yaml
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from components.discovery import REGION_KEY, CloudFacts, CloudQuery, Zone, discover
+from components.findings import stack_findings
 from components.node_storage import NodeStorage, node_storage
 from components.project import project_file
 from components.scheduling import RESERVED_NAMESPACES, gpu_node_labels
@@ -50,7 +50,7 @@ from facts.instances import InstanceType
 from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
 from serve_app.checks import CheckedApp, DeploymentTarget, NodeGroupTarget, check_app, phase_node_group_keys
 from serve_app.config import HTTP_FRONTS, PHASES, S3_SCHEME, STREAMER_LOAD_FORMATS, HttpFront, Phase
-from serve_app.errors import ConfigError
+from serve_app.errors import ConfigError, unknown_setting
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import StackKeyModel, from_stack_keys
@@ -174,6 +174,9 @@ def provider_config_keys(package: str) -> frozenset[str]:
 
 # Provider namespaces whose keys are checked against their SDK's own list.
 CHECKED_PROVIDER_NAMESPACES = {"aws": "pulumi_aws"}
+# The namespaces besides the project's that something in this program reads: its providers'
+# (aws, eks, kubernetes) and the engine's own (pulumi:tags, …). A key in any other goes unread.
+READ_NAMESPACES = frozenset({"aws", "eks", "kubernetes", "pulumi"})
 
 
 # ── Typed slices ──────────────────────────────────────────────────────────────────────────────
@@ -757,6 +760,7 @@ class ServingSettings:
     node_groups: tuple[GpuNodeGroupSpec, ...]  # gpuNodeType's group first, then a phase's own
     hf_token_configured: bool
     region: str
+    model_gated: bool = False  # the Hub says the model is gated: the engines need hfToken to download it
 
     def node_group(self, phase: Phase) -> GpuNodeGroupSpec:
         """The GPU node group `phase`'s worker pods run on."""
@@ -845,6 +849,8 @@ class StackSettings:
     serving: ServingSettings
     observability: ObservabilitySettings
     hf_token_configured: bool
+    # What deploys but should not as it stands (placeholders offline, GPUs no engine uses, ...): warned.
+    findings: tuple[str, ...] = ()
 
     @property
     def namespace(self) -> str:
@@ -852,8 +858,9 @@ class StackSettings:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """What the preview could not check and says so (pulumi.log.warn; `pdctl plan --strict` fails)."""
-        return self.serving.app.warnings
+        """What the preview could not check, or found wasteful, and says so (pulumi.log.warn;
+        `pdctl plan --strict` fails)."""
+        return (*self.serving.app.warnings, *self.findings)
 
 
 # ── Raw strings → typed values ────────────────────────────────────────────────────────────────
@@ -894,6 +901,10 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
     for name, text in raw.items():
         namespace, _, bare = name.rpartition(":")
         if namespace and namespace != project:
+            if namespace not in READ_NAMESPACES:
+                # `eks-pd-lm:gpuNodeCount`: no provider reads it, so the stack would deploy the default.
+                readers = sorted({project, *READ_NAMESPACES})
+                raise unknown_setting(name, text, [f"{ns}:{bare}" for ns in readers], what="namespace in")
             if namespace in CHECKED_PROVIDER_NAMESPACES:
                 _known_provider_key(namespace, bare, text)
             if name in known:
@@ -902,10 +913,7 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
         if bare in RETIRED_KEYS:
             raise ConfigError(bare, text, "nothing: the setting was removed", RETIRED_KEYS[bare])
         if bare not in known:
-            project_keys = sorted(k for k in known if ":" not in k)
-            close = difflib.get_close_matches(bare, project_keys, n=1)
-            why = f"unknown setting; did you mean {close[0]}?" if close else "unknown setting"
-            raise ConfigError(bare, text, "one of " + ", ".join(project_keys), why)
+            raise unknown_setting(bare, text, sorted(k for k in known if ":" not in k))
         values[bare] = text
     return values
 
@@ -915,10 +923,7 @@ def _known_provider_key(namespace: str, key: str, text: str) -> None:
     deploy with the default it meant to change."""
     keys = provider_config_keys(CHECKED_PROVIDER_NAMESPACES[namespace])
     if keys and key not in keys:
-        close = difflib.get_close_matches(key, sorted(keys), n=1)
-        raise ConfigError(f"{namespace}:{key}", text,
-                          f"a key the {namespace} provider reads ({CHECKED_PROVIDER_NAMESPACES[namespace]} config)",
-                          f"unknown setting; did you mean {namespace}:{close[0]}?" if close else "unknown setting")
+        raise unknown_setting(f"{namespace}:{key}", text, sorted(f"{namespace}:{k}" for k in keys))
 
 
 def read_config(raw: Mapping[str, str], *, project: str) -> tuple[dict[str, Any], dict[str, str]]:
@@ -963,10 +968,11 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     system_nodes.check(cloud.system_instance)
     gpu_instance = gpu_nodes.check(cloud.gpu_instance)
     phase_groups = phase_gpu_nodes.targets(cloud.phase_gpu_instances)
-    if not cloud.offline:
-        _refuse_placeholders(cluster)
+    placeholders = _placeholders(cluster)
+    if placeholders and not cloud.offline:
+        raise placeholders[0]
     hf_token_configured = bool(texts.get(HF_TOKEN_KEY))
-    return StackSettings(
+    settings = StackSettings(
         project=project,
         stack=stack,
         region=region,
@@ -981,21 +987,25 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
         observability=from_stack_keys(ObservabilitySettings, typed, texts),
         hf_token_configured=hf_token_configured,
     )
+    return replace(settings, findings=(*(str(p) for p in placeholders), *stack_findings(settings)))
 
 
-def _refuse_placeholders(cluster: ClusterSettings) -> None:
-    """A real preview refuses the documentation values a stack file ships with (facts/aws.py)."""
+def _placeholders(cluster: ClusterSettings) -> list[ConfigError]:
+    """The documentation values a stack file ships with (facts/aws.py): a real preview refuses the
+    first; the offline plan warns about each (and `--strict` fails)."""
+    found = []
     for cidr in cluster.api_public_access_cidrs:
         if is_documentation_cidr(cidr):
-            raise ConfigError(cluster.key("api_public_access_cidrs"), list(cluster.api_public_access_cidrs),
-                              "the CIDRs `pulumi up` and kubectl really connect from",
-                              f"{cidr} is a documentation range (RFC 5737), a placeholder to replace")
+            found.append(ConfigError(cluster.key("api_public_access_cidrs"), list(cluster.api_public_access_cidrs),
+                                     "the CIDRs `pulumi up` and kubectl really connect from",
+                                     f"{cidr} is a documentation range (RFC 5737), a placeholder to replace"))
     for arn in cluster.admin_principal_arns:
         account = arn.split(":")[4]
         if account in DOCUMENTATION_ACCOUNT_IDS:
-            raise ConfigError(cluster.key("admin_principal_arns"), list(cluster.admin_principal_arns),
-                              "the IAM roles or users that operate the cluster",
-                              f"account {account} is AWS's documentation example, a placeholder to replace")
+            found.append(ConfigError(cluster.key("admin_principal_arns"), list(cluster.admin_principal_arns),
+                                     "the IAM roles or users that operate the cluster",
+                                     f"account {account} is AWS's documentation example, a placeholder to replace"))
+    return found
 
 
 def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, instance: InstanceType,
@@ -1006,6 +1016,10 @@ def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, in
     image_stack = serving_stack(ray_service.image)
     _check_image_streams_weights(app_settings, ray_service, image_stack)
     model = read_model_facts(app_settings.model_source)
+    if model.missing:
+        raise ConfigError(ServeAppSettings.key("model_source"), app_settings.model_source,
+                          "a model id on the Hugging Face Hub (org/name), an s3:// mirror or a local directory",
+                          model.problem)
     target = DeploymentTarget(
         gpu_instance=instance, gpu_node_count=gpu_nodes.count,
         gpu_node_max_count=gpu_nodes.max_count if gpu_nodes.autoscaled else None,
@@ -1025,6 +1039,7 @@ def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, in
             for group, phases in target.node_groups()),
         hf_token_configured=hf_token_configured,
         region=region,
+        model_gated=model.gated,
     )
 
 

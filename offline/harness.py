@@ -167,7 +167,7 @@ def stack_config(stack: str, project_dir: Path | None = None) -> tuple[dict[str,
         raise ConfigError("stack", stack, ", ".join(known), f"no file {stack_file.name}")
     # Strictly: a key set twice is refused, as the Pulumi CLI refuses it.
     stack_doc = load_yaml_strictly(stack_file) or {}
-    for key, value in (stack_doc.get("config") or {}).items():
+    for key, value in _stack_settings(stack_doc, stack_file.name).items():
         full = key if ":" in key else f"{name}:{key}"
         if isinstance(value, dict) and set(value) == {"secure"}:
             merged[full] = offline_secret_placeholder(key.split(":")[-1])
@@ -175,6 +175,30 @@ def stack_config(stack: str, project_dir: Path | None = None) -> tuple[dict[str,
         else:
             merged[full] = as_config_string(value)
     return merged, secret_keys
+
+
+# The top-level keys of a stack file (Pulumi's ProjectStack): anything else is a typo the CLI ignores.
+STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")
+
+
+def _stack_settings(stack_doc: Any, file_name: str) -> dict[str, Any]:
+    """The `config:` mapping of a stack file; a misspelt top-level key or a file without settings is
+    refused naming the file, not blamed on the first setting whose default cannot deploy."""
+    from serve_app.errors import ConfigError, unknown_setting
+
+    if not isinstance(stack_doc, dict):
+        raise ConfigError(file_name, stack_doc, "a mapping with a `config:` key",
+                          message=f"{file_name}: start it with `config:` (a mapping of settings); see Pulumi.dev.yaml")
+    for key in stack_doc:
+        if key not in STACK_FILE_KEYS:
+            raise unknown_setting(str(key), stack_doc[key], list(STACK_FILE_KEYS),
+                                  what="top-level key", where=f" in {file_name}")
+    config = stack_doc.get("config") or {}
+    if not isinstance(config, dict) or not config:
+        raise ConfigError("config", config, "the stack's settings",
+                          message=f"{file_name} sets no `config:`: set at least aws:region and "
+                                  "apiPublicAccessCidrs (copy Pulumi.dev.yaml's)")
+    return config
 
 
 def _unwrap_secrets(value: Any, path: str, secret_paths: set[str]) -> Any:

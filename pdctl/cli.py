@@ -68,11 +68,11 @@ def offline_run(stack: str, overrides: dict[str, str], project: Path | None = No
     try:
         if project is not None:
             os.environ[PROJECT_ENV] = str(project)
-        project_dir = find_project_dir()
+        find_project_dir()
     except ProjectNotFound as exc:
         raise fail(str(exc), 2) from None
     try:
-        return offline.run_offline(stack, overrides=overrides or None, project_dir=project_dir)
+        return offline.run_offline(stack, overrides=overrides or None)
     except ConfigError as exc:
         raise fail(f"stack {stack!r}: {exc}", 2) from None
     except yaml.YAMLError as exc:

@@ -374,9 +374,11 @@ def availability_zones(run) -> dict:
     return stack.settings.zones.to_dict() if stack is not None else {}
 
 
-def plan_warnings(app: CheckedApp | None) -> list[str]:
-    """What the program warned about at preview (facts it could not read): `plan --strict` fails on them."""
-    return list(app.warnings) if app is not None else []
+def plan_warnings(run) -> list[str]:
+    """What the program warned about at preview (facts it could not read, placeholders, waste):
+    `plan --strict` fails on them."""
+    stack = run.program.get("stack")
+    return list(stack.settings.warnings) if stack is not None else []
 
 
 def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport], str | None]:
@@ -577,7 +579,7 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         protections=protections(resources),
         offline_outputs=offline.marks({k: v for k, v in outputs.items() if k not in secret}),
         policy_violations=run_rules(policy_resources(run)),
-        warnings=plan_warnings(app),
+        warnings=plan_warnings(run),
         notes=list(app.notes) if app is not None else [],
         cold_start=start,
         control_plane_to_first_token=control_plane_to_first_token(resources, path),

@@ -219,11 +219,12 @@ def test_weights_that_do_not_fit_are_refused():
     assert "bfloat16" in error.allowed and "weights take" in str(error)
 
 
-def test_a_model_too_big_at_its_own_dtype_names_the_model():
-    # Same overflow at bfloat16 (0.80 × 22,888 MiB = 18,310 MiB < 18,412 MiB of weights): the model is the lever.
+def test_a_model_that_fits_at_a_higher_utilization_names_gpu_memory_utilization():
+    # 0.80 × 22,888 MiB = 18,310 MiB < 18,412 MiB of weights + 1,536 MiB reserve: it fits above 0.87, so the
+    # lowered utilization is the lever, not the model.
     error = refused(from_stack(gpuMemoryUtilization="0.80"))
-    assert error.setting == "modelSource"
-    assert "no KV cache" in str(error)
+    assert error.setting == "gpuMemoryUtilization"
+    assert str(error).startswith("gpuMemoryUtilization: got 0.8; allowed: more than 0.87")
 
 
 def test_sequence_longer_than_the_kv_cache_is_refused():
