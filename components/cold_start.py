@@ -8,7 +8,7 @@ Two figures, each a sum of documented steps (`facts/durations.py`: measured ones
   cache (Hugging Face path: nothing downloaded again), read at the loader's measured share of the
   disk's sequential read, or again from S3; Serve restarts the replica and its engine, which finds
   its compile cache on the node when one engine runs per node (measured on the H200).
-Beside them, where each of issue 13's targets stands ("Start fast": pod restart → serving ≤ 60 s,
+Beside them, where each start-time target stands (pod restart → serving ≤ 60 s,
 weights read at ≥ 70% of the local disk's sequential read; pdctl.plan judges the deploy's own two).
 `ray_service_minutes` is what the deploy critical path charges the RayService once the image is
 pre-pulled (its pull is charged to the pre-pull DaemonSet instead).
@@ -36,7 +36,7 @@ WEIGHT_LOAD_TARGET_DISK_PERCENT = 70.0  # of the local disk's sequential read
 
 @dataclass(frozen=True)
 class Verdict:
-    """Where a figure stands against one of issue 13's targets."""
+    """Where a figure stands against one of the start-time targets."""
 
     figure: float
     limit: float
@@ -54,7 +54,7 @@ class Verdict:
     @property
     def text(self) -> str:
         state = "met" if self.met else f"MISSED by {_amount(self.missed_by, self.unit, difference=True)}"
-        return f"issue 13 target {'≥' if self.at_least else '≤'} {_amount(self.limit, self.unit)}: {state}"
+        return f"target {'≥' if self.at_least else '≤'} {_amount(self.limit, self.unit)}: {state}"
 
     def to_dict(self) -> dict:
         return {"at_least" if self.at_least else "at_most": self.limit, "unit": self.unit, "met": self.met,
@@ -83,7 +83,7 @@ class Step:
 class Figure:
     name: str
     steps: tuple[Step, ...]
-    target_seconds: float | None = None  # issue 13's, where it sets one for this figure
+    target_seconds: float | None = None  # the start-time target, where one is set for this figure
 
     @property
     def seconds(self) -> float:

@@ -125,7 +125,7 @@ RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registrat
 # on the first start of the machine: 146.2–149.3 s, six engines sharing one H200 and 16 CPUs (so an
 # upper bound for one engine per GPU). Middle of the range.
 ENGINE_START_COLD = StepDuration(
-    147.8, MEASURED, f"{H200_KNOBS_REPORT} §1 engine start-up, run A (H200, 6 engines on one GPU, dummy weights)")
+    147.8, MEASURED, f"{H200_KNOBS_REPORT} §1 engine start-up, first pass (H200, 6 engines on one GPU, dummy weights)")
 # A Serve replica killed (SIGKILL) until Serve runs a new one (`back_after_s`), in the H200 resilience
 # run: decode 103.571 s, prefill 123.203 s; the mean stands for a restart of either phase. Each took
 # a vLLM engine start with CUDA graphs and torch.compile, vLLM's compile cache at its default (on;

@@ -484,7 +484,7 @@ class Plan:
     warnings: list[str]
     notes: list[str]
     cold_start: ColdStart | None = None
-    # Minutes from the EKS control plane ready to the RayService serving, against issue 13's target.
+    # Minutes from the EKS control plane ready to the RayService serving, against its start-time target.
     control_plane_to_first_token: Verdict | None = None
     head_restart: HeadRestart | None = None
     scaling: dict[str, Any] | None = None
@@ -539,7 +539,7 @@ def stack_cold_start(run) -> ColdStart | None:
 
 def control_plane_to_first_token(resources: list, path: CriticalPath) -> Verdict | None:
     """From the EKS control plane ready to the RayService serving (its first token), as the deploy's
-    critical path times them, against issue 13's target; None without a cluster or a RayService."""
+    critical path times them, against its start-time target; None without a cluster or a RayService."""
     ready = [path.finished_at[r.urn] for r in resources if r.type in CLUSTER_TYPES]
     serving = [path.finished_at[r.urn] for r in resources if r.type == RAY_SERVICE_TYPE]
     if not ready or not serving:

@@ -174,6 +174,20 @@ def test_keys_with_dots_and_slashes_are_quoted_in_paths():
         'labels["kubernetes.io/os"]': "linux", "labels.role": "gpu"}
 
 
+def test_changes_inside_many_items_of_a_list_collapse_to_one_line_with_a_count():
+    interfaces = [{"deviceIndex": i, "networkCardIndex": i, "interfaceType": "efa"} for i in range(32)]
+    base = hand_made_plan()
+    head = copy.deepcopy(base)
+    for resource in (base, head):
+        [group] = [n for n in resource["tree"][0]["children"] if n["name"] == "gpu-nodes"]
+        group["inputs"]["networkInterfaces"] = copy.deepcopy(interfaces[:1] if resource is base else interfaces)
+    lines = render_diff(diff_plans(base, head)).splitlines()
+    collapsed = [line for line in lines if "networkInterfaces" in line]
+    assert collapsed == ["      networkInterfaces[N]: 93 changes in 31 items (deviceIndex, interfaceType, "
+                         "networkCardIndex)"]
+    # A change in one item of a list keeps its own line (instanceTypes[0] above).
+
+
 # ------------------------------------------------------------------------ the real plan
 
 @pytest.fixture(scope="module")
