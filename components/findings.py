@@ -11,8 +11,7 @@ starts with the setting to change; the preview warns about each and `pdctl plan 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from components.settings import ChartSettings, ServingSettings, StackSettings
 from facts.charts import (
     CLUSTER_AUTOSCALER,
     DCGM_EXPORTER,
@@ -24,9 +23,6 @@ from facts.charts import (
 )
 from serve_app.checks import phase_nodes
 from serve_app.settings import ServeAppSettings, engine_setting
-
-if TYPE_CHECKING:
-    from components.settings import ChartSettings, ServingSettings, StackSettings
 
 # ChartSettings' fields → the chart each pins.
 CHART_OF_SETTING: dict[str, HelmChart] = {

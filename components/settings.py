@@ -31,7 +31,6 @@ import yaml
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from components.discovery import REGION_KEY, CloudFacts, CloudQuery, Zone, discover
-from components.findings import stack_findings
 from components.node_storage import NodeStorage, node_storage
 from components.project import project_file
 from components.scheduling import RESERVED_NAMESPACES, gpu_node_labels
@@ -849,7 +848,7 @@ class StackSettings:
     serving: ServingSettings
     observability: ObservabilitySettings
     hf_token_configured: bool
-    # What deploys but should not as it stands (placeholders offline, GPUs no engine uses, ...): warned.
+    # Placeholders the offline plan lets through (a real preview refuses them): warned.
     findings: tuple[str, ...] = ()
 
     @property
@@ -860,7 +859,9 @@ class StackSettings:
     def warnings(self) -> tuple[str, ...]:
         """What the preview could not check, or found wasteful, and says so (pulumi.log.warn;
         `pdctl plan --strict` fails)."""
-        return (*self.serving.app.warnings, *self.findings)
+        from components.findings import stack_findings  # it reads these settings' types: imported here
+
+        return (*self.serving.app.warnings, *self.findings, *stack_findings(self))
 
 
 # ── Raw strings → typed values ────────────────────────────────────────────────────────────────
@@ -987,7 +988,7 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
         observability=from_stack_keys(ObservabilitySettings, typed, texts),
         hf_token_configured=hf_token_configured,
     )
-    return replace(settings, findings=(*(str(p) for p in placeholders), *stack_findings(settings)))
+    return replace(settings, findings=tuple(str(p) for p in placeholders))
 
 
 def _placeholders(cluster: ClusterSettings) -> list[ConfigError]:

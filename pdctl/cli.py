@@ -89,17 +89,17 @@ PROJECT_OPTION = typer.Option(
          f"nearest parent holding this project's Pulumi.yaml; ${PROJECT_ENV} also sets it.")
 
 
-# Wide enough that no line of a plan wraps: piped output is read by diff, less and CI logs.
-UNWRAPPED_WIDTH = 10_000
+# Piped output (less, a CI log, a file) is read on a screen too: wrapped at this many columns.
+PIPED_WIDTH = 120
 
 
 def text_console(width: int | None) -> Console:
-    """--width columns when given; the terminal's width on a terminal; otherwise no wrapping."""
+    """--width columns when given; the terminal's width on a terminal; otherwise PIPED_WIDTH."""
     if width:
         return Console(width=width)
     if sys.stdout.isatty():
         return console
-    return Console(width=UNWRAPPED_WIDTH)
+    return Console(width=PIPED_WIDTH)
 
 
 def read_plan_document(path: Path) -> dict:
@@ -122,7 +122,8 @@ def plan(
         help="Print what changes from this saved `pdctl plan -o json` (e.g. the base branch's) instead of "
              "the plan. Exit status: 0 no change, 3 changed, 2 bad input, 1 failure."),
     width: int | None = typer.Option(
-        None, "--width", min=40, help="Wrap text at this many columns (default: the terminal's; none when piped)."),
+        None, "--width", min=40, help=f"Wrap text at this many columns (default: the terminal's; {PIPED_WIDTH} when "
+                                      "piped)."),
     strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on a warning too, e.g. model facts "
                                 "that could not be read (CI runs the plan this way)."),
     project: Path | None = PROJECT_OPTION,
@@ -152,7 +153,11 @@ def plan(
     if output is OutputFormat.json:
         sys.stdout.write(json.dumps(document.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
     else:
-        render_plan(text_console(width), document)
+        out = text_console(width)
+        with out.capture() as captured:
+            render_plan(out, document)
+        # Wrapping leaves the spaces it broke at: no line ends in them (diff and review noise).
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
     for warning in document.warnings:
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for violation in document.policy_violations:

@@ -92,6 +92,23 @@ def _render_protections(console: Console, protections: dict) -> None:
                           highlight=False, markup=False)
 
 
+class Footnotes:
+    """Long source citations out of a table's cells: a cell gets `[n]`, the text follows the table, each
+    distinct source once."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def cite(self, text: str) -> str:
+        if text not in self.texts:
+            self.texts.append(text)
+        return f"[{self.texts.index(text) + 1}]"
+
+    def render(self, console: Console) -> None:
+        for number, text in enumerate(self.texts, 1):
+            console.print(f"[dim]\\[{number}] {escape(text)}[/]", highlight=False)
+
+
 def _per_hour(cost: dict[str, float | None]) -> str:
     return " → ".join("n/a (unpriced lines)" if cost[end] is None else f"${cost[end]:.2f}" for end in ("min", "max"))
 
@@ -117,7 +134,7 @@ def render_plan(console: Console, plan) -> None:
     if plan.capacity:
         texts = {phase: report.render_text() for phase, report in plan.capacity.items()}
         if len(set(texts.values())) == 1:  # the usual case: both phases run the same engine
-            texts = {" = ".join(texts): next(iter(texts.values()))}
+            texts = {f"{' and '.join(texts)} (the same engine)": next(iter(texts.values()))}
         for phases, text in texts.items():
             console.print(f"[bold]{phases}[/]")
             console.print(text, highlight=False, markup=False)
@@ -163,10 +180,12 @@ def render_plan(console: Console, plan) -> None:
 
     path = plan.critical_path
     _rule(console, "[bold]deploy critical path[/] (expected minutes)")
-    table = Table("starts at", "minutes", "resource", "type", "duration source")
+    table = Table("starts at", "minutes", "resource", "type", "source")
+    notes = Footnotes()
     for step in path.steps:
-        table.add_row(f"{step.starts_at:.1f}", f"{step.minutes:.1f}", step.name, step.type, step.source)
+        table.add_row(f"{step.starts_at:.1f}", f"{step.minutes:.1f}", step.name, step.type, notes.cite(step.source))
     console.print(table)
+    notes.render(console)
     console.print(
         f"[bold]{path.minutes:.1f} min[/] with the graph's parallelism, vs "
         f"[bold]{path.sequential_minutes:.1f} min[/] for the same resources one after another "
@@ -196,10 +215,13 @@ def _render_cold_start(console: Console, start) -> None:
     console.print(f"storage: {escape(start.storage)}", highlight=False)
     console.print(f"weights: {escape(start.load_path)}", highlight=False)
     for figure in (start.new_node, start.pod_restart):
-        table = Table("seconds", "step", "source", "where")
+        table = Table("seconds", "step", "source")
+        notes = Footnotes()
         for step in figure.steps:
-            table.add_row(f"{step.duration.seconds:.0f}", step.name, step.duration.source, escape(step.duration.where))
+            where = f" ({step.duration.where})" if step.duration.where else ""
+            table.add_row(f"{step.duration.seconds:.0f}", step.name, notes.cite(f"{step.duration.source}{where}"))
         console.print(table)
+        notes.render(console)
         verdict = f"; {figure.verdict.text}" if figure.verdict else ""
         console.print(f"[bold]{figure.name}: {figure.seconds:.0f} s[/] ({figure.measured_share:.0%} of it measured)"
                       f"{verdict}", highlight=False)
