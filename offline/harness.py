@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import logging
 import os
 import runpy
 import threading
@@ -73,6 +74,8 @@ class OfflineRun:
     # Values the mocks made up (ids, ARNs, AZ names, ...) -> what each stands for: stand-ins for what
     # AWS will answer, which a plan marks as such. Empty for mocks that keep no such record.
     invented: dict[str, str] = field(default_factory=dict)
+    # What the program logged with pulumi.log.warn, in order: what `pulumi preview` shows as warnings.
+    warnings: list[str] = field(default_factory=list)
 
     def all(self, type_: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_]
@@ -289,6 +292,20 @@ def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
     return RecordingMonitor(mocks)
 
 
+def _engine_log(run: OfflineRun) -> logging.Logger:
+    """The mock engine's logger: the program's warnings are kept in `run.warnings` (the caller shows
+    them once), not printed by Python's root logger as they happen."""
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                run.warnings.append(record.getMessage())
+
+    logger = logging.Logger(f"offline-run-{run.stack}")  # outside the logging tree: nothing propagates
+    logger.addHandler(Keep())
+    return logger
+
+
 def _run_in_mocks(run: OfflineRun, project: str, stack: str, secret_keys: set[str], mocks: Any,
                   project_dir: Path, body: Callable[[], Any]) -> None:
     """Run `body` as a Pulumi program under recording mocks; called inside a fresh contextvars.Context.
@@ -309,7 +326,7 @@ def _run_in_mocks(run: OfflineRun, project: str, stack: str, secret_keys: set[st
             pulumi_mocks.MockSettings(
                 monitor=monitor,
                 monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
-                engine=pulumi_mocks.MockEngine(None),
+                engine=pulumi_mocks.MockEngine(_engine_log(run)),
                 project=project,
                 stack=stack,
                 dry_run=False,

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from facts.replacements import replace_triggers
+from pdctl.money import usd
 
 # `pdctl plan --diff` exit status when the plans differ (0: they do not; 1: pdctl failed; 2: bad input).
 EXIT_CHANGED = 3
@@ -280,6 +281,14 @@ def show(value: Any) -> str:
     return text if len(text) <= VALUE_WIDTH else f"{text[:VALUE_WIDTH]}… ({len(text)} chars)"
 
 
+def _money(delta: Delta) -> str:
+    assert delta.difference is not None
+    change = usd(delta.difference, sign=True)
+    if isinstance(delta.before, (int, float)) and delta.before:
+        change += f", {delta.difference / delta.before:+.1%}"
+    return f"{usd(delta.before)} → {usd(delta.after)} ({change})"
+
+
 def _number(delta: Delta, unit: str = "", digits: int = 2) -> str:
     if delta.difference is None:
         return f"{show(delta.before)} → {show(delta.after)}"
@@ -354,7 +363,7 @@ def render_diff(diff: PlanDiff) -> str:
         lines += ["", f"{title}:"]
         for delta in deltas:
             if kind == "cost" and delta.difference is not None:
-                lines.append(f"  {delta.what}: {_number(delta, digits=4 if 'lines' in delta.what else 2)}")
+                lines.append(f"  {delta.what}: {_money(delta)}")
             elif kind == "path" and delta.difference is not None:
                 lines.append(f"  {delta.what}: {_number(delta, ' min', 1)}")
             elif delta.difference is not None:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from facts import prices as price_data
+from pdctl.money import usd
 
 # Where a value came from the offline mock cloud, not from the stack (a stand-in for AWS's answer).
 OFFLINE_MARK = "(offline)"
@@ -110,7 +111,7 @@ class Footnotes:
 
 
 def _per_hour(cost: dict[str, float | None]) -> str:
-    return " → ".join("n/a (unpriced lines)" if cost[end] is None else f"${cost[end]:.2f}" for end in ("min", "max"))
+    return " → ".join("n/a (unpriced lines)" if cost[end] is None else usd(cost[end]) for end in ("min", "max"))
 
 
 def render_plan(console: Console, plan) -> None:
@@ -142,7 +143,8 @@ def render_plan(console: Console, plan) -> None:
         console.print(f"[yellow]no capacity report: {plan.capacity_note}[/]")
 
     for note in plan.notes:
-        console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
+        if note not in plan.warnings:  # a warning is printed once, as one, after the plan
+            console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
     scaling = plan.to_dict()["scaling"]
     if scaling is not None:
         _rule(console, "[bold]scaling bounds[/] (min → max)")
@@ -164,13 +166,13 @@ def render_plan(console: Console, plan) -> None:
     table = Table("item", "quantity", "unit price / h", "per hour")
     for line in cost.lines:
         table.add_row(line.item, f"{line.quantity:g} {line.unit}",
-                      "n/a" if line.unit_price_per_hour is None else f"${line.unit_price_per_hour:.5f}",
-                      "n/a" if line.per_hour is None else f"${line.per_hour:.4f}")
+                      "n/a" if line.unit_price_per_hour is None else usd(line.unit_price_per_hour),
+                      "n/a" if line.per_hour is None else usd(line.per_hour))
     if cost.per_hour is None:
         table.add_row("[bold]total[/]", "", "", "[bold]n/a[/] (a line has no price: see below)")
     else:
         table.add_row("[bold]total[/]", "", "",
-                      f"[bold]${cost.per_hour:.2f}[/] (≈ ${cost.per_hour * price_data.HOURS_PER_MONTH:,.0f}"
+                      f"[bold]{usd(cost.per_hour)}[/] (≈ {usd(cost.per_hour * price_data.HOURS_PER_MONTH)}"
                       f" / {price_data.HOURS_PER_MONTH} h month)")
     console.print(table)
     for missing in cost.missing:

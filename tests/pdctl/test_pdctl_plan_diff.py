@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from offline import run_offline
 from pdctl.cli import app
+from pdctl.money import usd
 from pdctl.plan import build_plan
 from pdctl.plan_diff import EXIT_CHANGED, diff_plans, flatten, render_diff
 
@@ -126,8 +127,9 @@ def test_a_cost_change_shows_its_delta_per_hour_and_month():
     per_hour = next(d for d in diff.cost if d.what == "per_hour")
     assert per_hour.difference == pytest.approx(2.04)
     text = render_diff(diff)
-    assert "per_hour: 5.16 → 7.20 (+2.04, +39.5%)" in text
-    assert "per_month: 3,766.80 → 5,256.00 (+1,489.20, +39.5%)" in text
+    # Money one way, as the plan writes it.
+    assert "per_hour: $5.16 → $7.20 (+$2.04, +39.5%)" in text
+    assert "per_month: $3,766.80 → $5,256.00 (+$1,489.20, +39.5%)" in text
 
 
 def test_added_and_removed_resources_and_a_protected_deletion():
@@ -231,7 +233,7 @@ def test_diff_against_a_base_that_differs_exits_3_and_names_the_change(prod_plan
     assert result.exit_code == EXIT_CHANGED == 3, result.output
     assert "-/+ replace: gpu-nodes (eks:index:ManagedNodeGroup)" in result.stdout
     after = next(line["per_hour"] for line in prod_plan["cost"]["lines"] if line["item"] == gpu_line["item"])
-    assert f"lines[\"{gpu_line['item']}\"]: 3.0000 → {after:,.4f}" in result.stdout
+    assert f"lines[\"{gpu_line['item']}\"]: $3.00 → {usd(after)}" in result.stdout
     document = invoke("plan", "--stack", "prod", "--diff", path, "--output", "json")
     assert document.exit_code == 3
     data = json.loads(document.stdout)
