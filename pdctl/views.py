@@ -111,7 +111,8 @@ class Footnotes:
 
 
 def _per_hour(cost: dict[str, float | None]) -> str:
-    return " → ".join("n/a (unpriced lines)" if cost[end] is None else usd(cost[end]) for end in ("min", "max"))
+    amounts = (cost["min"], cost["max"])
+    return " → ".join("n/a (unpriced lines)" if amount is None else usd(amount) for amount in amounts)
 
 
 def render_plan(console: Console, plan) -> None:
