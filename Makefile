@@ -58,7 +58,7 @@ test: lint typecheck promtool zizmor
 
 # The product's own tests, in under a minute: settings, components, the offline program, the CLI.
 # No Ray, vLLM or network; nothing marked slow (a wheel build, real engines). promtool is set up first.
-FAST_TESTS := tests/serve_app tests/components tests/offline tests/pdctl tests/measure tests/test_layers.py
+FAST_TESTS := tests/serve_app tests/components tests/offline tests/pdctl tests/measure tests/test_layers.py tests/test_wording.py tests/test_make_targets.py
 test-fast: $(VENV)/.installed-dev promtool
 	$(VENV)/bin/python -m pytest -q -m "not slow" --durations=10 $(FAST_TESTS)
 
