@@ -13,9 +13,11 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
 # What `pulumi up` needs beside the installed packages: the project file, its stacks, the program,
@@ -44,14 +46,26 @@ def copy(names: tuple[str, ...] | list[str], into: Path) -> Path:
     return into
 
 
+def _setuptools_builds(source: Path) -> bool:
+    """True when the installed setuptools meets the build-system requirement of pyproject.toml."""
+    requirement = Requirement(tomllib.loads((source / "pyproject.toml").read_text())["build-system"]["requires"][0])
+    try:
+        return requirement.specifier.contains(metadata.version(requirement.name))
+    except metadata.PackageNotFoundError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """A folder holding the wheel's install (packages and the `pdctl` script)."""
     root = tmp_path_factory.mktemp("install")
     source = copy([*BUILD_FILES, *packages()], root / "source")
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(root / "dist"),
-                    str(source)], check=True, timeout=300)
+    # Offline with the environment's own setuptools when it is new enough for pyproject.toml; else pip
+    # fetches the build requirement into an isolated build environment.
+    isolation = ["--no-build-isolation", "--no-index"] if _setuptools_builds(source) else []
+    subprocess.run([*pip, "wheel", "--no-deps", *isolation, "-w", str(root / "dist"), str(source)],
+                   check=True, timeout=300)
     [wheel] = (root / "dist").glob("*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(root / "site"), str(wheel)],
                    check=True, timeout=300)
