@@ -1,4 +1,5 @@
-# Two entry points: `make plan` (the main job, offline) and `make test` (what CI runs).
+# Entry points: `make plan` (the main job, offline), `make test` (what CI runs) and `make test-fast`
+# (the quick part of it, while you work).
 PYTHON ?= python3
 VENV := .venv
 PIP := $(VENV)/bin/pip
@@ -7,7 +8,7 @@ STACK ?= dev
 # Pulumi program and tools/. Not policy/ or bootstrap/: Pulumi projects with environments of their own.
 TYPED := $(wildcard facts serve_app components offline measure pdctl lab) __main__.py tools
 
-.PHONY: plan test lint typecheck zizmor docs clean promtool
+.PHONY: plan test test-fast lint typecheck zizmor docs clean promtool
 
 # The Pulumi program's requirements plus the CLI's, and the package itself (editable: the `pdctl`
 # command, and the version `pdctl --version` prints). Pulumi.yaml names this .venv as the program's.
@@ -51,8 +52,15 @@ zizmor: $(VENV)/.installed-dev
 	$(VENV)/bin/zizmor --offline .github/
 
 # Ruff, then mypy, then promtool, then zizmor, then pytest: make builds the prerequisites left to right.
+# The slowest tests are listed at the end.
 test: lint typecheck promtool zizmor
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q --durations=15
+
+# The product's own tests, in under a minute: settings, components, the offline program, the CLI.
+# No Ray, vLLM or network; nothing marked slow (a wheel build, real engines). promtool is set up first.
+FAST_TESTS := tests/serve_app tests/components tests/offline tests/pdctl tests/measure tests/test_layers.py tests/test_wording.py tests/test_make_targets.py
+test-fast: $(VENV)/.installed-dev promtool
+	$(VENV)/bin/python -m pytest -q -m "not slow" --durations=10 $(FAST_TESTS)
 
 # The generated tables: docs/SETTINGS.md, docs/OUTPUTS.md, docs/PRICES.md and README.md's cost table.
 docs: $(VENV)/.installed-cli

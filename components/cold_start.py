@@ -8,7 +8,7 @@ Two figures, each a sum of documented steps (`facts/durations.py`: measured ones
   cache (Hugging Face path: nothing downloaded again), read at the loader's measured share of the
   disk's sequential read, or again from S3; Serve restarts the replica and its engine, which finds
   its compile cache on the node when one engine runs per node (measured on the H200).
-Beside them, where each start-time target stands ("Start fast": pod restart → serving ≤ 60 s,
+Beside them, where each start-time target stands (pod restart → serving ≤ 60 s,
 weights read at ≥ 70% of the local disk's sequential read; pdctl.plan judges the deploy's own two).
 `ray_service_minutes` is what the deploy critical path charges the RayService once the image is
 pre-pulled (its pull is charged to the pre-pull DaemonSet instead).
@@ -27,7 +27,7 @@ from serve_app.config import STREAMER_LOAD_FORMATS
 
 REFERENCE_CHECKPOINT = "Qwen/Qwen3.5-9B"  # the model of the reference's 145 s first load
 
-# The start-time targets ("start fast").
+# The start-time targets this stack is held to.
 POD_RESTART_TARGET_SECONDS = 60.0  # pod restart → serving on a node that has served (a warm node)
 CONTROL_PLANE_TO_FIRST_TOKEN_TARGET_MINUTES = 5.0  # on the deploy's critical path
 DEPLOY_TARGET_MINUTES = 25.0
@@ -54,7 +54,7 @@ class Verdict:
     @property
     def text(self) -> str:
         state = "met" if self.met else f"MISSED by {_amount(self.missed_by, self.unit, difference=True)}"
-        return f"start-time target {'≥' if self.at_least else '≤'} {_amount(self.limit, self.unit)}: {state}"
+        return f"target {'≥' if self.at_least else '≤'} {_amount(self.limit, self.unit)}: {state}"
 
     def to_dict(self) -> dict:
         return {"at_least" if self.at_least else "at_most": self.limit, "unit": self.unit, "met": self.met,

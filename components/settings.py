@@ -17,7 +17,6 @@ the value and what is allowed; a pydantic `ValidationError` never escapes.
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
 import importlib.util
 import ipaddress
@@ -33,6 +32,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from components.discovery import REGION_KEY, CloudFacts, CloudQuery, Zone, discover
 from components.node_storage import NodeStorage, node_storage
+from components.project import project_file
 from components.scheduling import RESERVED_NAMESPACES, gpu_node_labels
 from components.sizing import WorkerResources, worker_resources
 from components.workload_settings import StackSlo, WorkloadSettings, stack_slo
@@ -50,13 +50,12 @@ from facts.instances import InstanceType
 from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
 from serve_app.checks import CheckedApp, DeploymentTarget, NodeGroupTarget, check_app, phase_node_group_keys
 from serve_app.config import HTTP_FRONTS, PHASES, S3_SCHEME, STREAMER_LOAD_FORMATS, HttpFront, Phase
-from serve_app.errors import ConfigError
+from serve_app.errors import ConfigError, unknown_setting
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
 from serve_app.slo_sizing import Targets
 from serve_app.stack_keys import StackKeyModel, from_stack_keys
 
-PROJECT_FILE = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
 HF_TOKEN_KEY = "hfToken"
 
 # EKS Kubernetes versions in standard support (EKS version calendar, read 2026-11). The node AMIs
@@ -127,10 +126,15 @@ def load_yaml_strictly(path: Path) -> Any:
         return yaml.load(stream, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: safe
 
 
+def declared_keys(path: Path | None = None) -> Mapping[str, DeclaredKey]:
+    """The settings Pulumi.yaml declares, by the name a stack file uses (bare for the project);
+    `path` defaults to the project's own (components/project.py finds it)."""
+    return _declared_keys(path or project_file())
+
+
 @functools.cache
-def declared_keys(project_file: Path = PROJECT_FILE) -> Mapping[str, DeclaredKey]:
-    """The settings Pulumi.yaml declares, by the name a stack file uses (bare for the project)."""
-    config = load_yaml_strictly(project_file)["config"]
+def _declared_keys(path: Path) -> Mapping[str, DeclaredKey]:
+    config = load_yaml_strictly(path)["config"]
     keys: dict[str, DeclaredKey] = {}
     for name, entry in config.items():
         if not isinstance(entry, dict):  # `key: value` short form
@@ -145,8 +149,8 @@ def declared_keys(project_file: Path = PROJECT_FILE) -> Mapping[str, DeclaredKey
     return keys
 
 
-def project_name(project_file: Path = PROJECT_FILE) -> str:
-    return load_yaml_strictly(project_file)["name"]
+def project_name(path: Path | None = None) -> str:
+    return load_yaml_strictly(path or project_file())["name"]
 
 
 @functools.cache
@@ -171,6 +175,9 @@ def provider_config_keys(package: str) -> frozenset[str]:
 
 # Provider namespaces whose keys are checked against their SDK's own list.
 CHECKED_PROVIDER_NAMESPACES = {"aws": "pulumi_aws"}
+# The namespaces besides the project's that something in this program reads: its providers'
+# (aws, eks, kubernetes) and the engine's own (pulumi:tags, …). A key in any other goes unread.
+READ_NAMESPACES = frozenset({"aws", "eks", "kubernetes", "pulumi"})
 
 
 # ── Typed slices ──────────────────────────────────────────────────────────────────────────────
@@ -755,6 +762,7 @@ class ServingSettings:
     node_groups: tuple[GpuNodeGroupSpec, ...]  # gpuNodeType's group first, then a phase's own
     hf_token_configured: bool
     region: str
+    model_gated: bool = False  # the Hub says the model is gated: the engines need hfToken to download it
 
     def node_group(self, phase: Phase) -> GpuNodeGroupSpec:
         """The GPU node group `phase`'s worker pods run on."""
@@ -844,6 +852,8 @@ class StackSettings:
     observability: ObservabilitySettings
     hf_token_configured: bool
     slo: StackSlo | None = None  # the SLO sizing (components/workload_settings.py)
+    # Placeholders the offline plan lets through (a real preview refuses them): warned.
+    findings: tuple[str, ...] = ()
 
     @property
     def namespace(self) -> str:
@@ -851,9 +861,12 @@ class StackSettings:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """What the preview could not check, or found short of the SLO, and says so (pulumi.log.warn;
-        `pdctl plan --strict` fails)."""
-        return self.serving.app.warnings + (self.slo.warnings if self.slo else ())
+        """What the preview could not check, found wasteful or short of the SLO, and says so
+        (pulumi.log.warn; `pdctl plan --strict` fails)."""
+        from components.findings import stack_findings  # it reads these settings' types: imported here
+
+        return (*self.serving.app.warnings, *(self.slo.warnings if self.slo else ()), *self.findings,
+                *stack_findings(self))
 
 
 # ── Raw strings → typed values ────────────────────────────────────────────────────────────────
@@ -894,6 +907,10 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
     for name, text in raw.items():
         namespace, _, bare = name.rpartition(":")
         if namespace and namespace != project:
+            if namespace not in READ_NAMESPACES:
+                # `eks-pd-lm:gpuNodeCount`: no provider reads it, so the stack would deploy the default.
+                readers = sorted({project, *READ_NAMESPACES})
+                raise unknown_setting(name, text, [f"{ns}:{bare}" for ns in readers], what="namespace in")
             if namespace in CHECKED_PROVIDER_NAMESPACES:
                 _known_provider_key(namespace, bare, text)
             if name in known:
@@ -902,10 +919,7 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
         if bare in RETIRED_KEYS:
             raise ConfigError(bare, text, "nothing: the setting was removed", RETIRED_KEYS[bare])
         if bare not in known:
-            project_keys = sorted(k for k in known if ":" not in k)
-            close = difflib.get_close_matches(bare, project_keys, n=1)
-            why = f"unknown setting; did you mean {close[0]}?" if close else "unknown setting"
-            raise ConfigError(bare, text, "one of " + ", ".join(project_keys), why)
+            raise unknown_setting(bare, text, sorted(k for k in known if ":" not in k))
         values[bare] = text
     return values
 
@@ -915,10 +929,7 @@ def _known_provider_key(namespace: str, key: str, text: str) -> None:
     deploy with the default it meant to change."""
     keys = provider_config_keys(CHECKED_PROVIDER_NAMESPACES[namespace])
     if keys and key not in keys:
-        close = difflib.get_close_matches(key, sorted(keys), n=1)
-        raise ConfigError(f"{namespace}:{key}", text,
-                          f"a key the {namespace} provider reads ({CHECKED_PROVIDER_NAMESPACES[namespace]} config)",
-                          f"unknown setting; did you mean {namespace}:{close[0]}?" if close else "unknown setting")
+        raise unknown_setting(f"{namespace}:{key}", text, sorted(f"{namespace}:{k}" for k in keys))
 
 
 def read_config(raw: Mapping[str, str], *, project: str) -> tuple[dict[str, Any], dict[str, str]]:
@@ -965,13 +976,14 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     system_nodes.check(cloud.system_instance)
     gpu_instance = gpu_nodes.check(cloud.gpu_instance)
     phase_groups = phase_gpu_nodes.targets(cloud.phase_gpu_instances)
-    if not cloud.offline:
-        _refuse_placeholders(cluster)
+    placeholders = _placeholders(cluster)
+    if placeholders and not cloud.offline:
+        raise placeholders[0]
     hf_token_configured = bool(texts.get(HF_TOKEN_KEY))
     serving = _serving(ray_service, app_settings, gpu_instance, gpu_nodes, phase_groups, hf_token_configured, region)
     targets = Targets(observability.ttft_slo_seconds, observability.tpot_slo_seconds, observability.slo_objective)
     slo = stack_slo(workload, targets, serving.app, {p: serving.node_group(p).instance for p in PHASES})
-    return StackSettings(
+    settings = StackSettings(
         project=project,
         stack=stack,
         region=region,
@@ -986,21 +998,25 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
         hf_token_configured=hf_token_configured,
         slo=slo,
     )
+    return replace(settings, findings=tuple(str(p) for p in placeholders))
 
 
-def _refuse_placeholders(cluster: ClusterSettings) -> None:
-    """A real preview refuses the documentation values a stack file ships with (facts/aws.py)."""
+def _placeholders(cluster: ClusterSettings) -> list[ConfigError]:
+    """The documentation values a stack file ships with (facts/aws.py): a real preview refuses the
+    first; the offline plan warns about each (and `--strict` fails)."""
+    found = []
     for cidr in cluster.api_public_access_cidrs:
         if is_documentation_cidr(cidr):
-            raise ConfigError(cluster.key("api_public_access_cidrs"), list(cluster.api_public_access_cidrs),
-                              "the CIDRs `pulumi up` and kubectl really connect from",
-                              f"{cidr} is a documentation range (RFC 5737), a placeholder to replace")
+            found.append(ConfigError(cluster.key("api_public_access_cidrs"), list(cluster.api_public_access_cidrs),
+                                     "the CIDRs `pulumi up` and kubectl really connect from",
+                                     f"{cidr} is a documentation range (RFC 5737), a placeholder to replace"))
     for arn in cluster.admin_principal_arns:
         account = arn.split(":")[4]
         if account in DOCUMENTATION_ACCOUNT_IDS:
-            raise ConfigError(cluster.key("admin_principal_arns"), list(cluster.admin_principal_arns),
-                              "the IAM roles or users that operate the cluster",
-                              f"account {account} is AWS's documentation example, a placeholder to replace")
+            found.append(ConfigError(cluster.key("admin_principal_arns"), list(cluster.admin_principal_arns),
+                                     "the IAM roles or users that operate the cluster",
+                                     f"account {account} is AWS's documentation example, a placeholder to replace"))
+    return found
 
 
 def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, instance: InstanceType,
@@ -1011,6 +1027,10 @@ def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, in
     image_stack = serving_stack(ray_service.image)
     _check_image_streams_weights(app_settings, ray_service, image_stack)
     model = read_model_facts(app_settings.model_source)
+    if model.missing:
+        raise ConfigError(ServeAppSettings.key("model_source"), app_settings.model_source,
+                          "a model id on the Hugging Face Hub (org/name), an s3:// mirror or a local directory",
+                          model.problem)
     target = DeploymentTarget(
         gpu_instance=instance, gpu_node_count=gpu_nodes.count,
         gpu_node_max_count=gpu_nodes.max_count if gpu_nodes.autoscaled else None,
@@ -1030,6 +1050,7 @@ def _serving(ray_service: RayServiceSettings, app_settings: ServeAppSettings, in
             for group, phases in target.node_groups()),
         hf_token_configured=hf_token_configured,
         region=region,
+        model_gated=model.gated,
     )
 
 

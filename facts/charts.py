@@ -27,6 +27,13 @@ class HelmChart:
     source: str
     checked: str
     values_keys: tuple[str, ...] = ()
+    # Other versions read in the chart repository's index.yaml on `checked` (the default is one too).
+    other_versions: tuple[str, ...] = ()
+
+    @property
+    def recorded_versions(self) -> tuple[str, ...]:
+        """The versions known offline to exist; the plan warns about any other (facts/charts.py)."""
+        return (self.default_version, *self.other_versions)
 
 
 KUBERAY_OPERATOR = HelmChart(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import logging
 import os
 import runpy
 import threading
@@ -28,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 _SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
 _SECRET_SIG_VALUE = "1b47061264138c4ac30d75fd1eb44270"
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -74,6 +74,8 @@ class OfflineRun:
     # Values the mocks made up (ids, ARNs, AZ names, ...) -> what each stands for: stand-ins for what
     # AWS will answer, which a plan marks as such. Empty for mocks that keep no such record.
     invented: dict[str, str] = field(default_factory=dict)
+    # What the program logged with pulumi.log.warn, in order: what `pulumi preview` shows as warnings.
+    warnings: list[str] = field(default_factory=list)
 
     def all(self, type_: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_]
@@ -130,16 +132,20 @@ class OfflineRun:
         return [r for r in self.resources if r.type != STACK_TYPE]
 
 
-def read_project(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
+def read_project(project_dir: Path | None = None) -> dict[str, Any]:
+    from components.project import project_file
     from components.settings import load_yaml_strictly
 
-    return load_yaml_strictly(project_dir / "Pulumi.yaml")
+    return load_yaml_strictly(project_dir / "Pulumi.yaml" if project_dir else project_file())
 
 
-def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[dict[str, str], set[str]]:
+def stack_config(stack: str, project_dir: Path | None = None) -> tuple[dict[str, str], set[str]]:
     """The config the CLI would hand the program: (key -> string, secret keys). Keys are
     fully qualified (`<project>:<key>`, `aws:region`)."""
+    from components.project import find_project_dir
     from components.settings import as_config_string, load_yaml_strictly
+
+    project_dir = project_dir or find_project_dir()
 
     project = read_project(project_dir)
     name = project["name"]
@@ -164,7 +170,7 @@ def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[dict[str,
         raise ConfigError("stack", stack, ", ".join(known), f"no file {stack_file.name}")
     # Strictly: a key set twice is refused, as the Pulumi CLI refuses it.
     stack_doc = load_yaml_strictly(stack_file) or {}
-    for key, value in (stack_doc.get("config") or {}).items():
+    for key, value in _stack_settings(stack_doc, stack_file.name).items():
         full = key if ":" in key else f"{name}:{key}"
         if isinstance(value, dict) and set(value) == {"secure"}:
             merged[full] = offline_secret_placeholder(key.split(":")[-1])
@@ -172,6 +178,30 @@ def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[dict[str,
         else:
             merged[full] = as_config_string(value)
     return merged, secret_keys
+
+
+# The top-level keys of a stack file (Pulumi's ProjectStack): anything else is a typo the CLI ignores.
+STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")
+
+
+def _stack_settings(stack_doc: Any, file_name: str) -> dict[str, Any]:
+    """The `config:` mapping of a stack file; a misspelt top-level key or a file without settings is
+    refused naming the file, not blamed on the first setting whose default cannot deploy."""
+    from serve_app.errors import ConfigError, unknown_setting
+
+    if not isinstance(stack_doc, dict):
+        raise ConfigError(file_name, stack_doc, "a mapping with a `config:` key",
+                          message=f"{file_name}: start it with `config:` (a mapping of settings); see Pulumi.dev.yaml")
+    for key in stack_doc:
+        if key not in STACK_FILE_KEYS:
+            raise unknown_setting(str(key), stack_doc[key], list(STACK_FILE_KEYS),
+                                  what="top-level key", where=f" in {file_name}")
+    config = stack_doc.get("config") or {}
+    if not isinstance(config, dict) or not config:
+        raise ConfigError("config", config, "the stack's settings",
+                          message=f"{file_name} sets no `config:`: set at least aws:region and "
+                                  "apiPublicAccessCidrs (copy Pulumi.dev.yaml's)")
+    return config
 
 
 def _unwrap_secrets(value: Any, path: str, secret_paths: set[str]) -> Any:
@@ -262,6 +292,20 @@ def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
     return RecordingMonitor(mocks)
 
 
+def _engine_log(run: OfflineRun) -> logging.Logger:
+    """The mock engine's logger: the program's warnings are kept in `run.warnings` (the caller shows
+    them once), not printed by Python's root logger as they happen."""
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                run.warnings.append(record.getMessage())
+
+    logger = logging.Logger(f"offline-run-{run.stack}")  # outside the logging tree: nothing propagates
+    logger.addHandler(Keep())
+    return logger
+
+
 def _run_in_mocks(run: OfflineRun, project: str, stack: str, secret_keys: set[str], mocks: Any,
                   project_dir: Path, body: Callable[[], Any]) -> None:
     """Run `body` as a Pulumi program under recording mocks; called inside a fresh contextvars.Context.
@@ -282,7 +326,7 @@ def _run_in_mocks(run: OfflineRun, project: str, stack: str, secret_keys: set[st
             pulumi_mocks.MockSettings(
                 monitor=monitor,
                 monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
-                engine=pulumi_mocks.MockEngine(None),
+                engine=pulumi_mocks.MockEngine(_engine_log(run)),
                 project=project,
                 stack=stack,
                 dry_run=False,
@@ -318,7 +362,7 @@ def try_run_offline(
     *,
     overrides: Mapping[str, str] | None = None,
     secrets: Mapping[str, str] | None = None,
-    project_dir: Path = PROJECT_DIR,
+    project_dir: Path | None = None,
     mocks: Any = None,
 ) -> OfflineRun:
     """Run the program for `stack`; a failure is recorded in `.error`, never raised.
@@ -327,6 +371,9 @@ def try_run_offline(
     and string values as `pulumi config set` stores them. `mocks` defaults to the fake AWS account
     of `offline.mock_cloud` for the stack's region.
     """
+    from components.project import find_project_dir
+
+    project_dir = project_dir or find_project_dir()
     project = read_project(project_dir)["name"]
     config, secret_keys = stack_config(stack, project_dir)
 
@@ -355,18 +402,27 @@ def try_run_offline(
 
 def _isolated(run: OfflineRun, project: str, stack: str, secret_keys: set[str], mocks: Any, project_dir: Path,
               body: Callable[[], Any]) -> None:
-    saved_env = {k: os.environ.pop(k) for k in ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS") if k in os.environ}
+    from components.project import PROJECT_ENV
+
+    saved_env = {k: os.environ.pop(k) for k in ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS", PROJECT_ENV)
+                 if k in os.environ}
+    # The program's own look-ups (declared settings, dashboards) read the same project as the run.
+    os.environ[PROJECT_ENV] = str(project_dir)
     try:
         contextvars.Context().run(_run_in_mocks, run, project, stack, secret_keys, mocks, project_dir, body)
     finally:
+        os.environ.pop(PROJECT_ENV, None)
         os.environ.update(saved_env)
 
 
 def run_components(register: Callable[[], Any], *, stack: str = "dev", mocks: Any = None,
-                   project_dir: Path = PROJECT_DIR) -> OfflineRun:
+                   project_dir: Path | None = None) -> OfflineRun:
     """Run `register()` (which registers components and returns what it built, kept in
     `run.program["result"]`) under the same recording mocks as a whole program. A failure is recorded
     in `.error`. `mocks` defaults to echoing every resource's inputs as its outputs."""
+    from components.project import find_project_dir
+
+    project_dir = project_dir or find_project_dir()
     project = read_project(project_dir)["name"]
     run = OfflineRun(stack=stack, config={})
 

@@ -23,6 +23,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from components.project import PROJECT_ENV
 from pdctl import endpoint, size, version
 from serve_app.render import SERVE_HTTP_PORT
 
@@ -55,13 +56,21 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
     return overrides
 
 
-def offline_run(stack: str, overrides: dict[str, str]):
-    """Run the real program under mocks; a user mistake exits 2 with the config error, no traceback."""
+def offline_run(stack: str, overrides: dict[str, str], project: Path | None = None):
+    """Run the real program under mocks; a user mistake exits 2 with the config error, no traceback.
+    The project is `project`, else found from the working directory (components/project.py)."""
     import yaml
 
     import offline
+    from components.project import ProjectNotFound, find_project_dir
     from serve_app.errors import ConfigError
 
+    try:
+        if project is not None:
+            os.environ[PROJECT_ENV] = str(project)
+        find_project_dir()
+    except ProjectNotFound as exc:
+        raise fail(str(exc), 2) from None
     try:
         return offline.run_offline(stack, overrides=overrides or None)
     except ConfigError as exc:
@@ -74,19 +83,23 @@ def offline_run(stack: str, overrides: dict[str, str]):
 
 STACK_OPTION = typer.Option("dev", "--stack", "-s", help="Stack name: reads Pulumi.<stack>.yaml.")
 SET_OPTION = typer.Option([], "--set", help="Override a config key for this run: key=value (repeatable).")
+PROJECT_OPTION = typer.Option(
+    None, "--project", "-C", metavar="DIR", file_okay=False,
+    help="The project checkout (its Pulumi.yaml and stack files). Default: the working directory or the "
+         f"nearest parent holding this project's Pulumi.yaml; ${PROJECT_ENV} also sets it.")
 
 
-# Wide enough that no line of a plan wraps: piped output is read by diff, less and CI logs.
-UNWRAPPED_WIDTH = 10_000
+# Piped output (less, a CI log, a file) is read on a screen too: wrapped at this many columns.
+PIPED_WIDTH = 120
 
 
 def text_console(width: int | None) -> Console:
-    """--width columns when given; the terminal's width on a terminal; otherwise no wrapping."""
+    """--width columns when given; the terminal's width on a terminal; otherwise PIPED_WIDTH."""
     if width:
         return Console(width=width)
     if sys.stdout.isatty():
         return console
-    return Console(width=UNWRAPPED_WIDTH)
+    return Console(width=PIPED_WIDTH)
 
 
 def read_plan_document(path: Path) -> dict:
@@ -109,9 +122,11 @@ def plan(
         help="Print what changes from this saved `pdctl plan -o json` (e.g. the base branch's) instead of "
              "the plan. Exit status: 0 no change, 3 changed, 2 bad input, 1 failure."),
     width: int | None = typer.Option(
-        None, "--width", min=40, help="Wrap text at this many columns (default: the terminal's; none when piped)."),
+        None, "--width", min=40, help=f"Wrap text at this many columns (default: the terminal's; {PIPED_WIDTH} when "
+                                      "piped)."),
     strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on a warning too, e.g. model facts "
                                 "that could not be read (CI runs the plan this way)."),
+    project: Path | None = PROJECT_OPTION,
 ) -> None:
     """What the stack creates, protects, can serve, costs per hour and how long it takes to deploy.
 
@@ -122,7 +137,7 @@ def plan(
     from pdctl.views import render_plan
 
     base = read_plan_document(diff) if diff is not None else None
-    run = offline_run(stack, parse_overrides(set_))
+    run = offline_run(stack, parse_overrides(set_), project)
     document = build_plan(run, stack=stack, config_region=run.config.get("aws:region"))
     if base is not None:
         from pdctl.plan_diff import EXIT_CHANGED, diff_plans, render_diff
@@ -138,7 +153,11 @@ def plan(
     if output is OutputFormat.json:
         sys.stdout.write(json.dumps(document.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
     else:
-        render_plan(text_console(width), document)
+        out = text_console(width)
+        with out.capture() as captured:
+            render_plan(out, document)
+        # Wrapping leaves the spaces it broke at: no line ends in them (diff and review noise).
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
     for warning in document.warnings:
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for violation in document.policy_violations:
@@ -157,12 +176,13 @@ def render(
     stack: str = STACK_OPTION,
     serve_config: bool = typer.Option(False, "--serve-config", help="Print only serveConfigV2."),
     set_: list[str] = SET_OPTION,
+    project: Path | None = PROJECT_OPTION,
 ) -> None:
     """Print the serving namespace's objects (Namespace, NetworkPolicies, RayService) for
     `kubectl apply -f -`, or only the RayService's serveConfigV2."""
     from pdctl import render as rendering
 
-    run = offline_run(stack, parse_overrides(set_))
+    run = offline_run(stack, parse_overrides(set_), project)
     if serve_config:
         sys.stdout.write(rendering.to_yaml(rendering.serve_config(rendering.ray_service_manifest(run))))
     else:

@@ -376,10 +376,12 @@ def availability_zones(run) -> dict:
 
 
 def plan_warnings(run) -> list[str]:
-    """What the program warned about at preview (facts it could not read, a stack short of its SLO):
-    `plan --strict` fails on them."""
+    """What the program warned about at preview (facts it could not read, placeholders, waste, what
+    it left out): `plan --strict` fails on them."""
     stack = run.program.get("stack")
-    return list(stack.settings.warnings) if stack is not None else []
+    found = list(stack.settings.warnings) if stack is not None else []
+    # The program logs these, and warns about more (an alert it could not create, ...): each once.
+    return found + [w for w in dict.fromkeys(getattr(run, "warnings", ())) if w not in found]
 
 
 def stack_slo_section(run, region: str) -> dict[str, Any] | None:
@@ -401,6 +403,8 @@ def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport],
     if app is None:
         return {}, "the program built no serving stack"
     if not app.capacity:
+        if app.warnings:  # printed once, as warnings
+            return {}, "the model's facts could not be read (see the warning)"
         return {}, "; ".join(app.notes) or "no capacity report"
     return dict(app.capacity), None
 

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from facts.replacements import replace_triggers, stateful_loss
+from pdctl.money import usd
 
 # `pdctl plan --diff` exit status when the plans differ (0: they do not; 1: pdctl failed; 2: bad input).
 EXIT_CHANGED = 3
@@ -305,6 +306,14 @@ def show(value: Any) -> str:
     return text if len(text) <= VALUE_WIDTH else f"{text[:VALUE_WIDTH]}… ({len(text)} chars)"
 
 
+def _money(delta: Delta) -> str:
+    assert delta.difference is not None
+    change = usd(delta.difference, sign=True)
+    if isinstance(delta.before, (int, float)) and delta.before:
+        change += f", {delta.difference / delta.before:+.1%}"
+    return f"{usd(delta.before)} → {usd(delta.after)} ({change})"
+
+
 def _number(delta: Delta, unit: str = "", digits: int = 2) -> str:
     if delta.difference is None:
         return f"{show(delta.before)} → {show(delta.after)}"
@@ -312,6 +321,46 @@ def _number(delta: Delta, unit: str = "", digits: int = 2) -> str:
     if isinstance(delta.before, (int, float)) and delta.before:
         change += f", {delta.difference / delta.before:+.1%}"
     return f"{delta.before:,.{digits}f}{unit} → {delta.after:,.{digits}f}{unit} ({change})"
+
+
+_LIST_INDEX = re.compile(r"\[\d+\]")
+
+
+def _list_root(path: str) -> str | None:
+    """The path of the list a change sits in (`networkInterfaces` for `networkInterfaces[3].deviceIndex`)."""
+    found = _LIST_INDEX.search(path)
+    return path[:found.start()] if found else None
+
+
+def change_lines(changes: list[Change]) -> list[str]:
+    """One line per change, except that changes inside several items of one list (a p5's 32 network
+    interfaces) collapse to one line with a count: `networkInterfaces[N]: 96 changes in 32 items (…)`."""
+    by_list: dict[str, list[Change]] = {}
+    for change in changes:
+        root = _list_root(change.path)
+        if root is not None:
+            by_list.setdefault(root, []).append(change)
+    collapsed = {root: group for root, group in by_list.items()
+                 if len({_LIST_INDEX.findall(c.path)[0] for c in group}) > 1}
+    lines = []
+    shown: set[str] = set()
+    for change in changes:
+        root = _list_root(change.path)
+        if root is None or root not in collapsed:
+            mark = "  (forces replacement)" if change.replaces else ""
+            lines.append(f"{change.path}: {show(change.before)} → {show(change.after)}{mark}")
+            continue
+        if root in shown:
+            continue
+        shown.add(root)
+        group = collapsed[root]
+        items = {_LIST_INDEX.findall(c.path)[0] for c in group}
+        fields = sorted({_LIST_INDEX.sub("[N]", c.path, count=1)[len(root) + 3:].lstrip(".") or "(item)"
+                         for c in group})
+        named = ", ".join(fields[:4]) + (f", … {len(fields) - 4} more" if len(fields) > 4 else "")
+        mark = "  (forces replacement)" if any(c.replaces for c in group) else ""
+        lines.append(f"{root}[N]: {len(group)} changes in {len(items)} items ({named}){mark}")
+    return lines
 
 
 def render_diff(diff: PlanDiff) -> str:
@@ -329,9 +378,7 @@ def render_diff(diff: PlanDiff) -> str:
         lines.append("")
         lines.append(f"{ACTION_SIGN[resource.action]:<3} {resource.action}: {resource.name} ({resource.type})")
         lines.extend(f"      replaced because {why}" for why in resource.replaced_because)
-        for change in resource.changes:
-            mark = "  (forces replacement)" if change.replaces else ""
-            lines.append(f"      {change.path}: {show(change.before)} → {show(change.after)}{mark}")
+        lines.extend(f"      {line}" for line in change_lines(resource.changes))
         lines.extend(f"      note: {note}" for note in resource.notes)
     sections = (("protections", diff.protections, None), ("capacity per replica", diff.capacity, None),
                 ("hourly cost estimate (USD)", diff.cost, "cost"),
@@ -344,7 +391,7 @@ def render_diff(diff: PlanDiff) -> str:
         lines += ["", f"{title}:"]
         for delta in deltas:
             if kind == "cost" and delta.difference is not None:
-                lines.append(f"  {delta.what}: {_number(delta, digits=4 if 'lines' in delta.what else 2)}")
+                lines.append(f"  {delta.what}: {_money(delta)}")
             elif kind == "path" and delta.difference is not None:
                 lines.append(f"  {delta.what}: {_number(delta, ' min', 1)}")
             elif delta.difference is not None:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from facts import prices as price_data
+from pdctl.money import usd
 from serve_app.slo_sizing import MAX_REPLICAS
 
 # Where a value came from the offline mock cloud, not from the stack (a stand-in for AWS's answer).
@@ -93,8 +94,26 @@ def _render_protections(console: Console, protections: dict) -> None:
                           highlight=False, markup=False)
 
 
+class Footnotes:
+    """Long source citations out of a table's cells: a cell gets `[n]`, the text follows the table, each
+    distinct source once."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def cite(self, text: str) -> str:
+        if text not in self.texts:
+            self.texts.append(text)
+        return f"[{self.texts.index(text) + 1}]"
+
+    def render(self, console: Console) -> None:
+        for number, text in enumerate(self.texts, 1):
+            console.print(f"[dim]\\[{number}] {escape(text)}[/]", highlight=False)
+
+
 def _per_hour(cost: dict[str, float | None]) -> str:
-    return " → ".join("n/a (unpriced lines)" if cost[end] is None else f"${cost[end]:.2f}" for end in ("min", "max"))
+    amounts = (cost["min"], cost["max"])
+    return " → ".join("n/a (unpriced lines)" if amount is None else usd(amount) for amount in amounts)
 
 
 def render_plan(console: Console, plan) -> None:
@@ -118,7 +137,7 @@ def render_plan(console: Console, plan) -> None:
     if plan.capacity:
         texts = {phase: report.render_text() for phase, report in plan.capacity.items()}
         if len(set(texts.values())) == 1:  # the usual case: both phases run the same engine
-            texts = {" = ".join(texts): next(iter(texts.values()))}
+            texts = {f"{' and '.join(texts)} (the same engine)": next(iter(texts.values()))}
         for phases, text in texts.items():
             console.print(f"[bold]{phases}[/]")
             console.print(text, highlight=False, markup=False)
@@ -126,7 +145,8 @@ def render_plan(console: Console, plan) -> None:
         console.print(f"[yellow]no capacity report: {plan.capacity_note}[/]")
 
     for note in plan.notes:
-        console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
+        if note not in plan.warnings:  # a warning is printed once, as one, after the plan
+            console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
     scaling = plan.to_dict()["scaling"]
     if scaling is not None:
         _rule(console, "[bold]scaling bounds[/] (min → max)")
@@ -150,13 +170,13 @@ def render_plan(console: Console, plan) -> None:
     table = Table("item", "quantity", "unit price / h", "per hour")
     for line in cost.lines:
         table.add_row(line.item, f"{line.quantity:g} {line.unit}",
-                      "not recorded" if line.unit_price_per_hour is None else f"${line.unit_price_per_hour:.5f}",
-                      "not recorded" if line.per_hour is None else f"${line.per_hour:.4f}")
+                      "not recorded" if line.unit_price_per_hour is None else usd(line.unit_price_per_hour),
+                      "not recorded" if line.per_hour is None else usd(line.per_hour))
     if cost.per_hour is None:
         table.add_row("[bold]total[/]", "", "", "[bold]none[/]: a line's price is not recorded (below)")
     else:
         table.add_row("[bold]total[/]", "", "",
-                      f"[bold]${cost.per_hour:.2f}[/] (≈ ${cost.per_hour * price_data.HOURS_PER_MONTH:,.0f}"
+                      f"[bold]{usd(cost.per_hour)}[/] (≈ {usd(cost.per_hour * price_data.HOURS_PER_MONTH)}"
                       f" / {price_data.HOURS_PER_MONTH} h month)")
     console.print(table)
     if cost.missing:
@@ -166,10 +186,12 @@ def render_plan(console: Console, plan) -> None:
 
     path = plan.critical_path
     _rule(console, "[bold]deploy critical path[/] (expected minutes)")
-    table = Table("starts at", "minutes", "resource", "type", "duration source")
+    table = Table("starts at", "minutes", "resource", "type", "source")
+    notes = Footnotes()
     for step in path.steps:
-        table.add_row(f"{step.starts_at:.1f}", f"{step.minutes:.1f}", step.name, step.type, step.source)
+        table.add_row(f"{step.starts_at:.1f}", f"{step.minutes:.1f}", step.name, step.type, notes.cite(step.source))
     console.print(table)
+    notes.render(console)
     console.print(
         f"[bold]{path.minutes:.1f} min[/] with the graph's parallelism, vs "
         f"[bold]{path.sequential_minutes:.1f} min[/] for the same resources one after another "
@@ -239,10 +261,13 @@ def _render_cold_start(console: Console, start) -> None:
     console.print(f"storage: {escape(start.storage)}", highlight=False)
     console.print(f"weights: {escape(start.load_path)}", highlight=False)
     for figure in (start.new_node, start.pod_restart):
-        table = Table("seconds", "step", "source", "where")
+        table = Table("seconds", "step", "source")
+        notes = Footnotes()
         for step in figure.steps:
-            table.add_row(f"{step.duration.seconds:.0f}", step.name, step.duration.source, escape(step.duration.where))
+            where = f" ({step.duration.where})" if step.duration.where else ""
+            table.add_row(f"{step.duration.seconds:.0f}", step.name, notes.cite(f"{step.duration.source}{where}"))
         console.print(table)
+        notes.render(console)
         verdict = f"; {figure.verdict.text}" if figure.verdict else ""
         console.print(f"[bold]{figure.name}: {figure.seconds:.0f} s[/] ({figure.measured_share:.0%} of it measured)"
                       f"{verdict}", highlight=False)

@@ -270,6 +270,11 @@ def _check_node_group_bounds(app: PDAppConfig, nodes: Mapping[str, PhaseNodes], 
     at_min = sum(nodes[p].min_nodes for p in phases)
     if at_min > group.max_nodes:
         busiest = max(by_weight, key=lambda p: nodes[p].min_nodes)
+        if all(app.phase(p).replicas.min_replicas == 1 for p in phases):
+            # One replica each cannot be lowered: the node group is what to change.
+            raise ConfigError(
+                most_nodes_key, group.max_nodes, f"at least {at_min}",
+                f"{_breakdown(app, nodes, phases, 'min')} = {at_min} nodes")
         raise ConfigError(
             ServeAppSettings.key(f"{busiest}_replicas"), app.phase(busiest).replicas.min_replicas,
             f"minimum replicas whose worker pods fit {node_group}",
@@ -280,6 +285,10 @@ def _check_node_group_bounds(app: PDAppConfig, nodes: Mapping[str, PhaseNodes], 
         busiest = max(by_weight, key=lambda p: nodes[p].max_nodes)
         replicas = app.phase(busiest).replicas
         key = ServeAppSettings.key(f"{busiest}_max_replicas" if replicas.autoscaling else f"{busiest}_replicas")
+        if all(app.phase(p).replicas.most == 1 for p in phases):
+            raise ConfigError(
+                most_nodes_key, group.max_nodes, f"at least {at_max}",
+                f"{_breakdown(app, nodes, phases, 'max')} = {at_max} nodes")
         raise ConfigError(
             key, replicas.most, f"replicas whose worker pods fit {node_group}",
             f"{_breakdown(app, nodes, phases, 'max')} = {at_max} nodes at most replicas; lower the replicas or "
@@ -412,6 +421,8 @@ def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget,
 
 
 FULL_PRECISION_DTYPES = ("float32", "float")
+# The highest gpuMemoryUtilization worth suggesting: above it CUDA graphs and the sampler run out.
+MOST_GPU_MEMORY_UTILIZATION = 0.95
 
 
 def _check_paged_start(app: PDAppConfig, phase: Phase, report: CapacityReport) -> tuple[str, ...]:
@@ -474,12 +485,23 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget,
                     engine_setting(app, phase, "dtype"), engine.dtype, "bfloat16, float16 or auto",
                     f"{phase}: in {engine.dtype} the weights take {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per "
                     f"GPU of {report.usable_bytes / 2**20:,.0f} MiB usable")
+            # What the engine keeps besides on a restart, where measured (the KV check's own figure).
+            reserve = report.reserve_bytes_per_gpu if report.kv_budget_bytes_restart is None else (
+                report.usable_bytes - report.weight_bytes_per_gpu - report.kv_budget_bytes_restart)
+            needed = (report.weight_bytes_per_gpu + reserve) / report.gpu_memory_bytes
+            if engine.gpu_memory_utilization < needed <= MOST_GPU_MEMORY_UTILIZATION:
+                # The model fits at a utilization the user lowered: that is the setting to change.
+                raise ConfigError(
+                    engine_setting(app, phase, "gpu_memory_utilization"), engine.gpu_memory_utilization,
+                    f"more than {needed:.2f} for {app.model.model_source} on {report.gpu_model}",
+                    f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
+                    f"{reserve / 2**20:,.0f} MiB reserve leave no KV cache")
             raise ConfigError(
                 ServeAppSettings.key("model_source"), app.model.model_source,
                 f"a model whose weights fit {report.gpus_per_replica} × {report.usable_bytes / 2**20:,.0f} MiB "
                 f"(gpuMemoryUtilization × GPU memory), with room for the KV cache",
                 f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
-                f"{report.reserve_bytes_per_gpu / 2**20:,.0f} MiB reserve leave no KV cache; raise "
+                f"{reserve / 2**20:,.0f} MiB reserve leave no KV cache; raise "
                 "tensorParallelSize on a bigger GPU node, or pick a smaller model")
         warnings += _check_paged_start(app, phase, report)
         if report.sequences_that_can_start < 1:

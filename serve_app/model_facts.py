@@ -12,6 +12,11 @@ A single-file checkpoint has no index: its size then comes from the safetensors 
 (`get_safetensors_metadata`, online only). Without either, a dense model's size is estimated from
 its shapes; a hybrid or MoE model's cannot be, and is not sized.
 
+Before reading, one quick request asks the Hub about the repo (`HUB_PROBE_TIMEOUT_S`): a Hub that
+does not answer is told at once (then only the cache is read) instead of after huggingface_hub's
+retries; a 404 is a model that does not exist (`missing`, which the caller refuses); a gated repo
+is recorded (`gated`: the cluster then needs an hfToken).
+
 When nothing can be read, `architecture` is None and `problem` says why: the caller falls back to
 the shipped facts (facts/models.py) or warns that the fit is not checked.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from facts.models import ModelArchitecture, architecture_from_hf_config, load_architecture
@@ -37,6 +43,12 @@ class ModelFacts:
     architecture: ModelArchitecture | None
     origin: str  # where the architecture was read
     problem: str | None = None  # why it could not be read, when it could not
+    missing: bool = False  # the Hub answered that no such model exists (404)
+    gated: bool = False  # the Hub says the repo is gated: downloads need a token with access
+
+
+# One probe of the Hub, answered in well under this on any working network.
+HUB_PROBE_TIMEOUT_S = 2.0
 
 
 def _first_line(error: Exception) -> str:
@@ -55,19 +67,22 @@ def _hub_checkpoint_bytes(repo_id: str) -> int | None:
     return sum(count * _SAFETENSORS_DTYPE_BYTES[dtype] for dtype, count in counts.items())
 
 
-def _read_hub(repo_id: str) -> ModelArchitecture:
-    from huggingface_hub import hf_hub_download
+def _read_hub(repo_id: str, *, cache_only: bool) -> ModelArchitecture:
+    from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
-    config = json.loads(Path(hf_hub_download(repo_id, CONFIG_FILE)).read_text(encoding="utf-8"))
+    def download(name: str) -> Path:
+        return Path(hf_hub_download(repo_id, name, endpoint=constants.ENDPOINT, local_files_only=cache_only))
+
+    config = json.loads(download(CONFIG_FILE).read_text(encoding="utf-8"))
     checkpoint_bytes: int | None = None
     try:
-        index = json.loads(Path(hf_hub_download(repo_id, INDEX_FILE)).read_text(encoding="utf-8"))
+        index = json.loads(download(INDEX_FILE).read_text(encoding="utf-8"))
         checkpoint_bytes = int(index["metadata"]["total_size"])
     except (EntryNotFoundError, LocalEntryNotFoundError):
         try:
-            checkpoint_bytes = _hub_checkpoint_bytes(repo_id)
-        except Exception:  # offline, or no safetensors: the size stays unknown
+            checkpoint_bytes = None if cache_only else _hub_checkpoint_bytes(repo_id)
+        except Exception:  # no safetensors: the size stays unknown
             checkpoint_bytes = None
     files = f"config.json and {INDEX_FILE}" if checkpoint_bytes else "config.json"
     return architecture_from_hf_config(config, hf_id=repo_id, checkpoint_bytes=checkpoint_bytes,
@@ -85,22 +100,57 @@ def read_model_facts(model_source: str) -> ModelFacts:
     if model_source.startswith("/") or model_source.count("/") != 1:
         return ModelFacts(model_source, None, "none",
                           "not a Hugging Face id (org/name) and not a directory on this machine")
+    hub = _ask_hub(model_source)
+    if hub == HubAnswer.MISSING:
+        return ModelFacts(model_source, None, "none", "the Hub has no such model (404), or it is private and no "
+                          "token here can see it", missing=True)
+    cache_only = hub in (HubAnswer.OFFLINE, HubAnswer.UNREACHABLE)
+    origin = "huggingface_hub (the local cache)" if cache_only else "huggingface_hub (the local cache or the Hub)"
     try:
-        return ModelFacts(model_source, _read_hub(model_source), "huggingface_hub (the local cache or the Hub)")
+        return ModelFacts(model_source, _read_hub(model_source, cache_only=cache_only), origin,
+                          gated=hub == HubAnswer.GATED)
     except Exception as error:  # any failure to read is reported, never raised
-        return ModelFacts(model_source, None, "none", _hub_problem(error))
+        return ModelFacts(model_source, None, "none", _hub_problem(error, hub), gated=hub == HubAnswer.GATED)
 
 
-def _hub_problem(error: Exception) -> str:
+class HubAnswer(StrEnum):
+    """What the one probe of the Hub said about a repo."""
+
+    FOUND = "found"
+    GATED = "gated"
+    MISSING = "missing"
+    UNREACHABLE = "unreachable"
+    OFFLINE = "offline"  # HF_HUB_OFFLINE=1: not asked
+
+
+def _ask_hub(repo_id: str) -> HubAnswer:
+    """One request for the repo's metadata (public even for a gated repo), no retries."""
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    if constants.HF_HUB_OFFLINE:
+        return HubAnswer.OFFLINE
+    try:
+        info = HfApi(endpoint=constants.ENDPOINT).model_info(repo_id, timeout=HUB_PROBE_TIMEOUT_S)
+    except GatedRepoError:  # a subclass of RepositoryNotFoundError: first
+        return HubAnswer.GATED
+    except RepositoryNotFoundError:
+        return HubAnswer.MISSING
+    except Exception:  # no answer in time, no route, a proxy's error page: treated alike
+        return HubAnswer.UNREACHABLE
+    return HubAnswer.GATED if info.gated else HubAnswer.FOUND
+
+
+def _hub_problem(error: Exception, hub: HubAnswer) -> str:
     """What a user can act on, for the errors huggingface_hub raises most."""
-    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError
 
-    if isinstance(error, GatedRepoError):
-        return "a gated repo: HF_TOKEN (or `hf auth login`) must be a token with access to it"
-    if isinstance(error, RepositoryNotFoundError):
-        return "no such repo on the Hub, or a private one and no token with access"
-    if isinstance(error, LocalEntryNotFoundError):
-        return "not in the Hugging Face cache, and the Hub was not reachable (or HF_HUB_OFFLINE=1)"
+    if isinstance(error, GatedRepoError) or (hub == HubAnswer.GATED and not isinstance(error, LocalEntryNotFoundError)):
+        return "gated: needs a token with access (HF_TOKEN or `hf auth login`)"
+    if isinstance(error, LocalEntryNotFoundError) and hub == HubAnswer.UNREACHABLE:
+        return f"the Hub did not answer within {HUB_PROBE_TIMEOUT_S:g} s and the model is not in the Hugging Face cache"
+    if isinstance(error, LocalEntryNotFoundError) and hub == HubAnswer.OFFLINE:
+        return "HF_HUB_OFFLINE=1 and the model is not in the Hugging Face cache"
     return f"{type(error).__name__}: {_first_line(error)}"
 
 

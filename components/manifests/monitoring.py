@@ -12,11 +12,13 @@ from components.manifests.helm_values import DASHBOARD_LABEL, DASHBOARD_LABEL_VA
 from components.manifests.prometheus_rules import ray_pod_monitor_name
 from components.manifests.ray_service import ray_pod_labels
 from components.manifests.serving_namespace import namespace_manifest
+from components.project import find_project_dir
 from components.scheduling import MONITORING_NAMESPACE
 from components.settings import ServingSettings
 from facts.metrics import RAY_METRICS_PORT_NAME
 
-PD_DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "pd.json"
+# dashboards/pd.json, in the project directory (not installed with the packages).
+PD_DASHBOARD_PATH = Path("dashboards", "pd.json")
 POD_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
 
 
@@ -49,7 +51,7 @@ def ray_pod_monitor_manifest(serving: ServingSettings) -> dict[str, Any]:
 
 
 def pd_dashboard() -> dict[str, Any]:
-    return json.loads(PD_DASHBOARD.read_text())
+    return json.loads((find_project_dir() / PD_DASHBOARD_PATH).read_text())
 
 
 def dashboard_config_map_manifest() -> dict[str, Any]:
@@ -59,5 +61,5 @@ def dashboard_config_map_manifest() -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": {"name": "eks-pd-llm-dashboard", "namespace": MONITORING_NAMESPACE,
                      "labels": {DASHBOARD_LABEL: DASHBOARD_LABEL_VALUE}},
-        "data": {PD_DASHBOARD.name: json.dumps(pd_dashboard(), indent=1, sort_keys=True)},
+        "data": {PD_DASHBOARD_PATH.name: json.dumps(pd_dashboard(), indent=1, sort_keys=True)},
     }

@@ -33,6 +33,8 @@ SUPPRESSIONS_FILE = REPO / "policy" / "checkov_suppressions.yaml"
 STACKS = ("dev", "prod")
 CANARY = "canary"
 MANIFEST_FIELDS = ("metadata", "spec", "type", "data", "stringData", "immutable")
+# checkov runs in a virtualenv of its own and takes its time: `make test` runs it, `make test-fast` not.
+pytestmark = pytest.mark.slow
 
 
 def manifest(resource_type: str, inputs: dict[str, Any]) -> dict[str, Any]:

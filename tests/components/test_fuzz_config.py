@@ -22,8 +22,9 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from components.project import project_file
 from offline import run_offline, try_run_offline
-from offline.harness import PROJECT_DIR, STACK_TYPE
+from offline.harness import STACK_TYPE
 from serve_app.errors import ConfigError
 
 STACKS = ("dev", "prod")
@@ -142,7 +143,7 @@ CONFIGS = st.tuples(st.sampled_from(STACKS),
 
 @functools.cache
 def declared_settings() -> frozenset[str]:
-    config = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())["config"]
+    config = yaml.safe_load(project_file().read_text())["config"]
     return frozenset(config)
 
 

@@ -1,4 +1,4 @@
-"""A phase on a GPU node group of its own (issue 15, item 4): prefill on a compute-heavier type than
+"""A phase on a GPU node group of its own: prefill on a compute-heavier type than
 decode, in the same AZ and placement group, with EFA; the checks, the pinning and the plan per group.
 
 The heterogeneous stack below: decode on gpuNodeType's group (g6.8xlarge, 1 L4 GPU, 25 Gbps; 1 to 3

@@ -1,4 +1,4 @@
-"""Prefill and decode scale apart, down to the GPU nodes (issue 15): the settings, the preview
+"""Prefill and decode scale apart, down to the GPU nodes: the settings, the preview
 refusals, the per-phase worker groups and the Ray autoscaler in the RayService, the Cluster
 Autoscaler's release and identity, and the plan's two ends.
 

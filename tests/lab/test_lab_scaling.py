@@ -171,7 +171,7 @@ def test_overrides_render_the_stacks_autoscaling_config():
 
 
 @pytest.mark.parametrize(("pairs", "message"), [
-    (["decodeMaxReplica=2"], "decodeMaxReplica: got '2'.*did you mean decodeMaxReplicas"),
+    (["decodeMaxReplica=2"], "unknown setting `decodeMaxReplica`: did you mean `decodeMaxReplicas`\\?"),
     (["decodeMaxReplicas=two"], "decodeMaxReplicas: got 'two'; allowed: a whole number"),
     (["decodeDownscaleDelaySeconds=4000"], "decodeDownscaleDelaySeconds: got '4000'; allowed: whole seconds from 0 to 3600"),
     (["decodeReplicas=3", "decodeMaxReplicas=2"], "decodeMaxReplicas: got 2; allowed: 0 \\(fixed\\) or ≥ decodeReplicas"),

@@ -141,5 +141,5 @@ def test_a_key_set_twice_in_a_stack_file_is_refused_naming_it_and_both_lines(pro
     assert caught.value.setting == "demo:count"
     assert "lines 2 and 4" in str(caught.value) and "Pulumi.twice.yaml" in str(caught.value)
     # The same key in two different mappings is no duplicate.
-    (project / "Pulumi.nested.yaml").write_text("config:\n  demo:count: 3\nmeta:\n  demo:count: 1\n")
+    (project / "Pulumi.nested.yaml").write_text("config:\n  demo:count: 3\nenvironment:\n  demo:count: 1\n")
     assert stack_config("nested", project)[0]["demo:count"] == "3"

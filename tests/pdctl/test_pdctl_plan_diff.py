@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from offline import run_offline
 from pdctl.cli import app
+from pdctl.money import usd
 from pdctl.plan import build_plan
 from pdctl.plan_diff import EXIT_CHANGED, diff_plans, flatten, render_diff
 
@@ -126,8 +127,9 @@ def test_a_cost_change_shows_its_delta_per_hour_and_month():
     per_hour = next(d for d in diff.cost if d.what == "per_hour")
     assert per_hour.difference == pytest.approx(2.04)
     text = render_diff(diff)
-    assert "per_hour: 5.16 → 7.20 (+2.04, +39.5%)" in text
-    assert "per_month: 3,766.80 → 5,256.00 (+1,489.20, +39.5%)" in text
+    # Money one way, as the plan writes it.
+    assert "per_hour: $5.16 → $7.20 (+$2.04, +39.5%)" in text
+    assert "per_month: $3,766.80 → $5,256.00 (+$1,489.20, +39.5%)" in text
 
 
 def test_added_and_removed_resources_and_a_protected_deletion():
@@ -174,6 +176,20 @@ def test_keys_with_dots_and_slashes_are_quoted_in_paths():
         'labels["kubernetes.io/os"]': "linux", "labels.role": "gpu"}
 
 
+def test_changes_inside_many_items_of_a_list_collapse_to_one_line_with_a_count():
+    interfaces = [{"deviceIndex": i, "networkCardIndex": i, "interfaceType": "efa"} for i in range(32)]
+    base = hand_made_plan()
+    head = copy.deepcopy(base)
+    for resource in (base, head):
+        [group] = [n for n in resource["tree"][0]["children"] if n["name"] == "gpu-nodes"]
+        group["inputs"]["networkInterfaces"] = copy.deepcopy(interfaces[:1] if resource is base else interfaces)
+    lines = render_diff(diff_plans(base, head)).splitlines()
+    collapsed = [line for line in lines if "networkInterfaces" in line]
+    assert collapsed == ["      networkInterfaces[N]: 93 changes in 31 items (deviceIndex, interfaceType, "
+                         "networkCardIndex)"]
+    # A change in one item of a list keeps its own line (instanceTypes[0] above).
+
+
 # ------------------------------------------------------------------------ the real plan
 
 @pytest.fixture(scope="module")
@@ -217,7 +233,7 @@ def test_diff_against_a_base_that_differs_exits_3_and_names_the_change(prod_plan
     assert result.exit_code == EXIT_CHANGED == 3, result.output
     assert "-/+ replace: gpu-nodes (eks:index:ManagedNodeGroup)" in result.stdout
     after = next(line["per_hour"] for line in prod_plan["cost"]["lines"] if line["item"] == gpu_line["item"])
-    assert f"lines[\"{gpu_line['item']}\"]: 3.0000 → {after:,.4f}" in result.stdout
+    assert f"lines[\"{gpu_line['item']}\"]: $3.00 → {usd(after)}" in result.stdout
     document = invoke("plan", "--stack", "prod", "--diff", path, "--output", "json")
     assert document.exit_code == 3
     data = json.loads(document.stdout)

@@ -82,7 +82,7 @@ def test_a_model_nobody_can_read_is_a_warning_naming_model_source(hf_cache, sett
     serving = settings_for(modelSource="acme/not-cached", modelId="x").serving
     (warning,) = serving.app.warnings
     assert "modelSource 'acme/not-cached'" in warning and "could not be read" in warning
-    assert "not in the Hugging Face cache, and the Hub was not reachable (or HF_HUB_OFFLINE=1)" in warning
+    assert "HF_HUB_OFFLINE=1 and the model is not in the Hugging Face cache" in warning
     assert warning in serving.app.notes
 
 

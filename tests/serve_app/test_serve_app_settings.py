@@ -84,7 +84,7 @@ STREAM_FLUSH = {"experimental_configs": {"stream_batching_interval_ms": 50}}
 
 
 def pinned_to_its_group(phase: str) -> dict:
-    """The departure that keeps each phase on its own worker group (issue 15): Ray Serve LLM's own
+    """The departure that keeps each phase on its own worker group: Ray Serve LLM's own
     GPU bundle plus one unit of the phase's Ray custom resource."""
     return {"placement_group_config": {"bundle_per_worker": {"GPU": 1, f"pd-{phase}": 1}, "strategy": "PACK"}}
 

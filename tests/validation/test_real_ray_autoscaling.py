@@ -1,4 +1,4 @@
-"""Ray's own code reads the autoscaling the stack renders (issue 15): Ray Serve's AutoscalingConfig
+"""Ray's own code reads the autoscaling the stack renders: Ray Serve's AutoscalingConfig
 takes each phase's autoscaling_config, Ray's KubeRay autoscaler derives one node type per phase from
 the RayCluster spec with the phase's custom resource and pod bounds, and the Serve controller's build
 puts that resource into every bundle of the phase's placement group.

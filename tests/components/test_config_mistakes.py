@@ -1,0 +1,62 @@
+"""Stack-file mistakes a newcomer makes, each answered with one short line that starts with the hint
+and names the setting to change (not the first setting whose default cannot deploy)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from components.project import find_project_dir
+from offline import try_run_offline
+from serve_app.errors import ConfigError
+
+REPO = find_project_dir()
+DEV = (REPO / "Pulumi.dev.yaml").read_text()
+# Long enough for a hint and the numbers it names; the old unknown-key line was 1,400 characters.
+SHORT = 160
+
+
+def mistake(tmp_path: Path, stack_file: str) -> ConfigError:
+    """The error a plan of a stack file `stack_file` (in a copy of the project) stops with."""
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy2(REPO / name, tmp_path / name)
+    shutil.copytree(REPO / "dashboards", tmp_path / "dashboards")
+    (tmp_path / "Pulumi.mine.yaml").write_text(stack_file)
+    try:
+        run = try_run_offline("mine", project_dir=tmp_path)
+    except ConfigError as error:  # a stack file that cannot be read at all
+        return error
+    assert isinstance(run.error, ConfigError), run.error
+    assert not run.registered, "a refused stack registered resources"
+    return run.error
+
+
+@pytest.mark.parametrize(("stack_file", "message"), [
+    (DEV + "  eks-pd-llm:gpuNodeCont: 3\n", "unknown setting `gpuNodeCont`: did you mean `gpuNodeCount`?"),
+    (DEV + "  eks-pd-lm:gpuNodeCount: 3\n",
+     "unknown namespace in `eks-pd-lm:gpuNodeCount`: did you mean `eks-pd-llm:gpuNodeCount`?"),
+    (DEV.replace("config:", "configs:"), "unknown top-level key `configs` in Pulumi.mine.yaml: did you mean `config`?"),
+])
+def test_a_typo_is_answered_with_the_hint_first(tmp_path, stack_file, message):
+    assert str(mistake(tmp_path, stack_file)) == message
+
+
+@pytest.mark.parametrize("stack_file", ["", "# nothing yet\n", "config: {}\n"])
+def test_an_empty_stack_file_is_named_not_blamed_on_a_setting(tmp_path, stack_file):
+    error = str(mistake(tmp_path, stack_file))
+    assert error.startswith("Pulumi.mine.yaml sets no `config:`"), error
+    assert len(error) < SHORT
+
+
+def test_a_lowered_gpu_memory_utilization_names_it_not_the_model(tmp_path):
+    error = mistake(tmp_path, DEV + '  eks-pd-llm:gpuMemoryUtilization: "0.8"\n')
+    assert error.setting == "gpuMemoryUtilization", error
+    assert "more than 0.87" in str(error) and len(str(error)) < SHORT
+
+
+def test_too_few_gpu_nodes_names_gpu_node_count_not_the_replicas(tmp_path):
+    error = mistake(tmp_path, DEV + "  eks-pd-llm:gpuNodeCount: 1\n")
+    assert error.setting == "gpuNodeCount", error
+    assert str(error).startswith("gpuNodeCount: got 1; allowed: at least 2") and len(str(error)) < SHORT
