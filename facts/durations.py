@@ -144,8 +144,9 @@ ENGINE_RESTART = StepDuration(
 # the Qwen3.5-9B checkpoint (facts/models.py sizes it).
 HF_FIRST_LOAD_SECONDS = 145.0
 
-# From local disk, timed on the H200 lab host (H200_LOADTIME_RESULT): an 8B-shaped checkpoint,
-# 16.06 GB of bf16 safetensors, in GB/s; "cold": the page cache dropped (drop_caches) first.
+# From local disk, timed on the H200 lab host (H200_LOADTIME_RESULT): a stand-in checkpoint (Llama-3-8B's
+# shape, 16.06 GB of bf16 safetensors; a loader's rate depends on bytes and shards, not on the
+# architecture), in GB/s; "cold": the page cache dropped (drop_caches) first.
 H200_LOADTIME_RESULT = "lab/results/2026-12-01-h200-loadtime.json"
 LAB_DISK_SEQUENTIAL_READ_GB_PER_S = 1.781  # a plain buffered sequential read, cold
 DEFAULT_LOADER_COLD_GB_PER_S = 0.88  # vLLM's default safetensors loader → GPU
@@ -155,11 +156,13 @@ STREAMER_COLD_GB_PER_S = 1.903  # the Run:ai Model Streamer → GPU (1.916 warm:
 # own sequential read, and multiplies it by the node's disk.
 DEFAULT_LOADER_DISK_SHARE = SourcedValue(
     DEFAULT_LOADER_COLD_GB_PER_S / LAB_DISK_SEQUENTIAL_READ_GB_PER_S, MEASURED,
-    f"{H200_LOADTIME_RESULT}: vLLM's default loader {DEFAULT_LOADER_COLD_GB_PER_S} GB/s, page cache cold, "
+    f"{H200_LOADTIME_RESULT} (stand-in checkpoint): vLLM's default loader {DEFAULT_LOADER_COLD_GB_PER_S} GB/s, "
+    "page cache cold, "
     f"against the disk's {LAB_DISK_SEQUENTIAL_READ_GB_PER_S} GB/s sequential read")
 STREAMER_DISK_SHARE = SourcedValue(
     STREAMER_COLD_GB_PER_S / LAB_DISK_SEQUENTIAL_READ_GB_PER_S, MEASURED,
-    f"{H200_LOADTIME_RESULT}: Run:ai streamer {STREAMER_COLD_GB_PER_S} GB/s, page cache cold (concurrent "
+    f"{H200_LOADTIME_RESULT} (stand-in checkpoint): Run:ai streamer {STREAMER_COLD_GB_PER_S} GB/s, page cache "
+    "cold (concurrent "
     f"streams), against the disk's {LAB_DISK_SEQUENTIAL_READ_GB_PER_S} GB/s sequential read")
 # No source gives an instance-store NVMe's read bandwidth per instance type (facts/instances.py,
 # docs/SOURCES.md): the lab disk stands in.

@@ -133,7 +133,7 @@ def render_plan(console: Console, plan) -> None:
 
     _render_protections(console, plan.protections)
 
-    _rule(console, "[bold]capacity per replica[/] (estimate)")
+    _rule(console, "[bold]capacity per replica[/] (vLLM's arithmetic; each reserve says if it is measured)")
     if plan.capacity:
         texts = {phase: report.render_text() for phase, report in plan.capacity.items()}
         if len(set(texts.values())) == 1:  # the usual case: both phases run the same engine
@@ -232,25 +232,28 @@ def _render_slo(console: Console, slo: dict | None) -> None:
     if slo["note"]:
         console.print(f"[yellow]not sized: {escape(slo['note'])}[/]", highlight=False)
         return
-    table = Table("phase", "GPU", "target", "floor: datasheet / predicted", "needed: replicas, nodes, per hour",
-                  "configured min → max", "predicted at min / max", "verdict")
+    table = Table("phase", "GPU", "target", "predicted at min / max replicas", "needed", "verdict")
+    floors = []
     for phase, row in slo["phases"].items():
         metric = "TTFT" if phase == "prefill" else "TPOT"
         floor = "long prompt TTFT" if phase == "prefill" else "TPOT at batch 1"
         price = row["needed_cost_per_hour"]
         needed = (f"none up to {MAX_REPLICAS}" if row["needed_replicas"] is None else
-                  f"{row['needed_replicas']}, {row['needed_nodes']} × {row['instance_type']}, "
-                  + ("n/a (unpriced)" if price is None else f"${price:.2f}"))
+                  f"{row['needed_replicas']} ({row['needed_nodes']} node{'s' if row['needed_nodes'] != 1 else ''}, "
+                  + ("unpriced" if price is None else f"{usd(price)}/h") + ")")
         verdict = ("[yellow]SHORT[/]" if not row["meets_at_max"] else "[green]meets[/]"
                    if row["configured_min_replicas"] >= row["needed_replicas"]
                    else f"meets once scaled to {row['needed_replicas']}")
         table.add_row(phase, f"{row['gpu']} ({row['instance_type']})",
-                      f"{metric} ≤ {_slo_ms(row['target_seconds'])} ({row['target_key']})",
-                      f"{floor} {_slo_ms(row['floor_datasheet_seconds'])} / {_slo_ms(row['floor_predicted_seconds'])}",
-                      needed, f"{row['configured_min_replicas']} → {row['configured_max_replicas']}",
-                      f"{_slo_ms(row['predicted_at_min_seconds'])} / {_slo_ms(row['predicted_at_max_seconds'])}",
-                      verdict)
+                      f"{metric} ≤ {_slo_ms(row['target_seconds'])}",
+                      f"{_slo_ms(row['predicted_at_min_seconds'])} / {_slo_ms(row['predicted_at_max_seconds'])} "
+                      f"({row['configured_min_replicas']} → {row['configured_max_replicas']})",
+                      needed, verdict)
+        floors.append(f"{phase} floor ({row['target_key']}), datasheet / predicted: {floor} "
+                      f"{_slo_ms(row['floor_datasheet_seconds'])} / {_slo_ms(row['floor_predicted_seconds'])}")
     console.print(table)
+    for line in floors:
+        console.print(escape(line), highlight=False)
     labels = sorted({row["calibration"] for row in slo["phases"].values()})
     console.print(f"[dim]predicted: {escape('; '.join(labels))}. Model and calibration: docs/SIZING.md[/]",
                   highlight=False)

@@ -177,6 +177,12 @@ class CapacityReport:
         data["max_concurrency"] = self.max_concurrency
         return data
 
+    def _facts_source(self) -> str:
+        """Where the model facts come from, short enough for one line (the shipped facts cite their own)."""
+        if len(self.model_facts_source) <= 100:
+            return self.model_facts_source
+        return f"facts/models.py, {self.model} (each figure's source there)"
+
     def _paging_lines(self) -> list[str]:
         if self.num_blocks is None:
             return []
@@ -213,7 +219,7 @@ class CapacityReport:
             f" at {self.network_bytes_per_second * 8 / 1e9:g} Gbps"
             f" (LIBFABRIC/EFA), {self.transfer_seconds_ucx_on_efa * 1000:,.0f} ms at"
             f" {UCX_ON_EFA_BYTES_PER_SECOND / 1e9:g} GB/s (UCX on EFA)",
-            f"vLLM's 'GPU KV cache size' log line wins over this. Model facts: {self.model_facts_source}",
+            f"vLLM's 'GPU KV cache size' log line wins over this. Model facts: {self._facts_source()}",
         ]
         if not self.weights_fit:
             lines.insert(3, "WEIGHTS DO NOT FIT: no memory left for the KV cache")

@@ -1,4 +1,4 @@
-"""How long one replica of a phase takes to prefill a prompt, to run a decode step, and to hand the KV
+"""How long one replica of a phase takes to prefill a prompt, to take one decode step, and to hand the KV
 over: first principles over the vendor peaks (facts/gpus.py), scaled by measured efficiencies
 (facts/slo_calibration.py). Pure arithmetic; no ray/vllm import.
 

@@ -174,9 +174,9 @@ def test_plan_shows_both_cold_start_figures_with_their_sources(dev_plan):
     # The engine starts are the lab's H200 measurements, and say where they were taken: the first
     # start on a new node, a Serve replica's restart on a pod restart.
     (engine,) = [s for s in new_node["steps"] if s["source"] == "measured"]
-    assert "2026-12-01-h200-knobs-report" in engine["where"]
+    assert "2026-12-02-h200-qwen35-l4-budget-1-memory-probe.json" in engine["where"]
     (restarted,) = [s for s in restart["steps"] if s["source"] == "measured"]
-    assert "2026-12-01-h200-resilience-faults-result.json" in restarted["where"]
+    assert "2026-12-02-h200-qwen35-l4-budget-1-memory-probe.json" in restarted["where"]
     # A restart on the same node downloads nothing and skips the image pull and the node.
     assert any("0 bytes downloaded" in s["step"] for s in restart["steps"])
     assert restart["seconds"] < new_node["seconds"]
