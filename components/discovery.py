@@ -2,7 +2,7 @@
 
 The region (is it one the account has?), its AZs by name and zone ID, which AZs offer the GPU type,
 what EC2 says about the GPU and system node types, and who the caller is. The settings are judged
-against these answers (components/settings.py), the way `pulumi preview` on a real account would;
+against these answers (components/config/), the way `pulumi preview` on a real account would;
 the offline plan gets the same invokes answered from recorded data (offline/mock_cloud.py).
 
 An invoke that fails is a user's mistake here (a region the account does not have, a type EC2 does

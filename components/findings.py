@@ -11,7 +11,9 @@ starts with the setting to change; the preview warns about each and `pdctl plan 
 
 from __future__ import annotations
 
-from components.settings import ChartSettings, ServingSettings, StackSettings
+from components.config.charts import ChartSettings
+from components.config.serving import ServingSettings
+from components.config.stack import StackSettings
 from facts.charts import (
     CLUSTER_AUTOSCALER,
     DCGM_EXPORTER,

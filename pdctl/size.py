@@ -1,6 +1,6 @@
 """`pdctl size`: the cheapest GPU node types for a workload and its latency targets, offline.
 
-The same model as the plan's SLO section (components/workload_settings.py over serve_app's
+The same model as the plan's SLO section (components/config/workload.py over serve_app's
 performance model), asked of every GPU node type the preview accepts (NVIDIA, EFA, x86_64, a worker
 pod that fits: the types the offline cloud describes, facts/instances.py) instead of the stack's
 own. Each type runs both phases (one replica per `tensorParallelSize × pipelineParallelSize` GPUs;
@@ -79,8 +79,11 @@ def size_question(raw: Mapping[str, str]) -> SizeQuestion:
     """The question a stack's config (`raw`, as `offline.stack_config` gives it, with overrides)
     asks; every key validated as the program validates it (ConfigError naming the key)."""
     # Imported here, as the CLI's other heavy modules are: `pdctl --help` and the client commands stay light.
-    from components.settings import GpuNodeSettings, ObservabilitySettings, project_name, read_config
-    from components.workload_settings import WorkloadSettings
+    from components.config.declared import project_name
+    from components.config.nodes import GpuNodeSettings
+    from components.config.observability import ObservabilitySettings
+    from components.config.read import read_config
+    from components.config.workload import WorkloadSettings
     from serve_app.settings import ServeAppSettings
     from serve_app.stack_keys import from_stack_keys
 
@@ -97,7 +100,7 @@ def size_question(raw: Mapping[str, str]) -> SizeQuestion:
 
 def accepted_gpu_types() -> list[InstanceType]:
     """The GPU node types the preview accepts, of those the offline cloud describes."""
-    from components.settings import check_gpu_instance
+    from components.config.nodes import check_gpu_instance
 
     accepted = []
     for answer in RECORDED_EC2_ANSWERS.values():
@@ -112,8 +115,8 @@ def accepted_gpu_types() -> list[InstanceType]:
 
 def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     """What `question`'s workload needs of `instance` for both phases, or why it cannot."""
+    from components.config.workload import refuse_unreachable
     from components.sizing import worker_resources
-    from components.workload_settings import refuse_unreachable
 
     option = SizeOption(instance.name, instance.gpu_model or "none", instance.gpus,
                         calibration=label_for(instance.gpu_model or ""))

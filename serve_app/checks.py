@@ -50,13 +50,13 @@ LLM_CONFIG_KEYS = (
 
 ACCEPT_UCX_ON_EFA_KEY = ServeAppSettings.key("accept_ucx_on_efa")
 DIRECT_STREAMING_KEY = ServeAppSettings.key("pd_direct_streaming")
-# The RayService key that picks Serve's HTTP front (components/settings.py reads it): named in refusals.
+# The RayService key that picks Serve's HTTP front (components/config/ray_service.py reads it): named in refusals.
 HTTP_FRONT_KEY = "httpFront"
 
 
 @dataclass(frozen=True)
 class NodeGroupKeys:
-    """The stack keys that set one GPU node group's type and bounds (components/settings.py reads
+    """The stack keys that set one GPU node group's type and bounds (components/config/nodes.py reads
     them): named in refusals, not read here."""
 
     instance_type: str = "gpuNodeType"

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from components.config.declared import project_name
+from components.config.stack import settings_from_config
 from components.discovery import CloudQuery
-from components.settings import project_name, settings_from_config
 from facts.instances import RECORDED_EC2_ANSWERS, UNLISTED_GPU_USABLE_FRACTION, Ec2Gpu, Ec2InstanceType
 from offline import ask_recorded_cloud, run_offline, stack_config, try_run_offline
 from offline.mock_cloud import CloudMocks

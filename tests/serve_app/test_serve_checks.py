@@ -7,7 +7,9 @@ import dataclasses
 
 import pytest
 
-from components.settings import RayServiceSettings, project_name, read_config
+from components.config.declared import project_name
+from components.config.ray_service import RayServiceSettings
+from components.config.read import read_config
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import KNOWN_MODELS
 from serve_app.checks import (

@@ -44,7 +44,7 @@ from serve_app.slo_sizing import (
 )
 from serve_app.stack_keys import StackKeyModel
 
-# The SLO keys (declared with the alerts' settings in components/settings.py).
+# The SLO keys (declared with the alerts' settings in components/config/observability.py).
 TTFT_KEY, TPOT_KEY, OBJECTIVE_KEY = "ttftSloSeconds", "tpotSloSeconds", "sloObjective"
 
 
