@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from components.config.declared import declared_keys
 from components.config.names import AVAILABILITY_ZONE, ZONE_ID
+from components.discovery import NodeTypeQuestion
 from components.node_storage import NodeStorage, node_storage
 from components.scheduling import gpu_node_labels
 from components.sizing import WorkerResources
@@ -18,7 +19,7 @@ from facts.instances import InstanceType
 from serve_app.checks import NodeGroupTarget, phase_node_group_keys
 from serve_app.config import PHASES, Phase
 from serve_app.errors import ConfigError
-from serve_app.stack_keys import StackKeyModel
+from serve_app.stack_keys import StackField, StackKeyModel
 
 # The Ray head pod requests 2 CPU / 8 GiB (limits 3 CPU / 12 GiB) beside the KubeRay operator,
 # CoreDNS and the node's own reservations on these nodes.
@@ -85,8 +86,7 @@ class GpuNodeSettings(StackKeyModel):
 
     def check(self, instance: InstanceType) -> InstanceType:
         """Refuse a type EC2 describes without an NVIDIA GPU or without EFA, naming what it lacks."""
-        return check_gpu_instance(instance, self.key("instance_type"),
-                                  type(self).model_fields["instance_type"].description or "")
+        return check_gpu_instance(instance, self.field("instance_type"))
 
     @property
     def autoscaled(self) -> bool:
@@ -98,17 +98,16 @@ class GpuNodeSettings(StackKeyModel):
         return max(self.count, self.max_count)
 
 
-def check_gpu_instance(instance: InstanceType, key: str, allowed: str) -> InstanceType:
-    """Refuse a GPU node type (the one `key` names) EC2 describes without an NVIDIA GPU, without EFA
-    or of another architecture, naming what it lacks."""
+def check_gpu_instance(instance: InstanceType, setting: StackField) -> InstanceType:
+    """Refuse a GPU node type (the one `setting` names) EC2 describes without an NVIDIA GPU, without
+    EFA or of another architecture, naming what it lacks."""
     if not instance.has_gpu:
-        raise ConfigError(key, instance.name, allowed, "EC2 says it has no NVIDIA GPU; the vLLM engines need one")
+        raise setting.refuse(instance.name, why="EC2 says it has no NVIDIA GPU; the vLLM engines need one")
     if not instance.efa_capable:
-        raise ConfigError(key, instance.name, allowed,
-                          "EC2 says it does not support EFA; prefill/decode KV transfer needs it")
+        raise setting.refuse(instance.name, why="EC2 says it does not support EFA; prefill/decode KV transfer needs it")
     if NODE_ARCHITECTURE not in instance.architectures:
-        raise ConfigError(key, instance.name, allowed, f"EC2 says it is {'/'.join(instance.architectures)}; "
-                          f"the GPU node AMI is {NODE_ARCHITECTURE}")
+        raise setting.refuse(instance.name, why=f"EC2 says it is {'/'.join(instance.architectures)}; "
+                             f"the GPU node AMI is {NODE_ARCHITECTURE}")
     return instance
 
 
@@ -168,25 +167,31 @@ class PhaseGpuNodeSettings(StackKeyModel):
         """The type of `phase`'s own node group; None: the phase runs on gpuNodeType's."""
         return getattr(self, f"{phase}_instance_type")
 
-    def queried_types(self) -> dict[str, str]:
-        """The phases' own types by the key naming each, for discovery (CloudQuery)."""
-        return {self.key(f"{phase}_instance_type"): name for phase in PHASES
+    def questions(self) -> dict[Phase, NodeTypeQuestion]:
+        """The phases' own types, each with the field naming it, for discovery (CloudQuery)."""
+        return {phase: NodeTypeQuestion(gpu_type_field(phase), name) for phase in PHASES
                 if (name := self.instance_type(phase)) is not None}
 
-    def targets(self, described: Mapping[str, InstanceType]) -> dict[str, NodeGroupTarget]:
-        """Each phase's own node group, its type (`described`: as EC2 describes it, by key) refused
+    def targets(self, described: Mapping[Phase, InstanceType]) -> dict[str, NodeGroupTarget]:
+        """Each phase's own node group, its type (`described`: as EC2 describes it, by phase) refused
         like gpuNodeType's when it lacks an NVIDIA GPU or EFA."""
         targets: dict[str, NodeGroupTarget] = {}
         for phase in PHASES:
-            field_name = f"{phase}_instance_type"
             if self.instance_type(phase) is None:
                 continue
-            key = self.key(field_name)
-            instance = check_gpu_instance(described[key], key, type(self).model_fields[field_name].description or "")
+            instance = check_gpu_instance(described[phase], gpu_type_field(phase))
             count, max_count = getattr(self, f"{phase}_count"), getattr(self, f"{phase}_max_count")
             targets[phase] = NodeGroupTarget(instance, count, instance.efa_capable,
                                              max_count if max_count > count else None, own_phase=phase)
         return targets
+
+
+def gpu_type_field(own_phase: Phase | None) -> StackField:
+    """The setting naming a GPU node group's type: `own_phase`'s own (prefillGpuNodeType, ...), or
+    gpuNodeType's for the shared group (None)."""
+    if own_phase is None:
+        return GpuNodeSettings.field("instance_type")
+    return PhaseGpuNodeSettings.field(f"{own_phase}_instance_type")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from components.config.nodes import GpuNodeGroupSpec, GpuNodeSettings
+from components.config.nodes import GpuNodeGroupSpec, GpuNodeSettings, gpu_type_field
 from components.config.ray_service import RayServiceSettings
 from components.node_storage import NodeStorage
 from components.sizing import WorkerResources, worker_resources
@@ -18,9 +18,9 @@ from facts.images import (
 from facts.instances import InstanceType
 from serve_app.checks import CheckedApp, DeploymentTarget, NodeGroupTarget, check_app
 from serve_app.config import PHASES, S3_SCHEME, STREAMER_LOAD_FORMATS, HttpFront, Phase
-from serve_app.errors import ConfigError
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
+from serve_app.stack_keys import StackField
 
 
 @dataclass(frozen=True)
@@ -107,17 +107,18 @@ class ServingSettings:
         return self.node_groups[0].storage
 
 def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSettings, instance: InstanceType,
-             gpu_nodes: GpuNodeSettings, phase_groups: Mapping[str, NodeGroupTarget], hf_token_configured: bool,
-             region: str) -> ServingSettings:
+                     gpu_nodes: GpuNodeSettings, phase_groups: Mapping[str, NodeGroupTarget],
+                     hf_token_configured: bool, region: str) -> ServingSettings:
     """serve_app's PD app checked against the GPU node groups it runs on (gpuNodeType's, and a phase's
     own where one is set), with the model's own facts."""
     image_stack = serving_stack(ray_service.image)
     _check_image_streams_weights(app_settings, ray_service, image_stack)
     model = read_model_facts(app_settings.model_source)
+    model_setting = ServeAppSettings.field("model_source")
     if model.missing:
-        raise ConfigError(ServeAppSettings.key("model_source"), app_settings.model_source,
-                          "a model id on the Hugging Face Hub (org/name), an s3:// mirror or a local directory",
-                          model.problem)
+        raise model_setting.refuse(
+            app_settings.model_source,
+            "a model id on the Hugging Face Hub (org/name), an s3:// mirror or a local directory", model.problem)
     target = DeploymentTarget(
         gpu_instance=instance, gpu_node_count=gpu_nodes.count,
         gpu_node_max_count=gpu_nodes.max_count if gpu_nodes.autoscaled else None,
@@ -126,14 +127,15 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
         http_front=ray_service.http_front,
         vllm_version=image_stack.vllm if image_stack else None, phase_node_groups=phase_groups)
     app = check_app(app_settings.app(), target, model=model.architecture)
-    app = _with_model_notes(app, model, ServeAppSettings.key("model_source"))
+    app = _with_model_notes(app, model, model_setting)
     model_bytes = app.model.weight_bytes("auto") if app.model else None
     return ServingSettings(
         ray_service=ray_service,
         app=app,
         # Each group's worker pod sized now, so a node it cannot fit stops the run before any resource.
         node_groups=tuple(
-            GpuNodeGroupSpec(phases, group, worker_resources(group.instance, model_bytes, group.keys.instance_type))
+            GpuNodeGroupSpec(phases, group,
+                             worker_resources(group.instance, model_bytes, gpu_type_field(group.own_phase)))
             for group, phases in target.node_groups()),
         hf_token_configured=hf_token_configured,
         region=region,
@@ -151,30 +153,30 @@ def _check_image_streams_weights(app_settings: ServeAppSettings, ray_service: Ra
     load_format = app_settings.extra_engine_kwargs.get("load_format")
     if not on_s3 and load_format not in STREAMER_LOAD_FORMATS:
         return
-    source_key, declared_key = ServeAppSettings.key("model_source"), RayServiceSettings.key(
-        "image_carries_runai_streamer")
+    source_key = ServeAppSettings.key("model_source")
+    declared = RayServiceSettings.field("image_carries_runai_streamer")
     asked_by = (f"{source_key} is an S3 mirror" if on_s3
                 else f"{ServeAppSettings.key('extra_engine_kwargs')} sets load_format {load_format}")
     carries = image_stack.runai_model_streamer if image_stack else None
     if carries is False:
-        raise ConfigError(RayServiceSettings.key("image"), ray_service.image,
-                          "an image with vllm[runai] (runai-model-streamer, runai-model-streamer-s3)",
-                          f"{asked_by} and this image has no Run:ai Model Streamer")
+        raise RayServiceSettings.field("image").refuse(
+            ray_service.image, "an image with vllm[runai] (runai-model-streamer, runai-model-streamer-s3)",
+            f"{asked_by} and this image has no Run:ai Model Streamer")
     if carries is None and not ray_service.image_carries_runai_streamer:
         instead = f"set {source_key} to a Hugging Face id" if on_s3 else "drop that load_format"
-        raise ConfigError(declared_key, False, "true, once rayImage carries vllm[runai] (runai-model-streamer, "
-                          "runai-model-streamer-s3)",
-                          f"{asked_by}, loaded with the Run:ai Model Streamer, and {ray_service.image} is not "
-                          f"known to carry it; or {instead}")
+        raise declared.refuse(False, "true, once rayImage carries vllm[runai] (runai-model-streamer, "
+                              "runai-model-streamer-s3)",
+                              f"{asked_by}, loaded with the Run:ai Model Streamer, and {ray_service.image} is not "
+                              f"known to carry it; or {instead}")
 
 
-def _with_model_notes(app: CheckedApp, model: ModelFacts, key: str) -> CheckedApp:
+def _with_model_notes(app: CheckedApp, model: ModelFacts, setting: StackField) -> CheckedApp:
     """Say where the sized architecture came from; warn when the model's facts could not be read."""
     if model.architecture is not None:
         return replace(app, notes=(f"model facts: {model.origin}", *app.notes))
     if app.model is not None:  # check_app fell back to the shipped facts
         return replace(app, notes=(f"model facts: shipped facts/models.py, not the model's own files "
                                    f"({model.problem})", *app.notes))
-    warning = (f"{key} {model.source!r}: its config.json could not be read ({model.problem}), so the GPU fit is "
-               "not checked; make it readable (HF_TOKEN for a gated repo, network or a filled HF cache)")
+    warning = (f"{setting.key} {model.source!r}: its config.json could not be read ({model.problem}), so the GPU "
+               "fit is not checked; make it readable (HF_TOKEN for a gated repo, network or a filled HF cache)")
     return replace(app, notes=(warning, *app.notes), warnings=(*app.warnings, warning))

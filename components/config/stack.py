@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from components.config.charts import ChartSettings
 from components.config.cluster import ClusterSettings, documentation_placeholders
-from components.config.names import AVAILABILITY_ZONE, REGION
+from components.config.names import AVAILABILITY_ZONE
 from components.config.network import NetworkSettings
 from components.config.nodes import GpuNodeSettings, PhaseGpuNodeSettings, SystemNodeSettings
 from components.config.observability import ObservabilitySettings
@@ -26,10 +26,9 @@ from components.config.ray_service import RayServiceSettings
 from components.config.read import read_config
 from components.config.serving import ServingSettings, serving_settings
 from components.config.workload import StackSlo, WorkloadSettings, stack_slo
-from components.config.zones import AvailabilityZonePlan, plan_availability_zones
-from components.discovery import REGION_KEY, CloudFacts, CloudQuery, discover
+from components.config.zones import AvailabilityZonePlan, RegionSettings, plan_availability_zones
+from components.discovery import CloudFacts, CloudQuery, NodeTypeQuestion, discover
 from serve_app.config import PHASES
-from serve_app.errors import ConfigError
 from serve_app.settings import ServeAppSettings
 from serve_app.slo_sizing import Targets
 from serve_app.stack_keys import from_stack_keys
@@ -78,9 +77,7 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     the settings are judged against that answer."""
     typed, texts = read_config(raw, project=project)
 
-    region = typed[REGION_KEY]
-    if not REGION.match(region):
-        raise ConfigError(REGION_KEY, region, "an AWS region name, e.g. us-west-2")
+    region = from_stack_keys(RegionSettings, typed, texts).region
     network = from_stack_keys(NetworkSettings, typed, texts)
     cluster = from_stack_keys(ClusterSettings, typed, texts)
     system_nodes = from_stack_keys(SystemNodeSettings, typed, texts)
@@ -88,16 +85,18 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     phase_gpu_nodes = from_stack_keys(PhaseGpuNodeSettings, typed, texts)
     zone = gpu_nodes.availability_zone
     if zone and AVAILABILITY_ZONE.match(zone) and not zone.startswith(region):
-        raise ConfigError("gpuAvailabilityZone", zone, f"an AZ of {region}, or \"\"")
+        raise gpu_nodes.field("availability_zone").refuse(zone, f"an AZ of {region}, or \"\"")
     charts = from_stack_keys(ChartSettings, typed, texts)
     ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
     app_settings = from_stack_keys(ServeAppSettings, typed, texts)
     workload = from_stack_keys(WorkloadSettings, typed, texts)
     observability = from_stack_keys(ObservabilitySettings, typed, texts)
 
-    cloud = ask_cloud(CloudQuery(region=region, gpu_node_type=gpu_nodes.instance_type,
-                                 system_node_type=system_nodes.instance_type,
-                                 phase_gpu_node_types=phase_gpu_nodes.queried_types()))
+    cloud = ask_cloud(CloudQuery(
+        region=region, region_setting=RegionSettings.field("region"),
+        gpu_node_type=NodeTypeQuestion(gpu_nodes.field("instance_type"), gpu_nodes.instance_type),
+        system_node_type=NodeTypeQuestion(system_nodes.field("instance_type"), system_nodes.instance_type),
+        phase_gpu_node_types=phase_gpu_nodes.questions()))
     system_nodes.check(cloud.system_instance)
     gpu_instance = gpu_nodes.check(cloud.gpu_instance)
     phase_groups = phase_gpu_nodes.targets(cloud.phase_gpu_instances)
