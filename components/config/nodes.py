@@ -16,7 +16,7 @@ from components.node_storage import NodeStorage, node_storage
 from components.scheduling import gpu_node_labels
 from components.sizing import WorkerResources
 from facts.instances import InstanceType
-from serve_app.checks import NodeGroupTarget, phase_node_group_keys
+from serve_app.checks import NodeGroupSettings, NodeGroupTarget
 from serve_app.config import PHASES, Phase
 from serve_app.errors import ConfigError
 from serve_app.stack_keys import StackField, StackKeyModel
@@ -111,9 +111,6 @@ def check_gpu_instance(instance: InstanceType, setting: StackField) -> InstanceT
     return instance
 
 
-_PREFILL, _DECODE = phase_node_group_keys("prefill"), phase_node_group_keys("decode")
-
-
 def _phase_type_allowed(phase: Phase) -> str:
     return (f'"" ({phase} runs on gpuNodeType\'s group) or an {NODE_ARCHITECTURE} EC2 type with NVIDIA GPUs and '
             "EFA support, offered in the GPU AZ")
@@ -124,16 +121,16 @@ class PhaseGpuNodeSettings(StackKeyModel):
     GPU AZ and the same cluster placement group, joined to gpuNodeType's group by EFA. Both types
     empty: both phases share gpuNodeType's group."""
 
-    prefill_instance_type: str | None = Field(alias=_PREFILL.instance_type, description=_phase_type_allowed("prefill"))
-    prefill_count: int = Field(alias=_PREFILL.count, ge=1, le=64, description="an integer from 1 to 64")
+    prefill_instance_type: str | None = Field(alias="prefillGpuNodeType", description=_phase_type_allowed("prefill"))
+    prefill_count: int = Field(alias="prefillGpuNodeCount", ge=1, le=64, description="an integer from 1 to 64")
     prefill_max_count: int = Field(
-        alias=_PREFILL.max_count, ge=0, le=64,
-        description=f"0 (fixed at {_PREFILL.count}) or an integer from {_PREFILL.count} to 64")
-    decode_instance_type: str | None = Field(alias=_DECODE.instance_type, description=_phase_type_allowed("decode"))
-    decode_count: int = Field(alias=_DECODE.count, ge=1, le=64, description="an integer from 1 to 64")
+        alias="prefillGpuNodeMaxCount", ge=0, le=64,
+        description="0 (fixed at prefillGpuNodeCount) or an integer from prefillGpuNodeCount to 64")
+    decode_instance_type: str | None = Field(alias="decodeGpuNodeType", description=_phase_type_allowed("decode"))
+    decode_count: int = Field(alias="decodeGpuNodeCount", ge=1, le=64, description="an integer from 1 to 64")
     decode_max_count: int = Field(
-        alias=_DECODE.max_count, ge=0, le=64,
-        description=f"0 (fixed at {_DECODE.count}) or an integer from {_DECODE.count} to 64")
+        alias="decodeGpuNodeMaxCount", ge=0, le=64,
+        description="0 (fixed at decodeGpuNodeCount) or an integer from decodeGpuNodeCount to 64")
 
     @field_validator("prefill_instance_type", "decode_instance_type", mode="before")
     @classmethod
@@ -169,7 +166,7 @@ class PhaseGpuNodeSettings(StackKeyModel):
 
     def questions(self) -> dict[Phase, NodeTypeQuestion]:
         """The phases' own types, each with the field naming it, for discovery (CloudQuery)."""
-        return {phase: NodeTypeQuestion(gpu_type_field(phase), name) for phase in PHASES
+        return {phase: NodeTypeQuestion(gpu_node_group_settings(phase).instance_type, name) for phase in PHASES
                 if (name := self.instance_type(phase)) is not None}
 
     def targets(self, described: Mapping[Phase, InstanceType]) -> dict[str, NodeGroupTarget]:
@@ -179,19 +176,21 @@ class PhaseGpuNodeSettings(StackKeyModel):
         for phase in PHASES:
             if self.instance_type(phase) is None:
                 continue
-            instance = check_gpu_instance(described[phase], gpu_type_field(phase))
+            settings = gpu_node_group_settings(phase)
+            instance = check_gpu_instance(described[phase], settings.instance_type)
             count, max_count = getattr(self, f"{phase}_count"), getattr(self, f"{phase}_max_count")
-            targets[phase] = NodeGroupTarget(instance, count, instance.efa_capable,
+            targets[phase] = NodeGroupTarget(instance, count, instance.efa_capable, settings,
                                              max_count if max_count > count else None, own_phase=phase)
         return targets
 
 
-def gpu_type_field(own_phase: Phase | None) -> StackField:
-    """The setting naming a GPU node group's type: `own_phase`'s own (prefillGpuNodeType, ...), or
-    gpuNodeType's for the shared group (None)."""
+def gpu_node_group_settings(own_phase: Phase | None) -> NodeGroupSettings:
+    """The settings of a GPU node group's type and bounds: `own_phase`'s own (prefillGpuNodeType,
+    ...), or gpuNodeType's for the shared group (None)."""
     if own_phase is None:
-        return GpuNodeSettings.field("instance_type")
-    return PhaseGpuNodeSettings.field(f"{own_phase}_instance_type")
+        return NodeGroupSettings(*(GpuNodeSettings.field(name) for name in ("instance_type", "count", "max_count")))
+    return NodeGroupSettings(*(PhaseGpuNodeSettings.field(f"{own_phase}_{name}")
+                               for name in ("instance_type", "count", "max_count")))
 
 
 @dataclass(frozen=True)

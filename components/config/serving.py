@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from components.config.nodes import GpuNodeGroupSpec, GpuNodeSettings, gpu_type_field
+from components.config.nodes import GpuNodeGroupSpec, GpuNodeSettings, gpu_node_group_settings
 from components.config.ray_service import RayServiceSettings
 from components.node_storage import NodeStorage
 from components.sizing import WorkerResources, worker_resources
@@ -120,7 +120,7 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
             app_settings.model_source,
             "a model id on the Hugging Face Hub (org/name), an s3:// mirror or a local directory", model.problem)
     target = DeploymentTarget(
-        gpu_instance=instance, gpu_node_count=gpu_nodes.count,
+        gpu_instance=instance, gpu_node_count=gpu_nodes.count, gpu_node_settings=gpu_node_group_settings(None),
         gpu_node_max_count=gpu_nodes.max_count if gpu_nodes.autoscaled else None,
         efa=instance.efa_capable,
         accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,
@@ -134,8 +134,7 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
         app=app,
         # Each group's worker pod sized now, so a node it cannot fit stops the run before any resource.
         node_groups=tuple(
-            GpuNodeGroupSpec(phases, group,
-                             worker_resources(group.instance, model_bytes, gpu_type_field(group.own_phase)))
+            GpuNodeGroupSpec(phases, group, worker_resources(group.instance, model_bytes, group.settings.instance_type))
             for group, phases in target.node_groups()),
         hf_token_configured=hf_token_configured,
         region=region,

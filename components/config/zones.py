@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from components.config.names import REGION
 from components.config.network import NetworkSettings
-from components.config.nodes import GpuNodeSettings, gpu_type_field
+from components.config.nodes import GpuNodeSettings, gpu_node_group_settings
 from components.discovery import CloudFacts, Zone
 from facts.aws import EKS_CONTROL_PLANE_REFUSED_ZONE_IDS
 from serve_app.stack_keys import StackKeyModel
@@ -69,7 +69,7 @@ def plan_availability_zones(az_count: int, gpu: GpuNodeSettings, cloud: CloudFac
         if gpu_zone.name not in names:
             name = cloud.phase_gpu_instances[phase].name
             elsewhere = ", ".join(str(z) for z in zones if z.name in names) or f"no AZ of {region}"
-            raise gpu_type_field(phase).refuse(
+            raise gpu_node_group_settings(phase).instance_type.refuse(
                 name, f"a GPU type offered in {gpu_zone}, the GPU AZ",
                 f"{name} is offered in {elsewhere}; all GPU nodes share one AZ and placement group (EFA)")
     az_count_setting = NetworkSettings.field("az_count")
