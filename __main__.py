@@ -6,7 +6,8 @@ token is only ever handled as a Pulumi secret.
 
 import pulumi
 
-from components.settings import HF_TOKEN_KEY, load_settings
+from components.config.runtime import load_settings
+from components.config.stack import HF_TOKEN_KEY
 from components.stack import build_stack
 
 settings = load_settings()

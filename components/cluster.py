@@ -20,8 +20,8 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies
+from components.config.cluster import ClusterSettings
 from components.network import Network
-from components.settings import ClusterSettings
 
 # Every EKS control-plane log type (audit is the one an incident review needs).
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")

@@ -2,7 +2,7 @@
 
 The region (is it one the account has?), its AZs by name and zone ID, which AZs offer the GPU type,
 what EC2 says about the GPU and system node types, and who the caller is. The settings are judged
-against these answers (components/settings.py), the way `pulumi preview` on a real account would;
+against these answers (components/config/), the way `pulumi preview` on a real account would;
 the offline plan gets the same invokes answered from recorded data (offline/mock_cloud.py).
 
 An invoke that fails is a user's mistake here (a region the account does not have, a type EC2 does
@@ -19,22 +19,31 @@ from typing import Any, TypeVar
 
 from facts.aws import OFFLINE_ACCOUNT_ID, OFFLINE_REFUSAL
 from facts.instances import Ec2Gpu, Ec2InstanceType, InstanceType, instance_type
+from serve_app.config import Phase
 from serve_app.errors import ConfigError
+from serve_app.stack_keys import StackField
 
-REGION_KEY = "aws:region"
 Answer = TypeVar("Answer")
 
 
 @dataclass(frozen=True)
+class NodeTypeQuestion:
+    """A node type as the user wrote it (`name`) and the setting naming it, which a refusal names."""
+
+    setting: StackField
+    name: str
+
+
+@dataclass(frozen=True)
 class CloudQuery:
-    """The settings discovery needs, as the user wrote them."""
+    """The settings discovery needs, as the user wrote them, each with the field naming it."""
 
     region: str
-    gpu_node_type: str
-    system_node_type: str
-    # A phase's own GPU node type by the setting that names it (prefillGpuNodeType: p5.48xlarge):
-    # described and offered like gpuNodeType.
-    phase_gpu_node_types: Mapping[str, str] = field(default_factory=dict)
+    region_setting: StackField
+    gpu_node_type: NodeTypeQuestion
+    system_node_type: NodeTypeQuestion
+    # A phase's own GPU node type (prefillGpuNodeType: p5.48xlarge): described and offered like gpuNodeType.
+    phase_gpu_node_types: Mapping[Phase, NodeTypeQuestion] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -54,9 +63,9 @@ class CloudFacts:
     gpu_instance: InstanceType
     system_instance: InstanceType
     account_id: str
-    # By the setting that names each phase's own GPU type (CloudQuery.phase_gpu_node_types).
-    phase_gpu_instances: Mapping[str, InstanceType] = field(default_factory=dict)
-    zones_offering_phase_gpu: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # By the phase whose own GPU type each is (CloudQuery.phase_gpu_node_types).
+    phase_gpu_instances: Mapping[Phase, InstanceType] = field(default_factory=dict)
+    zones_offering_phase_gpu: Mapping[Phase, frozenset[str]] = field(default_factory=dict)
 
     @property
     def offline(self) -> bool:
@@ -71,7 +80,7 @@ def _first_line(error: Exception) -> str:
     return (wrapped.group(1) if wrapped else line)[:300]
 
 
-def _ask(setting: str, value: str, allowed: str, call: Callable[[], Answer]) -> Answer:
+def _ask(setting: StackField, value: str, allowed: str, call: Callable[[], Answer]) -> Answer:
     try:
         return call()
     except ConfigError:
@@ -79,7 +88,7 @@ def _ask(setting: str, value: str, allowed: str, call: Callable[[], Answer]) -> 
     except Exception as error:  # the provider's error, handed to the user in one line
         reason = _first_line(error)
         said = reason if reason.startswith(OFFLINE_REFUSAL) else f"AWS says: {reason}"
-        raise ConfigError(setting, value, allowed, said) from None
+        raise setting.refuse(value, allowed, said) from None
 
 
 def _get(item: Any, name: str) -> Any:
@@ -103,11 +112,11 @@ def _ec2_instance_type(result: Any) -> Ec2InstanceType:
     )
 
 
-def describe_instance_type(setting: str, name: str, region: str) -> InstanceType:
+def describe_instance_type(question: NodeTypeQuestion, region: str) -> InstanceType:
     import pulumi_aws as aws
 
-    result = _ask(setting, name, f"an EC2 instance type offered in {region}",
-                  lambda: aws.ec2.get_instance_type(instance_type=name))
+    result = _ask(question.setting, question.name, f"an EC2 instance type offered in {region}",
+                  lambda: aws.ec2.get_instance_type(instance_type=question.name))
     return instance_type(_ec2_instance_type(result))
 
 
@@ -115,22 +124,22 @@ def discover(query: CloudQuery) -> CloudFacts:
     """Ask AWS what the settings need; a failed answer is a ConfigError naming the setting."""
     import pulumi_aws as aws
 
-    region = query.region
-    regions = _ask(REGION_KEY, region, "an AWS region", lambda: aws.get_regions().names)
+    region, region_setting = query.region, query.region_setting
+    regions = _ask(region_setting, region, "an AWS region", lambda: aws.get_regions().names)
     if region not in regions:
-        raise ConfigError(REGION_KEY, region, "a region enabled for this account: " + ", ".join(sorted(regions)),
-                          "EC2 does not list it")
-    zones = _ask(REGION_KEY, region, "a region enabled for this account", lambda: aws.get_availability_zones(
+        raise region_setting.refuse(region, "a region enabled for this account: " + ", ".join(sorted(regions)),
+                                    "EC2 does not list it")
+    zones = _ask(region_setting, region, "a region enabled for this account", lambda: aws.get_availability_zones(
         state="available",
         # Local Zones and Wavelength Zones need opting in and have no GPU capacity to speak of.
         filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
     ))
-    gpu = describe_instance_type("gpuNodeType", query.gpu_node_type, region)
-    system = describe_instance_type("systemNodeType", query.system_node_type, region)
-    offered = _zones_offering("gpuNodeType", query.gpu_node_type, region)
-    phase_gpus = {key: describe_instance_type(key, name, region) for key, name in query.phase_gpu_node_types.items()}
-    phase_offered = {key: _zones_offering(key, name, region) for key, name in query.phase_gpu_node_types.items()}
-    identity = _ask(REGION_KEY, region, "a region the caller's credentials reach", aws.get_caller_identity)
+    gpu = describe_instance_type(query.gpu_node_type, region)
+    system = describe_instance_type(query.system_node_type, region)
+    offered = _zones_offering(query.gpu_node_type, region)
+    phase_gpus = {phase: describe_instance_type(asked, region) for phase, asked in query.phase_gpu_node_types.items()}
+    phase_offered = {phase: _zones_offering(asked, region) for phase, asked in query.phase_gpu_node_types.items()}
+    identity = _ask(region_setting, region, "a region the caller's credentials reach", aws.get_caller_identity)
     return CloudFacts(
         region=region,
         zones=tuple(Zone(name, zone_id) for name, zone_id in zip(zones.names, zones.zone_ids, strict=True)),
@@ -143,11 +152,12 @@ def discover(query: CloudQuery) -> CloudFacts:
     )
 
 
-def _zones_offering(setting: str, name: str, region: str) -> frozenset[str]:
-    """The AZs (by name) of `region` that offer instance type `name`."""
+def _zones_offering(question: NodeTypeQuestion, region: str) -> frozenset[str]:
+    """The AZs (by name) of `region` that offer the instance type asked about."""
     import pulumi_aws as aws
 
-    offerings = _ask(setting, name, f"an instance type offered in {region}",
+    name = question.name
+    offerings = _ask(question.setting, name, f"an instance type offered in {region}",
                      lambda: aws.ec2.get_instance_type_offerings(
                          location_type="availability-zone",
                          filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[name])]))

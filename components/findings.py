@@ -11,7 +11,9 @@ starts with the setting to change; the preview warns about each and `pdctl plan 
 
 from __future__ import annotations
 
-from components.settings import ChartSettings, ServingSettings, StackSettings
+from components.config.charts import ChartSettings
+from components.config.serving import ServingSettings
+from components.config.stack import StackSettings
 from facts.charts import (
     CLUSTER_AUTOSCALER,
     DCGM_EXPORTER,
@@ -68,7 +70,7 @@ def idle_nodes(serving: ServingSettings) -> list[str]:
         target = spec.target
         needed = sum(phase_nodes(app, phase, target.gpus_per_node).min_nodes for phase in spec.phases)
         if target.node_count > needed:
-            found.append(f"{target.keys.count}: {target.node_count - needed} of {target.node_count} "
+            found.append(f"{target.settings.count.key}: {target.node_count - needed} of {target.node_count} "
                          f"{target.instance.name} nodes run no replica; lower it to {needed}")
     return found
 

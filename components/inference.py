@@ -15,6 +15,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies
+from components.config.ray_service import duration_seconds
+from components.config.serving import ServingSettings
 from components.manifests.ray_service import (
     GCS_STORE_SECRET_KEY,
     HF_TOKEN_SECRET_KEY,
@@ -27,7 +29,6 @@ from components.manifests.ray_service import (
     ray_service_manifest,
 )
 from components.manifests.serving_namespace import serving_namespace_manifest, serving_network_policies
-from components.settings import ServingSettings, duration_seconds
 
 # `pulumi up` waits for the RayService's Ready condition (KubeRay sets it once Serve has endpoints),
 # so a deploy that cannot serve fails the update instead of reporting success.

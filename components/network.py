@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.settings import NetworkSettings
+from components.config.network import NetworkSettings
 
 # Subnet tags the AWS Load Balancer Controller and EKS use to find subnets
 # (https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html).

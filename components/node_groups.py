@@ -30,6 +30,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 
 from components.cluster import Cluster
+from components.config.nodes import GpuNodeGroupSpec, SystemNodeSettings
 from components.network import Network
 from components.node_boot import user_data
 from components.node_storage import NodeStorage
@@ -43,7 +44,6 @@ from components.scheduling import (
     SYSTEM_ROLE,
     accelerator_label_value,
 )
-from components.settings import GpuNodeGroupSpec, SystemNodeSettings
 from facts.instances import InstanceType
 from serve_app.config import Phase
 

@@ -23,6 +23,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies, helm_release
+from components.config.charts import ChartSettings
+from components.config.observability import ObservabilitySettings
+from components.config.serving import ServingSettings
 from components.manifests.helm_values import dcgm_exporter_values, kube_prometheus_stack_values
 from components.manifests.monitoring import (
     dashboard_config_map_manifest,
@@ -31,7 +34,6 @@ from components.manifests.monitoring import (
 )
 from components.manifests.prometheus_rules import omitted_alerts, prometheus_rule_manifest
 from components.scheduling import DEVICE_PLUGIN_NAMESPACE
-from components.settings import ChartSettings, ObservabilitySettings, ServingSettings
 from facts.charts import DCGM_EXPORTER, KUBE_PROMETHEUS_STACK
 
 # The chart's Prometheus Service is `<release>-prometheus`; the operator also makes this headless

@@ -13,7 +13,7 @@ from typing import Any
 from components.scheduling import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_2MI_RESOURCE
 from facts.aws import EFA_HUGEPAGES_2MI, HUGEPAGE_2MI_MIB
 from facts.instances import InstanceType
-from serve_app.errors import ConfigError
+from serve_app.stack_keys import StackField
 
 GIB = 1024**3
 
@@ -69,8 +69,9 @@ class WorkerResources:
         return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def worker_resources(instance: InstanceType, model_bytes: int | None, key: str = "gpuNodeType") -> WorkerResources:
-    """Size the one worker pod that runs on each GPU node of `instance` (the type stack key `key` names).
+def worker_resources(instance: InstanceType, model_bytes: int | None, setting: StackField) -> WorkerResources:
+    """Size the one worker pod that runs on each GPU node of `instance` (the type `setting` names; a
+    refusal names it).
 
     CPU: the node's vCPUs less `NODE_RESERVED_CPUS`; refused if fewer than
     `MIN_FREE_CPUS_BEYOND_PLACEMENT_GROUPS` stay free beside the engines' placement groups.
@@ -86,13 +87,13 @@ def worker_resources(instance: InstanceType, model_bytes: int | None, key: str =
     `model_bytes` None (a model we have no facts for) skips the memory floor.
     """
     if not instance.has_gpu:
-        raise ConfigError(key, instance.name, "a GPU instance type", "Ray workers run the vLLM engines")
+        raise setting.refuse(instance.name, "a GPU instance type", "Ray workers run the vLLM engines")
     cpus = instance.vcpus - NODE_RESERVED_CPUS
     placement_group_cpus = instance.gpus * PLACEMENT_GROUP_CPUS_PER_GPU
     if cpus - placement_group_cpus < MIN_FREE_CPUS_BEYOND_PLACEMENT_GROUPS:
         needed = placement_group_cpus + MIN_FREE_CPUS_BEYOND_PLACEMENT_GROUPS + NODE_RESERVED_CPUS
-        raise ConfigError(
-            key, instance.name, f"a type with at least {needed} vCPUs",
+        raise setting.refuse(
+            instance.name, f"a type with at least {needed} vCPUs",
             f"{instance.vcpus} vCPUs leave {cpus - placement_group_cpus} beside {instance.gpus} engine placement "
             f"group CPU(s); Ray Serve LLM initialization hangs without spare CPUs (ray#59764)")
 
@@ -103,8 +104,8 @@ def worker_resources(instance: InstanceType, model_bytes: int | None, key: str =
     checkpoint_gib = math.ceil(model_bytes / GIB) if model_bytes else 0
     needed_gib = 2 * checkpoint_gib + WORKER_RUNTIME_MEMORY_GIB + shm_gib
     if memory_gib < needed_gib:
-        raise ConfigError(
-            key, instance.name, f"a type whose worker pod gets at least {needed_gib} GiB",
+        raise setting.refuse(
+            instance.name, f"a type whose worker pod gets at least {needed_gib} GiB",
             f"the {checkpoint_gib} GiB checkpoint needs 2 × {checkpoint_gib} GiB (page cache + load) + "
             f"{WORKER_RUNTIME_MEMORY_GIB} GiB runtime + {shm_gib} GiB /dev/shm; a {instance.memory_gib} GiB node "
             f"leaves the pod {memory_gib} GiB")

@@ -31,6 +31,9 @@ from components.addons import (
     RayImagePrePullArgs,
 )
 from components.cluster import Cluster, ClusterArgs, CoreDns, CoreDnsArgs
+from components.config.nodes import GpuNodeGroupSpec
+from components.config.stack import StackSettings
+from components.config.zones import AvailabilityZonePlan
 from components.gcs_store import GcsStore, GcsStoreArgs
 from components.inference import GcsStoreConnection, InferenceService, InferenceServiceArgs
 from components.model_access import ModelReadAccess, ModelReadAccessArgs
@@ -45,7 +48,6 @@ from components.node_groups import (
     gpu_node_group_resource_name,
 )
 from components.observability import Observability, ObservabilityArgs
-from components.settings import AvailabilityZonePlan, GpuNodeGroupSpec, StackSettings
 from components.storage import BlockStorage, BlockStorageArgs
 
 # OpenAI-compatible API after `kubectl port-forward` to the serve Service (a ClusterIP Service:

@@ -11,7 +11,7 @@ KubeRay starts the head and workers from `rayImage` and needs the Ray version in
 only show on the cluster. So: known image ⇒ its Ray version, and a given rayVersion must match;
 unknown image ⇒ allowed, but its Ray version must be given. Floating tags (`latest`, no tag, or the
 unversioned `serve-llm-cuda` alias) change under a running cluster. (The stack's settings enforce
-both: components/settings.py.)
+both: components/config/.)
 """
 
 from __future__ import annotations

@@ -132,36 +132,23 @@ class OfflineRun:
         return [r for r in self.resources if r.type != STACK_TYPE]
 
 
-def read_project(project_dir: Path | None = None) -> dict[str, Any]:
-    from components.project import project_file
-    from components.settings import load_yaml_strictly
-
-    return load_yaml_strictly(project_dir / "Pulumi.yaml" if project_dir else project_file())
-
-
 def stack_config(stack: str, project_dir: Path | None = None) -> tuple[dict[str, str], set[str]]:
     """The config the CLI would hand the program: (key -> string, secret keys). Keys are
     fully qualified (`<project>:<key>`, `aws:region`)."""
+    from components.config.declared import as_config_string, declared_keys, load_yaml_strictly, project_name
     from components.project import find_project_dir
-    from components.settings import as_config_string, load_yaml_strictly
 
     project_dir = project_dir or find_project_dir()
-
-    project = read_project(project_dir)
-    name = project["name"]
+    name = project_name(project_dir / "Pulumi.yaml")
     merged: dict[str, str] = {}
     secret_keys: set[str] = set()
-    for key, spec in (project.get("config") or {}).items():
+    # Pulumi.yaml's declarations, read where the program reads them: the defaults and which are secret.
+    for key, declared in declared_keys(project_dir / "Pulumi.yaml").items():
         full = key if ":" in key else f"{name}:{key}"
-        if isinstance(spec, dict):
-            if "default" in spec:
-                merged[full] = as_config_string(spec["default"])
-            elif "value" in spec:
-                merged[full] = as_config_string(spec["value"])
-            if spec.get("secret"):
-                secret_keys.add(full)
-        else:
-            merged[full] = as_config_string(spec)
+        if declared.default is not None:
+            merged[full] = declared.default
+        if declared.secret:
+            secret_keys.add(full)
     stack_file = project_dir / f"Pulumi.{stack}.yaml"
     if not stack_file.exists():
         from serve_app.errors import ConfigError
@@ -371,10 +358,11 @@ def try_run_offline(
     and string values as `pulumi config set` stores them. `mocks` defaults to the fake AWS account
     of `offline.mock_cloud` for the stack's region.
     """
+    from components.config.declared import project_name
     from components.project import find_project_dir
 
     project_dir = project_dir or find_project_dir()
-    project = read_project(project_dir)["name"]
+    project = project_name(project_dir / "Pulumi.yaml")
     config, secret_keys = stack_config(stack, project_dir)
 
     def qualify(key: str) -> str:
@@ -420,10 +408,11 @@ def run_components(register: Callable[[], Any], *, stack: str = "dev", mocks: An
     """Run `register()` (which registers components and returns what it built, kept in
     `run.program["result"]`) under the same recording mocks as a whole program. A failure is recorded
     in `.error`. `mocks` defaults to echoing every resource's inputs as its outputs."""
+    from components.config.declared import project_name
     from components.project import find_project_dir
 
     project_dir = project_dir or find_project_dir()
-    project = read_project(project_dir)["name"]
+    project = project_name(project_dir / "Pulumi.yaml")
     run = OfflineRun(stack=stack, config={})
 
     def body() -> None:

@@ -1,6 +1,6 @@
 """`pdctl size`: the cheapest GPU node types for a workload and its latency targets, offline.
 
-The same model as the plan's SLO section (components/workload_settings.py over serve_app's
+The same model as the plan's SLO section (components/config/workload.py over serve_app's
 performance model), asked of every GPU node type the preview accepts (NVIDIA, EFA, x86_64, a worker
 pod that fits: the types the offline cloud describes, facts/instances.py) instead of the stack's
 own. Each type runs both phases (one replica per `tensorParallelSize × pipelineParallelSize` GPUs;
@@ -22,7 +22,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from components.discovery import REGION_KEY
 from facts.gpus import gpu_spec
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import ModelArchitecture, known_model
@@ -34,6 +33,7 @@ from serve_app.errors import ConfigError
 from serve_app.model_facts import read_model_facts
 from serve_app.performance import ReplicaModel
 from serve_app.slo_sizing import MAX_REPLICAS, Targets, Workload, decode_replicas_needed, prefill_replicas_needed
+from serve_app.stack_keys import StackField
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,12 @@ def size_question(raw: Mapping[str, str]) -> SizeQuestion:
     """The question a stack's config (`raw`, as `offline.stack_config` gives it, with overrides)
     asks; every key validated as the program validates it (ConfigError naming the key)."""
     # Imported here, as the CLI's other heavy modules are: `pdctl --help` and the client commands stay light.
-    from components.settings import GpuNodeSettings, ObservabilitySettings, project_name, read_config
-    from components.workload_settings import WorkloadSettings
+    from components.config.declared import project_name
+    from components.config.nodes import GpuNodeSettings
+    from components.config.observability import ObservabilitySettings
+    from components.config.read import read_config
+    from components.config.workload import WorkloadSettings
+    from components.config.zones import RegionSettings
     from serve_app.settings import ServeAppSettings
     from serve_app.stack_keys import from_stack_keys
 
@@ -91,19 +95,19 @@ def size_question(raw: Mapping[str, str]) -> SizeQuestion:
     return SizeQuestion(
         workload=from_stack_keys(WorkloadSettings, typed, texts).workload(),
         targets=Targets(observability.ttft_slo_seconds, observability.tpot_slo_seconds, observability.slo_objective),
-        app=app, model=model, region=typed[REGION_KEY],
+        app=app, model=model, region=typed[RegionSettings.key("region")],
         disk_gib=from_stack_keys(GpuNodeSettings, typed, texts).disk_gib)
 
 
 def accepted_gpu_types() -> list[InstanceType]:
     """The GPU node types the preview accepts, of those the offline cloud describes."""
-    from components.settings import check_gpu_instance
+    from components.config.nodes import GpuNodeSettings, check_gpu_instance
 
     accepted = []
     for answer in RECORDED_EC2_ANSWERS.values():
         instance = instance_type(answer)
         try:
-            check_gpu_instance(instance, "gpuNodeType", "")
+            check_gpu_instance(instance, GpuNodeSettings.field("instance_type"))
         except ConfigError:
             continue
         accepted.append(instance)
@@ -112,8 +116,9 @@ def accepted_gpu_types() -> list[InstanceType]:
 
 def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     """What `question`'s workload needs of `instance` for both phases, or why it cannot."""
+    from components.config.nodes import GpuNodeSettings
+    from components.config.workload import refuse_unreachable
     from components.sizing import worker_resources
-    from components.workload_settings import refuse_unreachable
 
     option = SizeOption(instance.name, instance.gpu_model or "none", instance.gpus,
                         calibration=label_for(instance.gpu_model or ""))
@@ -124,7 +129,7 @@ def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     if engine.gpus_per_replica > instance.gpus:
         return _refused(option, f"a replica takes {engine.gpus_per_replica} GPUs, a node has {instance.gpus}")
     try:
-        worker_resources(instance, question.model.weight_bytes("auto"))
+        worker_resources(instance, question.model.weight_bytes("auto"), GpuNodeSettings.field("instance_type"))
     except ConfigError as error:
         return _refused(option, error.why or error.allowed)
     report = capacity_report(
@@ -173,11 +178,19 @@ class SizeOutput(StrEnum):
     json = "json"
 
 
-# Flags that override a stack key for this run, as `--set key=value` would.
-FLAG_KEYS = {"rate": "peakRequestsPerSecond", "prompt_tokens": "typicalPromptTokens",
-             "output_tokens": "typicalOutputTokens", "long_prompt_tokens": "longPromptTokens",
-             "long_output_tokens": "longOutputTokens", "ttft": "ttftSloSeconds", "tpot": "tpotSloSeconds",
-             "objective": "sloObjective", "region": REGION_KEY}
+def flag_settings() -> dict[str, StackField]:
+    """The stack setting each flag overrides for this run, as `--set key=value` would."""
+    from components.config.observability import ObservabilitySettings
+    from components.config.workload import WorkloadSettings
+    from components.config.zones import RegionSettings
+
+    workload = {flag: WorkloadSettings.field(name) for flag, name in (
+        ("rate", "peak_requests_per_second"), ("prompt_tokens", "typical_prompt_tokens"),
+        ("output_tokens", "typical_output_tokens"), ("long_prompt_tokens", "long_prompt_tokens"),
+        ("long_output_tokens", "long_output_tokens"))}
+    return {**workload, "ttft": ObservabilitySettings.field("ttft_slo_seconds"),
+            "tpot": ObservabilitySettings.field("tpot_slo_seconds"),
+            "objective": ObservabilitySettings.field("slo_objective"), "region": RegionSettings.field("region")}
 
 
 def _seconds(value: float | None) -> str:
@@ -228,7 +241,8 @@ def size_command(
     err = Console(stderr=True)
     try:
         raw, _secret_keys = stack_config(stack)
-        raw.update({FLAG_KEYS[name]: value for name, value in flags.items() if value is not None})
+        overridden = flag_settings()
+        raw.update({overridden[name].key: value for name, value in flags.items() if value is not None})
         question = size_question(raw)
     except ConfigError as error:
         err.print(f"[bold red]error:[/] stack {stack!r}: {error}", highlight=False, markup=False)

@@ -36,6 +36,7 @@ from serve_app.config import (
 from serve_app.errors import ConfigError
 from serve_app.render import DIRECT_STREAMING_ENV, HA_PROXY_ENV, serve_config_v2
 from serve_app.settings import ServeAppSettings, engine_setting
+from serve_app.stack_keys import StackField
 
 # ray/llm/_internal/serve/serving_patterns/prefill_decode/builder.py PDServingArgs (extra=forbid).
 PD_SERVING_ARGS_KEYS = ("prefill_config", "decode_config", "ingress_cls_config", "ingress_deployment_config")
@@ -50,26 +51,18 @@ LLM_CONFIG_KEYS = (
 
 ACCEPT_UCX_ON_EFA_KEY = ServeAppSettings.key("accept_ucx_on_efa")
 DIRECT_STREAMING_KEY = ServeAppSettings.key("pd_direct_streaming")
-# The RayService key that picks Serve's HTTP front (components/settings.py reads it): named in refusals.
+# The RayService key that picks Serve's HTTP front (components/config/ray_service.py reads it): named in refusals.
 HTTP_FRONT_KEY = "httpFront"
 
 
 @dataclass(frozen=True)
-class NodeGroupKeys:
-    """The stack keys that set one GPU node group's type and bounds (components/settings.py reads
-    them): named in refusals, not read here."""
+class NodeGroupSettings:
+    """The settings that set one GPU node group's type and bounds (the configuration layer reads them
+    and hands them here): named in refusals, not read here."""
 
-    instance_type: str = "gpuNodeType"
-    count: str = "gpuNodeCount"
-    max_count: str = "gpuNodeMaxCount"
-
-
-SHARED_NODE_GROUP_KEYS = NodeGroupKeys()
-
-
-def phase_node_group_keys(phase: Phase) -> NodeGroupKeys:
-    """The keys of the GPU node group a phase may have of its own (prefillGpuNodeType, ...)."""
-    return NodeGroupKeys(f"{phase}GpuNodeType", f"{phase}GpuNodeCount", f"{phase}GpuNodeMaxCount")
+    instance_type: StackField
+    count: StackField
+    max_count: StackField
 
 
 @dataclass(frozen=True)
@@ -80,12 +73,9 @@ class NodeGroupTarget:
     instance: InstanceType
     node_count: int
     efa: bool
+    settings: NodeGroupSettings  # the settings naming its type and bounds
     node_max_count: int | None = None
     own_phase: Phase | None = None  # the phase whose own group this is; None: gpuNodeType's, shared
-
-    @property
-    def keys(self) -> NodeGroupKeys:
-        return phase_node_group_keys(self.own_phase) if self.own_phase else SHARED_NODE_GROUP_KEYS
 
     @property
     def gpus_per_node(self) -> int:
@@ -96,8 +86,9 @@ class NodeGroupTarget:
         return self.node_max_count or self.node_count
 
     @property
-    def most_nodes_key(self) -> str:
-        return self.keys.max_count if self.node_max_count else self.keys.count
+    def most_nodes_setting(self) -> StackField:
+        """The setting bounding the group at its most: its maximum where it autoscales, else its count."""
+        return self.settings.max_count if self.node_max_count else self.settings.count
 
 
 @dataclass(frozen=True)
@@ -109,6 +100,7 @@ class DeploymentTarget:
     gpu_instance: InstanceType
     gpu_node_count: int
     efa: bool
+    gpu_node_settings: NodeGroupSettings  # the settings of gpuNodeType's group (the shared one)
     accept_ucx_on_efa: bool = False
     # The serving stack inside the Ray image: Ray always known (rayVersion), vLLM when the image is one
     # this project has facts for. None = not checked (tests of other checks).
@@ -121,7 +113,8 @@ class DeploymentTarget:
 
     @property
     def shared_node_group(self) -> NodeGroupTarget:
-        return NodeGroupTarget(self.gpu_instance, self.gpu_node_count, self.efa, self.gpu_node_max_count)
+        return NodeGroupTarget(self.gpu_instance, self.gpu_node_count, self.efa, self.gpu_node_settings,
+                               self.gpu_node_max_count)
 
     def node_group(self, phase: Phase) -> NodeGroupTarget:
         """The node group `phase`'s worker pods run on."""
@@ -242,9 +235,8 @@ def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) 
         if engine.gpus_per_replica <= group.gpus_per_node:
             continue
         if phase in target.phase_node_groups:  # the type was picked for this phase: it is what to change
-            raise ConfigError(
-                group.keys.instance_type, group.instance.name,
-                f"a type with at least {engine.gpus_per_replica} GPUs per node",
+            raise group.settings.instance_type.refuse(
+                group.instance.name, f"a type with at least {engine.gpus_per_replica} GPUs per node",
                 f"one {phase} replica needs {engine.gpus_per_replica} GPUs (tensorParallelSize × "
                 f"pipelineParallelSize) on one node; {group.instance.name} has {group.gpus_per_node}")
         field_name = ("tensor_parallel_size" if engine.tensor_parallel_size > group.gpus_per_node
@@ -263,7 +255,8 @@ def _check_parallelism_and_replicas(app: PDAppConfig, target: DeploymentTarget) 
 
 def _check_node_group_bounds(app: PDAppConfig, nodes: Mapping[str, PhaseNodes], group: NodeGroupTarget,
                              phases: tuple[Phase, ...]) -> None:
-    most_nodes_key = group.most_nodes_key
+    most_nodes = group.most_nodes_setting
+    most_nodes_key = most_nodes.key
     node_group = f"{group.max_nodes} × {group.instance.name} ({most_nodes_key})"
     # Name the phase that takes the most nodes (decode on a tie): that is the setting to lower.
     by_weight = tuple(phase for phase in ("decode", "prefill") if phase in phases)
@@ -272,8 +265,8 @@ def _check_node_group_bounds(app: PDAppConfig, nodes: Mapping[str, PhaseNodes], 
         busiest = max(by_weight, key=lambda p: nodes[p].min_nodes)
         if all(app.phase(p).replicas.min_replicas == 1 for p in phases):
             # One replica each cannot be lowered: the node group is what to change.
-            raise ConfigError(
-                most_nodes_key, group.max_nodes, f"at least {at_min}",
+            raise most_nodes.refuse(
+                group.max_nodes, f"at least {at_min}",
                 f"{_breakdown(app, nodes, phases, 'min')} = {at_min} nodes")
         raise ConfigError(
             ServeAppSettings.key(f"{busiest}_replicas"), app.phase(busiest).replicas.min_replicas,
@@ -286,8 +279,8 @@ def _check_node_group_bounds(app: PDAppConfig, nodes: Mapping[str, PhaseNodes], 
         replicas = app.phase(busiest).replicas
         key = ServeAppSettings.key(f"{busiest}_max_replicas" if replicas.autoscaling else f"{busiest}_replicas")
         if all(app.phase(p).replicas.most == 1 for p in phases):
-            raise ConfigError(
-                most_nodes_key, group.max_nodes, f"at least {at_max}",
+            raise most_nodes.refuse(
+                group.max_nodes, f"at least {at_max}",
                 f"{_breakdown(app, nodes, phases, 'max')} = {at_max} nodes")
         raise ConfigError(
             key, replicas.most, f"replicas whose worker pods fit {node_group}",
@@ -321,9 +314,10 @@ def _check_kv_transfer(app: PDAppConfig, target: DeploymentTarget) -> None:
     if len({group.efa for group in groups.values()}) > 1:
         phase = next(p for p in PHASES if p in target.phase_node_groups)
         group = groups[phase]
-        raise ConfigError(group.keys.instance_type, group.instance.name,
-                          f"a type that {'supports' if target.efa else 'lacks'} EFA like {target.gpu_instance.name}",
-                          "prefill and decode move the KV cache over one NIXL backend, EFA on both ends or on neither")
+        like = f"a type that {'supports' if target.efa else 'lacks'} EFA like {target.gpu_instance.name}"
+        raise group.settings.instance_type.refuse(
+            group.instance.name, like,
+            "prefill and decode move the KV cache over one NIXL backend, EFA on both ends or on neither")
     check_kv_backends(app.kv_transfer.backends, efa=target.efa, accept_ucx_on_efa=target.accept_ucx_on_efa,
                       network_gbps=min(group.instance.network_gbps for group in groups.values()))
 
@@ -470,9 +464,8 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget,
         report = phase_capacity(app, phase, target, model)
         if phase in target.phase_node_groups and report.sequences_that_can_start < 1:
             # The type was picked for this phase: a replica it cannot hold is the type's to change.
-            keys = target.phase_node_groups[phase].keys
-            raise ConfigError(
-                keys.instance_type, report.instance_type,
+            raise target.phase_node_groups[phase].settings.instance_type.refuse(
+                report.instance_type,
                 f"a type whose {report.gpus_per_replica} GPU(s) per {phase} replica hold the weights and one "
                 f"{engine.max_model_len}-token sequence of KV cache",
                 f"{phase}: {report.usable_bytes / 2**20:,.0f} MiB usable per {report.gpu_model} GPU leave a KV budget "
@@ -531,7 +524,7 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
     _check_kv_transfer(app, target)
     for group, _ in target.node_groups():
         if not group.instance.has_gpu:
-            raise ConfigError(group.keys.instance_type, group.instance.name, "a GPU instance type")
+            raise group.settings.instance_type.refuse(group.instance.name, "a GPU instance type")
     _check_accelerator(app, target)
     nodes = _check_parallelism_and_replicas(app, target)
     notes = (*_check_image_supports_the_render(app, target), *check_engine_kwargs(app, target.vllm_version))

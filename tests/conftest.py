@@ -50,7 +50,8 @@ os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="eks-pd-llm-empty-hf-home-")
 import pytest
 import yaml
 
-from components.settings import StackSettings, project_name, settings_from_config
+from components.config.declared import project_name
+from components.config.stack import StackSettings, settings_from_config
 from offline import OfflineRun, ask_recorded_cloud, run_offline, stack_config
 
 REPO = Path(__file__).resolve().parents[1]

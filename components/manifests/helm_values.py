@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.config.observability import ObservabilitySettings
 from components.scheduling import (
     DEVICE_PLUGIN_NAMESPACE,
     GPU_NODE_SELECTOR,
@@ -12,7 +13,6 @@ from components.scheduling import (
     SCRAPER_POD_LABELS,
     SYSTEM_NODE_SELECTOR,
 )
-from components.settings import ObservabilitySettings
 from facts.charts import CLUSTER_AUTOSCALER_IMAGE, CLUSTER_AUTOSCALER_RELEASE_FOR_KUBERNETES
 
 # Grafana's dashboard sidecar loads ConfigMaps with this label (kube-prometheus-stack's defaults,

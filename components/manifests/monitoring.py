@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from components.config.serving import ServingSettings
 from components.manifests.helm_values import DASHBOARD_LABEL, DASHBOARD_LABEL_VALUE, GPU_SCRAPE_INTERVAL
 from components.manifests.prometheus_rules import ray_pod_monitor_name
 from components.manifests.ray_service import ray_pod_labels
 from components.manifests.serving_namespace import namespace_manifest
 from components.project import find_project_dir
 from components.scheduling import MONITORING_NAMESPACE
-from components.settings import ServingSettings
 from facts.metrics import RAY_METRICS_PORT_NAME
 
 # dashboards/pd.json, in the project directory (not installed with the packages).

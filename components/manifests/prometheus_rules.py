@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from components.config.observability import ObservabilitySettings
+from components.config.serving import ServingSettings
 from components.scheduling import MONITORING_NAMESPACE
-from components.settings import ObservabilitySettings, ServingSettings
 from serve_app.capacity import UCX_ON_EFA_BYTES_PER_SECOND
 from serve_app.config import PHASES as APP_PHASES
 from serve_app.render import deployment_names

@@ -19,8 +19,9 @@ from typing import Any
 import pulumi
 import yaml
 
+from components.config.ray_service import INITIALIZING_TIMEOUT_ANNOTATION
+from components.config.serving import ServingSettings
 from components.scheduling import GPU_TOLERATION, PHASE_LABEL, SYSTEM_NODE_SELECTOR
-from components.settings import INITIALIZING_TIMEOUT_ANNOTATION, ServingSettings
 from components.sizing import GIB, WorkerResources
 from facts.images import RAY_AUTOSCALER_V2_ON_KUBERAY, version_tuple
 from facts.metrics import RAY_METRICS_EXPORT_PORT, RAY_METRICS_PORT_NAME

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from components.config.serving import ServingSettings
 from components.manifests.ray_service import DASHBOARD_PORT, METRICS_PORT, SERVE_PORT, ray_pod_labels
 from components.scheduling import KUBERAY_NAMESPACE, MONITORING_NAMESPACE, SCRAPER_POD_LABELS
-from components.settings import ServingSettings
 
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 

@@ -14,12 +14,13 @@ import pytest
 import yaml
 
 from components.cold_start import cold_start
+from components.config.declared import project_name
+from components.config.stack import settings_from_config
 from components.manifests.image_prepull import image_prepull_manifest
 from components.manifests.ray_service import ray_service_manifest
 from components.model_access import model_reader_subject, read_policy
 from components.node_boot import HUGEPAGES_SYSCTL_FILE, user_data
 from components.node_storage import node_storage
-from components.settings import project_name, settings_from_config
 from facts import durations
 from facts.instances import RECORDED_EC2_ANSWERS, Ec2Gpu, Ec2InstanceType, instance_type
 from offline import ask_recorded_cloud, run_offline, stack_config

@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 
-from components.discovery import CloudQuery
-from components.settings import project_name, settings_from_config
+from components.config.declared import project_name
+from components.config.nodes import GpuNodeSettings, SystemNodeSettings
+from components.config.stack import settings_from_config
+from components.config.zones import RegionSettings
+from components.discovery import CloudQuery, NodeTypeQuestion
 from facts.instances import RECORDED_EC2_ANSWERS, UNLISTED_GPU_USABLE_FRACTION, Ec2Gpu, Ec2InstanceType
 from offline import ask_recorded_cloud, run_offline, stack_config, try_run_offline
 from offline.mock_cloud import CloudMocks
@@ -154,7 +157,10 @@ class _FailingZones(CloudMocks):
 
 def test_a_failing_zones_call_is_a_region_error():
     with pytest.raises(ConfigError) as caught:
-        ask_recorded_cloud(CloudQuery("us-west-2", "g6.8xlarge", "m7i.xlarge"), mocks=_FailingZones("us-west-2"))
+        ask_recorded_cloud(CloudQuery("us-west-2", RegionSettings.field("region"),
+                                      NodeTypeQuestion(GpuNodeSettings.field("instance_type"), "g6.8xlarge"),
+                                      NodeTypeQuestion(SystemNodeSettings.field("instance_type"), "m7i.xlarge")),
+                           mocks=_FailingZones("us-west-2"))
     assert caught.value.setting == "aws:region" and "UnauthorizedOperation" in str(caught.value)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.config.nodes import GpuNodeSettings
 from components.manifests import helm_values, serving_namespace
 from components.manifests.ray_service import RAY_SERVICE_POD_LABEL, ray_service_manifest
 from components.scheduling import (
@@ -33,6 +34,8 @@ from facts.models import known_model
 from serve_app.config import PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.render import serve_config_v2
+
+GPU_NODE_TYPE = GpuNodeSettings.field("instance_type")
 
 
 def recorded(name: str) -> InstanceType:
@@ -116,7 +119,7 @@ def schedulable(pod: dict[str, Any], node: dict[str, Any]) -> bool:
 # ── Worker sizing ──────────────────────────────────────────────────────────────────────────────
 
 def test_worker_resources_for_g6_8xlarge_and_qwen35_9b_by_hand() -> None:
-    sizing = worker_resources(G6_8XL, QWEN35_9B_BYTES)
+    sizing = worker_resources(G6_8XL, QWEN35_9B_BYTES, GPU_NODE_TYPE)
     # 32 vCPUs − 2 for kubelet/containerd/DaemonSets = 30; 29 stay free beside the 1-CPU placement group.
     assert sizing.cpus == 30
     # The node's user data allocates 2560 × 2 MiB = 5,120 MiB of huge pages; the pod asks for them all.
@@ -135,12 +138,12 @@ def test_worker_resources_for_g6_8xlarge_and_qwen35_9b_by_hand() -> None:
 
 
 def test_a_node_without_efa_gets_no_huge_pages() -> None:
-    sizing = worker_resources(recorded("g6.4xlarge"), QWEN35_9B_BYTES)
+    sizing = worker_resources(recorded("g6.4xlarge"), QWEN35_9B_BYTES, GPU_NODE_TYPE)
     assert sizing.hugepages_2mi_mib == 0 and "hugepages-2Mi" not in sizing.container_resources()["limits"]
 
 
 def test_worker_resources_follow_a_larger_instance() -> None:
-    sizing = worker_resources(recorded("p5.48xlarge"), QWEN35_9B_BYTES)
+    sizing = worker_resources(recorded("p5.48xlarge"), QWEN35_9B_BYTES, GPU_NODE_TYPE)
     # 192 − 2 = 190 CPUs; 2048 − ceil(102.4) = 103 − 4 − 5 (huge pages) = 1936 GiB; shm capped at 32 GiB.
     assert (sizing.cpus, sizing.memory_gib, sizing.shm_gib) == (190, 1936, 32)
     # The one worker pod on the node takes all 8 GPUs and all 32 EFA interfaces.
@@ -150,7 +153,7 @@ def test_worker_resources_follow_a_larger_instance() -> None:
 def test_a_checkpoint_the_node_cannot_cache_is_refused() -> None:
     # 60 GB = ceil(55.9) = 56 GiB → needs 2 × 56 + 8 + 14 = 134 GiB, the pod gets 112.
     with pytest.raises(ConfigError) as caught:
-        worker_resources(G6_8XL, 60 * 10**9)
+        worker_resources(G6_8XL, 60 * 10**9, GPU_NODE_TYPE)
     assert caught.value.setting == "gpuNodeType"
     assert "134" in str(caught.value) and "112" in str(caught.value)
 
@@ -158,13 +161,13 @@ def test_a_checkpoint_the_node_cannot_cache_is_refused() -> None:
 def test_a_node_without_spare_cpus_beside_the_placement_group_is_refused() -> None:
     # g6.xlarge: 4 vCPUs − 2 reserved = 2, minus the engine's 1-CPU placement group leaves 1 < 4.
     with pytest.raises(ConfigError) as caught:
-        worker_resources(recorded("g6.xlarge"), QWEN35_9B_BYTES)
+        worker_resources(recorded("g6.xlarge"), QWEN35_9B_BYTES, GPU_NODE_TYPE)
     assert caught.value.setting == "gpuNodeType"
     assert "ray#59764" in str(caught.value)
 
 
 def test_unknown_model_size_skips_the_memory_floor() -> None:
-    sizing = worker_resources(G6_8XL, None)
+    sizing = worker_resources(G6_8XL, None, GPU_NODE_TYPE)
     assert sizing.memory_gib == 112
 
 

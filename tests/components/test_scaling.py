@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.config.cluster import SUPPORTED_KUBERNETES_VERSIONS
 from components.manifests.ray_service import (
     AUTOSCALER_TOKEN_VOLUME,
     PHASE_POD_LABEL,
@@ -25,7 +26,6 @@ from components.manifests.ray_service import (
 )
 from components.manifests.serving_namespace import serving_network_policies
 from components.node_autoscaler import SERVICE_ACCOUNT, WRITE_ACTIONS
-from components.settings import SUPPORTED_KUBERNETES_VERSIONS
 from facts.charts import CLUSTER_AUTOSCALER, CLUSTER_AUTOSCALER_RELEASE_FOR_KUBERNETES
 from offline.harness import run_offline, try_run_offline
 from pdctl.plan import build_plan

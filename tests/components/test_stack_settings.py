@@ -8,17 +8,13 @@ import ipaddress
 import pytest
 from pydantic import ValidationError
 
+from components.config.cluster import SUPPORTED_KUBERNETES_VERSIONS
+from components.config.declared import declared_keys, project_name
+from components.config.nodes import GpuNodeSettings
+from components.config.read import read_config
+from components.config.stack import StackSettings, settings_from_config
+from components.config.zones import plan_availability_zones
 from components.discovery import CloudFacts, Zone
-from components.settings import (
-    SUPPORTED_KUBERNETES_VERSIONS,
-    GpuNodeSettings,
-    StackSettings,
-    declared_keys,
-    plan_availability_zones,
-    project_name,
-    read_config,
-    settings_from_config,
-)
 from facts.images import DLC_TAG, PUBLIC_DLC_REPOSITORY, RAY_LLM_DLC_V1_0, serving_stack
 from offline import ask_recorded_cloud, stack_config
 from serve_app.errors import ConfigError
@@ -494,7 +490,7 @@ def test_a_typo_in_the_aws_namespace_is_refused_with_the_key_it_meant():
 
 
 def test_the_aws_keys_come_from_the_installed_provider_sdk():
-    from components.settings import provider_config_keys
+    from components.config.read import provider_config_keys
 
     keys = provider_config_keys("pulumi_aws")
     assert {"region", "profile", "assumeRoles", "defaultTags", "skipRegionValidation"} <= keys

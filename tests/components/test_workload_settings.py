@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.settings import StackSettings, project_name, settings_from_config
+from components.config.declared import project_name
+from components.config.stack import StackSettings, settings_from_config
 from offline import ask_recorded_cloud, stack_config
 from serve_app.errors import ConfigError
 

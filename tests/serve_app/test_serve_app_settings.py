@@ -15,7 +15,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from components.settings import project_name, read_config
+from components.config.declared import project_name
+from components.config.read import read_config
 from serve_app.config import EngineOverrides, EngineSettings, PDAppConfig, PhaseSettings, Replicas
 from serve_app.errors import ConfigError
 from serve_app.render import (

@@ -70,11 +70,12 @@ class DeployedConfig:
 def deployed_config(stack: str, overrides: tuple[tuple[str, str], ...] = ()) -> DeployedConfig:
     """The RayService `run_offline(stack)` registers (one offline run per stack, and per set of
     `overrides` of its keys, per session)."""
-    from offline.harness import read_project, run_offline
+    from components.config.declared import project_name
+    from offline.harness import run_offline
     from pdctl.render import ray_service_manifest
 
     run = run_offline(stack, overrides=dict(overrides))
-    prefix = read_project()["name"] + ":"
+    prefix = project_name() + ":"
     settings = {key[len(prefix):]: value for key, value in run.config.items() if key.startswith(prefix)}
     return DeployedConfig(stack, ray_service_manifest(run), settings)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from components.config.observability import ObservabilitySettings
 from facts.gpus import gpu_spec
 from facts.instances import InstanceType
 from facts.slo_calibration import CALIBRATION, label_for
@@ -44,8 +45,9 @@ from serve_app.slo_sizing import (
 )
 from serve_app.stack_keys import StackKeyModel
 
-# The SLO keys (declared with the alerts' settings in components/settings.py).
-TTFT_KEY, TPOT_KEY, OBJECTIVE_KEY = "ttftSloSeconds", "tpotSloSeconds", "sloObjective"
+# The SLO targets are the alerts' settings (components/config/observability.py).
+TTFT_SETTING = ObservabilitySettings.field("ttft_slo_seconds")
+TPOT_SETTING = ObservabilitySettings.field("tpot_slo_seconds")
 
 
 class WorkloadSettings(StackKeyModel):
@@ -156,16 +158,16 @@ def refuse_unreachable(prefill: ReplicaModel, decode: ReplicaModel, workload: Wo
     """The floors of these GPUs; ConfigError when a target is below what the datasheet allows."""
     bounds = floors(prefill, decode, workload)
     if targets.tpot_seconds < bounds.tpot_datasheet_seconds:
-        raise ConfigError(
-            TPOT_KEY, targets.tpot_seconds,
+        raise TPOT_SETTING.refuse(
+            targets.tpot_seconds,
             f"≥ {bounds.tpot_datasheet_seconds * 1000:.0f} ms on decode's {decode.gpu.name} "
             f"({instance_types['decode']}), or a GPU with more memory bandwidth",
             f"every decode step reads the {decode.weight_bytes / 1e9:.1f} GB of weights at the {decode.gpu.name}'s "
             f"{decode.gpu.memory_bytes_per_second * decode.gpus_per_replica / 1e9:,.0f} GB/s: no replica count "
             "decodes faster")
     if targets.ttft_seconds < bounds.long_ttft_datasheet_seconds:
-        raise ConfigError(
-            TTFT_KEY, targets.ttft_seconds,
+        raise TTFT_SETTING.refuse(
+            targets.ttft_seconds,
             f"≥ {bounds.long_ttft_datasheet_seconds * 1000:.0f} ms for a {workload.long_prompt_tokens}-token prompt "
             f"(longPromptTokens) on prefill's {prefill.gpu.name} ({instance_types['prefill']})",
             f"its prefill at the {prefill.gpu.name}'s datasheet peak plus its KV hand-over take that long: "
@@ -180,9 +182,9 @@ def stack_slo(settings: WorkloadSettings, targets: Targets, serving_app: Checked
     workload = settings.workload()
     max_model_len = min(serving_app.config.engine_for(p).max_model_len for p in PHASES)
     if workload.long_prompt_tokens + workload.long_output_tokens > max_model_len:
-        raise ConfigError(settings.key("long_prompt_tokens"), workload.long_prompt_tokens,
-                          f"≤ {max_model_len - workload.long_output_tokens} (maxModelLen {max_model_len} less "
-                          f"longOutputTokens {workload.long_output_tokens})", "vLLM refuses a longer request")
+        raise settings.field("long_prompt_tokens").refuse(
+            workload.long_prompt_tokens, f"≤ {max_model_len - workload.long_output_tokens} (maxModelLen "
+            f"{max_model_len} less longOutputTokens {workload.long_output_tokens})", "vLLM refuses a longer request")
     models = replica_models(serving_app, instances)
     if isinstance(models, str):
         return StackSlo(workload, targets, note=models)
@@ -202,11 +204,12 @@ def stack_slo(settings: WorkloadSettings, targets: Targets, serving_app: Checked
         needed, metric = needed_replicas[phase], metrics[phase]
         replicas = serving_app.config.phase(phase).replicas
         per_node = serving_app.nodes[phase].replicas_per_node
-        key, target = (TTFT_KEY, targets.ttft_seconds) if phase == "prefill" else (TPOT_KEY, targets.tpot_seconds)
+        setting, target = ((TTFT_SETTING, targets.ttft_seconds) if phase == "prefill"
+                           else (TPOT_SETTING, targets.tpot_seconds))
         result = PhaseSlo(
             phase=phase, instance_type=names[phase], gpu=models[phase].gpu.name,
             gpus_per_replica=models[phase].gpus_per_replica, replicas_per_node=per_node,
-            target_key=key, target_seconds=target, needed_replicas=needed,
+            target_key=setting.key, target_seconds=target, needed_replicas=needed,
             needed_nodes=None if needed is None else -(-needed // per_node),
             configured_min_replicas=replicas.min_replicas, configured_max_replicas=replicas.most,
             predicted_at_min_seconds=metric(replicas.min_replicas), predicted_at_max_seconds=metric(replicas.most),

@@ -1,0 +1,23 @@
+"""What the stack's names look like: AWS regions, AZs and zone IDs, DNS labels, the cluster name."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
+AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d[a-z]$")
+ZONE_ID = re.compile(r"^[a-z]{3,7}\d-az\d+$")
+
+def _cluster_name(value: str) -> str:
+    # IAM role and security group names are derived from it and must stay within AWS limits.
+    if len(value) > 40 or not DNS_1035_LABEL.match(value):
+        raise ValueError("not a DNS-1035 label of at most 40 characters")
+    return value
+
+
+ClusterName = Annotated[str, AfterValidator(_cluster_name)]

@@ -1,0 +1,126 @@
+"""The stack's settings assembled: every config key read once, typed, validated and frozen before any resource.
+
+`settings_from_config(raw, project=, stack=, ask_cloud=)`: `raw` maps config keys to strings exactly
+as `pulumi.Config.get` returns them (arrays as JSON text). Keys of the project namespace may be given
+bare (`azCount`) or qualified (`eks-pd-llm:azCount`); other namespaces keep their prefix
+(`aws:region`). Each key is checked on its own first (read.py, the slices); then `ask_cloud` says
+what EC2 knows of the region and the node types (the program asks AWS through invokes:
+components/discovery.py; tests and tools pass recorded answers) and the model's own config is read
+(serve_app/model_facts.py), and the settings are judged against those. Every mistake raises
+`ConfigError` naming the config key, the value and what is allowed; a pydantic `ValidationError`
+never escapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from components.config.charts import ChartSettings
+from components.config.cluster import ClusterSettings, documentation_placeholders
+from components.config.names import AVAILABILITY_ZONE
+from components.config.network import NetworkSettings
+from components.config.nodes import GpuNodeSettings, PhaseGpuNodeSettings, SystemNodeSettings
+from components.config.observability import ObservabilitySettings
+from components.config.ray_service import RayServiceSettings
+from components.config.read import read_config
+from components.config.serving import ServingSettings, serving_settings
+from components.config.workload import StackSlo, WorkloadSettings, stack_slo
+from components.config.zones import AvailabilityZonePlan, RegionSettings, plan_availability_zones
+from components.discovery import CloudFacts, CloudQuery, NodeTypeQuestion, discover
+from serve_app.config import PHASES
+from serve_app.settings import ServeAppSettings
+from serve_app.slo_sizing import Targets
+from serve_app.stack_keys import from_stack_keys
+
+HF_TOKEN_KEY = "hfToken"
+
+@dataclass(frozen=True)
+class StackSettings:
+    """Everything the program needs, validated."""
+
+    project: str
+    stack: str
+    region: str
+    network: NetworkSettings
+    cluster: ClusterSettings
+    system_nodes: SystemNodeSettings
+    gpu_nodes: GpuNodeSettings
+    charts: ChartSettings
+    zones: AvailabilityZonePlan
+    serving: ServingSettings
+    observability: ObservabilitySettings
+    hf_token_configured: bool
+    slo: StackSlo | None = None  # the SLO sizing (components/config/workload.py)
+    # Placeholders the offline plan lets through (a real preview refuses them): warned.
+    findings: tuple[str, ...] = ()
+
+    @property
+    def namespace(self) -> str:
+        return self.serving.namespace
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the preview could not check, found wasteful or short of the SLO, and says so
+        (pulumi.log.warn; `pdctl plan --strict` fails)."""
+        from components.findings import stack_findings  # it reads these settings' types: imported here
+
+        return (*self.serving.app.warnings, *(self.slo.warnings if self.slo else ()), *self.findings,
+                *stack_findings(self))
+
+def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
+                         ask_cloud: Callable[[CloudQuery], CloudFacts] = discover) -> StackSettings:
+    """Validate and type a stack's configuration (Pulumi.yaml defaults fill what `raw` lacks).
+
+    Every key is checked on its own first; then `ask_cloud` (the program: EC2 through invokes; tests
+    and the offline plan: recorded answers) says what the region, its AZs and the node types are, and
+    the settings are judged against that answer."""
+    typed, texts = read_config(raw, project=project)
+
+    region = from_stack_keys(RegionSettings, typed, texts).region
+    network = from_stack_keys(NetworkSettings, typed, texts)
+    cluster = from_stack_keys(ClusterSettings, typed, texts)
+    system_nodes = from_stack_keys(SystemNodeSettings, typed, texts)
+    gpu_nodes = from_stack_keys(GpuNodeSettings, typed, texts)
+    phase_gpu_nodes = from_stack_keys(PhaseGpuNodeSettings, typed, texts)
+    zone = gpu_nodes.availability_zone
+    if zone and AVAILABILITY_ZONE.match(zone) and not zone.startswith(region):
+        raise gpu_nodes.field("availability_zone").refuse(zone, f"an AZ of {region}, or \"\"")
+    charts = from_stack_keys(ChartSettings, typed, texts)
+    ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
+    app_settings = from_stack_keys(ServeAppSettings, typed, texts)
+    workload = from_stack_keys(WorkloadSettings, typed, texts)
+    observability = from_stack_keys(ObservabilitySettings, typed, texts)
+
+    cloud = ask_cloud(CloudQuery(
+        region=region, region_setting=RegionSettings.field("region"),
+        gpu_node_type=NodeTypeQuestion(gpu_nodes.field("instance_type"), gpu_nodes.instance_type),
+        system_node_type=NodeTypeQuestion(system_nodes.field("instance_type"), system_nodes.instance_type),
+        phase_gpu_node_types=phase_gpu_nodes.questions()))
+    system_nodes.check(cloud.system_instance)
+    gpu_instance = gpu_nodes.check(cloud.gpu_instance)
+    phase_groups = phase_gpu_nodes.targets(cloud.phase_gpu_instances)
+    placeholders = documentation_placeholders(cluster)
+    if placeholders and not cloud.offline:
+        raise placeholders[0]
+    hf_token_configured = bool(texts.get(HF_TOKEN_KEY))
+    serving = serving_settings(ray_service, app_settings, gpu_instance, gpu_nodes, phase_groups,
+                               hf_token_configured, region)
+    targets = Targets(observability.ttft_slo_seconds, observability.tpot_slo_seconds, observability.slo_objective)
+    slo = stack_slo(workload, targets, serving.app, {p: serving.node_group(p).instance for p in PHASES})
+    settings = StackSettings(
+        project=project,
+        stack=stack,
+        region=region,
+        network=network,
+        cluster=cluster,
+        system_nodes=system_nodes,
+        gpu_nodes=gpu_nodes,
+        charts=charts,
+        zones=plan_availability_zones(network.az_count, gpu_nodes, cloud),
+        serving=serving,
+        observability=observability,
+        hf_token_configured=hf_token_configured,
+        slo=slo,
+    )
+    return replace(settings, findings=tuple(str(p) for p in placeholders))
