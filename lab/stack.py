@@ -6,32 +6,19 @@ as `components.settings` reads it), rendered by `serve_app.render` (what the pro
 once). The checks against the GPU nodes need EC2's answers and run in the program, not here. No
 Pulumi import: this runs on the lab host too.
 
-`overrides` (the lab's `--set KEY=VALUE`) are serving keys set over the stack file, as
-`pulumi config set` would store them, and validated like every setting: a bad key or value is one
-`ConfigError` naming it.
+`overrides` (the lab's `--set KEY=VALUE`, parsed by `offline.overrides` as pdctl parses its own) are
+serving keys set over the stack file, as `pulumi config set` would store them, and validated like
+every setting: a bad key or value is one `ConfigError` naming it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from offline import stack_config
 from serve_app.errors import ConfigError
-
-
-def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
-    """`KEY=VALUE` texts (the lab's repeatable `--set`) as {key: value}; a key set twice is refused."""
-    overrides: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError("--set", pair, "KEY=VALUE with a serving stack key, e.g. decodeMaxReplicas=2")
-        if key in overrides:
-            raise ConfigError("--set", pair, "each key once", f"{key} is already set to {overrides[key]!r}")
-        overrides[key.strip()] = value
-    return overrides
 
 
 def rendered_pd_serving_args(stack: str, repo_root: Path = Path("."),

@@ -110,7 +110,7 @@ def test_requirements_txt_is_exactly_what_the_pulumi_program_imports():
 
 
 def test_the_cli_needs_nothing_beyond_the_program_and_cli_requirements():
-    used = distributions(third_party_imports(*sorted((REPO / "pdctl").glob("*.py"))))
+    used = distributions(third_party_imports(*sorted((REPO / "pdctl").rglob("*.py"))))
     declared = requirements("requirements.txt", "requirements-cli.txt")
     missing = {dist for dist in set(used) - declared if TRANSITIVE.get(dist) not in declared}
     assert not missing, {d: sorted(used[d]) for d in missing}
