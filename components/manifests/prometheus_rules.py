@@ -26,6 +26,7 @@ from typing import Any
 
 from components.scheduling import MONITORING_NAMESPACE
 from components.settings import ObservabilitySettings, ServingSettings
+from facts.metrics import DCGM_FB_FREE, DCGM_FB_USED
 from serve_app.capacity import UCX_ON_EFA_BYTES_PER_SECOND
 from serve_app.config import PHASES as APP_PHASES
 from serve_app.render import deployment_names
@@ -86,7 +87,7 @@ KV_TRANSFER_SLOWDOWN_TOLERANCE = 3.0
 # throughput says nothing about the backend; above it, LIBFABRIC on EFA runs at GB/s.
 MIN_BYTES_PER_TRANSFER_FOR_LINK_CHECK = 16 * 2**20
 # A "UCX-like" link: within 3x of the ~0.3 GB/s UCX reaches over EFA, and under half the node's
-# nominal rate (REFERENCE.md §2; serve_app/capacity.py UCX_ON_EFA_BYTES_PER_SECOND).
+# nominal rate (docs/SOURCES.md#kv-transfer-libfabric; serve_app/capacity.py UCX_ON_EFA_BYTES_PER_SECOND).
 UCX_LIKE_FACTOR = 3.0
 # A phase is idle when its engines had no queue at all and used under half their KV cache for the
 # whole window, while the other phase's queue never emptied.
@@ -291,7 +292,7 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
                      f"kubectl -n {serving.namespace} logs {{{{ $labels.pod }}}} --previous.")),
         _alert(
             "PDGpuMemoryNearFull",
-            f"DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {gpu_memory_near_full(serving)}",
+            f"{DCGM_FB_USED} / ({DCGM_FB_USED} + {DCGM_FB_FREE}) > {gpu_memory_near_full(serving)}",
             for_="5m", severity="warning",
             summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is {{ $value | humanizePercentage }} full",
             description=("vLLM takes gpuMemoryUtilization of the GPU up front; use beyond half of the rest means "
