@@ -4,8 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PIP := $(VENV)/bin/pip
 STACK ?= dev
-# What mypy checks: the product packages that exist (offline/ and measure/ are on their way), the
-# Pulumi program and tools/. Not policy/ or bootstrap/: Pulumi projects with environments of their own.
+# What mypy checks: the product's packages, the lab beside them, the Pulumi program and tools/. Not
+# policy/ or bootstrap/: Pulumi projects with environments of their own.
 TYPED := $(wildcard facts serve_app components offline measure pdctl lab) __main__.py tools
 
 .PHONY: plan test test-fast lint typecheck zizmor docs clean promtool

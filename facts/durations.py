@@ -91,7 +91,7 @@ def create_duration(resource_type: str, *, custom: bool) -> CreateDuration:
 # the steps the stack really takes (pre-pulled image or not, which weight load path) instead of
 # one opaque RayService figure. Each step says whether it was measured, and where.
 
-MEASURED = "measured"  # timed by this project (the H200 lab; the result file is named in `where`)
+MEASURED = "measured"  # timed by this project (the H200 lab; `where` names the docs/ section showing it)
 
 
 @dataclass(frozen=True)
@@ -121,14 +121,14 @@ RAY_IMAGE_PULL = StepDuration(RAY_IMAGE_PULL_SECONDS, ESTIMATE, "the reference R
 RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registration with the GCS")
 # The stack's own engine (Qwen3.5-9B's architecture, CUDA graphs, maxNumSeqs 32, dummy weights: no
 # weight read) held to an L4's memory on the lab's H200, one engine at a time, 2026-12-02
-# (QWEN35_PROBE_RESULT). A new node's first start: vLLM's engine ready after 167.5 s with its compile
+# (ENGINE_START_MEASURED). A new node's first start: vLLM's engine ready after 167.5 s with its compile
 # caches empty (Triton autotuning 74 s, torch.compile 25 s, graphs 2 s), after FlashInfer's sampler
 # was JIT-compiled in 87.2 s (it is compiled once per machine, before the engine's own first sample).
 # The GPU's speed enters little: compilation runs on the CPU; the H200 captures graphs faster than an L4.
-QWEN35_PROBE_RESULT = "lab/results/2026-12-02-h200-qwen35-l4-budget-1-memory-probe.json"
+ENGINE_START_MEASURED = "docs/PROVEN.md#default-deployment"
 ENGINE_START_COLD = StepDuration(
     167.5 + 87.2, MEASURED,
-    f"{QWEN35_PROBE_RESULT}: the stack's own engine on an L4's memory (H200 lab, dummy weights), caches empty: "
+    f"{ENGINE_START_MEASURED}: the stack's own engine on an L4's memory (H200 lab, dummy weights), caches empty: "
     "vLLM 167.5 s + FlashInfer's sampler JIT 87.2 s")
 # A restart on a node whose compile caches are warm (the pod restarted, the node kept its caches): the
 # same engine ready in 41.0 s, one engine alone on the GPU. Three engines starting together under Ray
@@ -136,7 +136,7 @@ ENGINE_START_COLD = StepDuration(
 # load are added beside it; Serve's noticing a dead replica (≤ 10 s health check) may overlap the pod start.
 ENGINE_RESTART = StepDuration(
     41.0, MEASURED,
-    f"{QWEN35_PROBE_RESULT}: the stack's own engine on an L4's memory, compile caches warm (H200 lab, one "
+    f"{ENGINE_START_MEASURED}: the stack's own engine on an L4's memory, compile caches warm (H200 lab, one "
     "engine, dummy weights); holds no pod start and no weight load, which are added beside it")
 
 # Weight load paths.
@@ -144,10 +144,10 @@ ENGINE_RESTART = StepDuration(
 # the Qwen3.5-9B checkpoint (facts/models.py sizes it).
 HF_FIRST_LOAD_SECONDS = 145.0
 
-# From local disk, timed on the H200 lab host (H200_LOADTIME_RESULT): a stand-in checkpoint (Llama-3-8B's
+# From local disk, timed on the H200 lab host (WEIGHT_LOAD_MEASURED): a stand-in checkpoint (Llama-3-8B's
 # shape, 16.06 GB of bf16 safetensors; a loader's rate depends on bytes and shards, not on the
 # architecture), in GB/s; "cold": the page cache dropped (drop_caches) first.
-H200_LOADTIME_RESULT = "lab/results/2026-12-01-h200-loadtime.json"
+WEIGHT_LOAD_MEASURED = "docs/PLAN.md#cold-start"
 LAB_DISK_SEQUENTIAL_READ_GB_PER_S = 1.781  # a plain buffered sequential read, cold
 DEFAULT_LOADER_COLD_GB_PER_S = 0.88  # vLLM's default safetensors loader → GPU
 DEFAULT_LOADER_WARM_GB_PER_S = 6.988  # the same with the checkpoint still in the page cache
@@ -156,19 +156,19 @@ STREAMER_COLD_GB_PER_S = 1.903  # the Run:ai Model Streamer → GPU (1.916 warm:
 # own sequential read, and multiplies it by the node's disk.
 DEFAULT_LOADER_DISK_SHARE = SourcedValue(
     DEFAULT_LOADER_COLD_GB_PER_S / LAB_DISK_SEQUENTIAL_READ_GB_PER_S, MEASURED,
-    f"{H200_LOADTIME_RESULT} (stand-in checkpoint): vLLM's default loader {DEFAULT_LOADER_COLD_GB_PER_S} GB/s, "
+    f"{WEIGHT_LOAD_MEASURED} (stand-in checkpoint): vLLM's default loader {DEFAULT_LOADER_COLD_GB_PER_S} GB/s, "
     "page cache cold, "
     f"against the disk's {LAB_DISK_SEQUENTIAL_READ_GB_PER_S} GB/s sequential read")
 STREAMER_DISK_SHARE = SourcedValue(
     STREAMER_COLD_GB_PER_S / LAB_DISK_SEQUENTIAL_READ_GB_PER_S, MEASURED,
-    f"{H200_LOADTIME_RESULT} (stand-in checkpoint): Run:ai streamer {STREAMER_COLD_GB_PER_S} GB/s, page cache "
+    f"{WEIGHT_LOAD_MEASURED} (stand-in checkpoint): Run:ai streamer {STREAMER_COLD_GB_PER_S} GB/s, page cache "
     "cold (concurrent "
     f"streams), against the disk's {LAB_DISK_SEQUENTIAL_READ_GB_PER_S} GB/s sequential read")
 # No source gives an instance-store NVMe's read bandwidth per instance type (facts/instances.py,
 # docs/SOURCES.md): the lab disk stands in.
 NVME_READ_BYTES_PER_SECOND = SourcedValue(
     LAB_DISK_SEQUENTIAL_READ_GB_PER_S * 1e9, ESTIMATE,
-    f"the H200 lab disk's sequential read ({H200_LOADTIME_RESULT}, where the loaders' shares were measured) "
+    f"the H200 lab disk's sequential read ({WEIGHT_LOAD_MEASURED}, where the loaders' shares were measured) "
     "stands in: no sourced figure for the node's instance-store NVMe")
 # From the S3 mirror with the Run:ai streamer: bounded by the node's network; half the nominal
 # bandwidth is this project's assumption, not a measurement.

@@ -44,7 +44,7 @@ class EngineReserve:
 
 # Qwen3.5-9B's architecture, dummy weights, vLLM 0.26.0 (Ray LLM image), FlashInfer sampler, each engine
 # held to 0.90 × 22,888 MiB (an L4 of g6.8xlarge) = 21,599,826,739 B on an H200, one engine at a time,
-# 2026-12-02 (lab/results/2026-12-02-h200-qwen35-l4-budget-{1,2}-memory-probe.json). vLLM's lines
+# 2026-12-02 (docs/PROVEN.md#default-deployment). vLLM's lines
 # ("Available KV cache memory"), maxNumSeqs 32, maxNumBatchedTokens 2048:
 #   eager, warm caches: 2.93 GiB    CUDA graphs, warm: 2.80 GiB    CUDA graphs, first start: 1.09 GiB
 #   vision encoder, eager, warm: 0.40 GiB (CUDA graphs: 0.29 GiB, refused: 17 blocks < 32 sequences)

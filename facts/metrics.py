@@ -13,7 +13,7 @@ Sources:
   `ReplicaId` (the Serve replica's unique id, ray_wrappers.py).
 - Serve replica metrics carry `deployment`, `replica` (the same unique id) and `application`
   (ray/serve/metrics.py `_add_serve_metric_default_tags`). Both seen in the GPU lab's exposition of
-  the PD app on Ray 2.58.0 / vLLM 0.26.0 (lab/results/2026-12-01-h200-metrics-exposition.prom.gz),
+  the PD app on Ray 2.58.0 / vLLM 0.26.0 (docs/OBSERVABILITY.md#proven-here-and-only-on-aws),
   where vLLM's gauges (requests running/waiting, KV-cache usage) were present for the one engine
   that had just served and absent for the five idle ones: an idle engine's gauges are not exported.
 - Ray's metrics export port: KubeRay 1.7.0 sets `metrics-export-port` 8080 and a container port

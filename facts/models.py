@@ -131,7 +131,7 @@ KNOWN_MODELS: Mapping[str, ModelArchitecture] = {m.hf_id: m for m in (
         # transformers 5.24's Qwen3_5ForConditionalGeneration of this config on the meta device: the vision
         # encoder has 456,010,480 parameters, language model + lm_head 8,953,803,264 (17,907,606,528 B;
         # vLLM logs "Model loading took 16.71 GiB" text only, 17.57 GiB with the encoder); the MTP layer is
-        # the rest of the checkpoint. lab/results/2026-12-02-h200-qwen35-l4-budget-1-memory-probe.json.
+        # the rest of the checkpoint. docs/PROVEN.md#default-deployment.
         vision_encoder_bytes=912_020_960,
         mtp_bytes=19_306_216_416 - 17_907_606_528 - 912_020_960,
         notes=(

@@ -41,7 +41,7 @@ STAND_IN_H200_LLAMA3_8B = Calibration(
     stand_in=True,
     measured="2026-11-29 and 2026-12-01",
     source=(
-        "lab/results/2026-12-01-h200-knobs-report.md and lab/results/2026-11-29-h200x2-report.md. Prefill: "
+        "docs/PROVEN.md#serving-defaults and docs/PROVEN.md#two-h200s. Prefill: "
         "colocated TTFT p50 at concurrency 1 was 70.9 ms for 512-token prompts and 118.2 ms for 2,048-token "
         "prompts; the model's prefill FLOPs at the H200's 989 TFLOPS take 8.4 and 34.4 ms, so the slope gives "
         "0.55 of peak (and 55.7 ms of fixed time colocated). Decode: PD decode TPOT p50 4.42 ms at concurrency "
@@ -66,7 +66,7 @@ H200_QWEN35_9B = Calibration(
     stand_in=False,
     measured="2026-12-02",
     source=(
-        "lab/results/2026-12-02-h200-qwen35-l4-budget-{1,2}-lab-result.json.gz, concurrency 1, 512-token prompts, "
+        "docs/PROVEN.md#default-deployment, concurrency 1, 512-token prompts, "
         "128 output tokens, samples pooled over 3 passes. Decode: TPOT p50 4.81 ms (PD and colocated alike); one "
         "step reads 17.9 GB of weights plus KV and state, 3.75 ms at 4.8 TB/s: 0.78 of nominal bandwidth. "
         "Overhead: colocated TTFT p50 117.4 ms less the prefill (18.3 ms at 0.55 of peak) and one step (4.8 ms): "

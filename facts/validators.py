@@ -64,7 +64,7 @@ ACCEPTED_PAIRINGS: Mapping[str, AcceptedPairing] = MappingProxyType({
         ),
         # Not the image itself: its Python packages (pip bundle, lab/build-bundle.sh) on a GPU host,
         # KV over UCX, so LIBFABRIC/EFA remains unproven until a cluster run (`pdctl verify-transport`).
-        proven_on_image_by=("GPU lab run (lab/results/, 2026-11-29) of the rendered serveConfigV2 with the "
+        proven_on_image_by=("GPU lab run (docs/PROVEN.md#one-h200, 2026-11-29) of the rendered serveConfigV2 with the "
                             "image's Ray 2.58.0 / vLLM 0.26.0 / NIXL 1.3.1"),
     ),
 })

@@ -74,7 +74,8 @@ def _lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list
 
 def _render_args(stack: str | None, overrides: list[str] | None = None) -> tuple[dict, str]:
     if stack:
-        from lab.stack import parse_overrides, rendered_pd_serving_args
+        from lab.stack import rendered_pd_serving_args
+        from offline.overrides import parse_overrides
 
         return rendered_pd_serving_args(stack, overrides=parse_overrides(overrides or []))
     if overrides:

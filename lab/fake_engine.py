@@ -264,24 +264,6 @@ class FakeVLLMEngine(LLMEngine):
         yield _error(NotImplementedError("the fake engine generates text only"))
 
 
-def engine_core_pids() -> dict[int, int]:
-    """Fake engine cores on this host: {core pid: replica pid} (what the fault run kills)."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                argv = handle.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as handle:
-                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            continue
-        if ENGINE_CORE_MARKER.encode() in argv:
-            found[int(entry)] = parent
-    return found
-
-
 def kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
 

@@ -31,7 +31,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -310,7 +310,3 @@ def verdict(results: list[dict[str, Any]]) -> dict[str, Any]:
         if kv_resumed(result) is not None:
             checks[f"kv_transfers_resumed:{fault}"] = bool(kv_resumed(result))
     return {"checks": checks, "passed": bool(checks) and all(checks.values())}
-
-
-def load_spec_dict(spec: LoadSpec) -> dict[str, Any]:
-    return asdict(spec)

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from lab import faults, runner, scaling
 from lab.resilience import KINDS, RunOptions, run_resilience
-from lab.stack import parse_overrides, rendered_pd_serving_args
+from lab.stack import rendered_pd_serving_args
+from offline.overrides import parse_overrides
 
 # Fake engines start in seconds: shorter windows than on the GPU host.
 CPU_TIMES = faults.FaultTimes(before_s=4.0, recover_s=90.0, after_s=6.0)

@@ -2,18 +2,18 @@
 
 `Pulumi.<stack>.yaml` values over `Pulumi.yaml` defaults (merged by `offline.stack_config`, as the CLI
 merges them), read and validated by the serving keys' own slice (`serve_app.settings.ServeAppSettings`,
-as `components.settings` reads it), rendered by `serve_app.render` (what the program's check renders
+as `components.config` reads it), rendered by `serve_app.render` (what the program's check renders
 once). The checks against the GPU nodes need EC2's answers and run in the program, not here. No
 Pulumi import: this runs on the lab host too.
 
-`overrides` (the lab's `--set KEY=VALUE`) are serving keys set over the stack file, as
-`pulumi config set` would store them, and validated like every setting: a bad key or value is one
-`ConfigError` naming it.
+`overrides` (the lab's `--set KEY=VALUE`, parsed by `offline.overrides` as pdctl parses its own) are
+serving keys set over the stack file, as `pulumi config set` would store them, and validated like
+every setting: a bad key or value is one `ConfigError` naming it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +21,11 @@ from offline import stack_config
 from serve_app.errors import ConfigError
 
 
-def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
-    """`KEY=VALUE` texts (the lab's repeatable `--set`) as {key: value}; a key set twice is refused."""
-    overrides: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError("--set", pair, "KEY=VALUE with a serving stack key, e.g. decodeMaxReplicas=2")
-        if key in overrides:
-            raise ConfigError("--set", pair, "each key once", f"{key} is already set to {overrides[key]!r}")
-        overrides[key.strip()] = value
-    return overrides
-
-
 def rendered_pd_serving_args(stack: str, repo_root: Path = Path("."),
                              overrides: Mapping[str, str] | None = None) -> tuple[dict[str, Any], str]:
     """(`args` of the stack's build_pd_openai_app application, a description of where it came from)."""
-    from components.settings import project_name, read_config
+    from components.config.declared import project_name
+    from components.config.read import read_config
     from serve_app.render import serve_config_v2
     from serve_app.settings import ServeAppSettings
     from serve_app.stack_keys import from_stack_keys

@@ -18,16 +18,16 @@ from typing import Any
 
 import yaml
 
-from components.cold_start import (
+from components.node_groups import gpu_node_group_resource_name
+from facts.durations import CreateDuration
+from facts.fault_tolerance import HEAD_RESTART, HeadRestart
+from pdctl.cold_start import (
     CONTROL_PLANE_TO_FIRST_TOKEN_TARGET_MINUTES,
     DEPLOY_TARGET_MINUTES,
     ColdStart,
     Verdict,
     cold_start,
 )
-from components.node_groups import gpu_node_group_resource_name
-from facts.durations import CreateDuration
-from facts.fault_tolerance import HEAD_RESTART, HeadRestart
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
 from pdctl.policy_check import Violation, policy_resources, run_rules

@@ -117,6 +117,22 @@ def _per_hour(cost: dict[str, float | None]) -> str:
 
 
 def render_plan(console: Console, plan) -> None:
+    _render_resources(console, plan)
+    _render_protections(console, plan.protections)
+    _render_capacity(console, plan)
+    _render_notes(console, plan)
+    _render_scaling(console, plan)
+    _render_slo(console, plan.slo)
+    _render_cost(console, plan.cost)
+    _render_critical_path(console, plan)
+    if plan.cold_start is not None:
+        _render_cold_start(console, plan.cold_start)
+    _render_head_restart(console, plan)
+    _render_outputs(console, plan)
+
+
+def _render_resources(console: Console, plan) -> None:
+    """The heading, the offline mark's meaning, the AZs and the resources by component."""
     total = sum(plan.counts.values())
     _rule(console, f"[bold]plan: stack {plan.stack}[/] ({plan.region or 'region unknown'}, {total} resources)")
     console.print(f"{OFFLINE_MARK}: a value the offline mock cloud made up (offline/mock_cloud.py); AWS gives "
@@ -131,8 +147,8 @@ def render_plan(console: Console, plan) -> None:
         _add(root, node)
     console.print(root)
 
-    _render_protections(console, plan.protections)
-
+def _render_capacity(console: Console, plan) -> None:
+    """Each phase's engine capacity (one report when both phases run the same engine)."""
     _rule(console, "[bold]capacity per replica[/] (vLLM's arithmetic; each reserve says if it is measured)")
     if plan.capacity:
         texts = {phase: report.render_text() for phase, report in plan.capacity.items()}
@@ -144,9 +160,13 @@ def render_plan(console: Console, plan) -> None:
     else:
         console.print(f"[yellow]no capacity report: {plan.capacity_note}[/]")
 
+def _render_notes(console: Console, plan) -> None:
     for note in plan.notes:
         if note not in plan.warnings:  # a warning is printed once, as one, after the plan
             console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
+
+def _render_scaling(console: Console, plan) -> None:
+    """Replicas, worker pods and GPU nodes, min → max, and their cost per hour."""
     scaling = plan.to_dict()["scaling"]
     if scaling is not None:
         _rule(console, "[bold]scaling bounds[/] (min → max)")
@@ -163,9 +183,8 @@ def render_plan(console: Console, plan) -> None:
         table.add_row("[bold]cost per hour[/]", "", _per_hour(scaling["cost_per_hour"]))
         console.print(table)
 
-    _render_slo(console, plan.slo)
-
-    cost = plan.cost
+def _render_cost(console: Console, cost) -> None:
+    """The hourly cost estimate, line by line, with what is not priced."""
     _rule(console, f"[bold]hourly cost ESTIMATE[/] ({cost.region}, USD, on-demand list prices)")
     table = Table("item", "quantity", "unit price / h", "per hour")
     for line in cost.lines:
@@ -184,6 +203,8 @@ def render_plan(console: Console, plan) -> None:
     console.print(f"[dim]{price_data.LABEL}: AWS On-Demand list prices of {price_data.AS_OF} (docs/PRICES.md); "
                   f"not included: {price_data.EXCLUDES}[/]")
 
+def _render_critical_path(console: Console, plan) -> None:
+    """The deploy's critical path, step by step, and its targets."""
     path = plan.critical_path
     _rule(console, "[bold]deploy critical path[/] (expected minutes)")
     table = Table("starts at", "minutes", "resource", "type", "source")
@@ -200,8 +221,8 @@ def render_plan(console: Console, plan) -> None:
         reach = plan.control_plane_to_first_token
         console.print(f"EKS control plane ready → first token: [bold]{reach.figure:.1f} min[/] on this path; "
                       f"{reach.text}", highlight=False)
-    if plan.cold_start is not None:
-        _render_cold_start(console, plan.cold_start)
+
+def _render_head_restart(console: Console, plan) -> None:
     if plan.head_restart:
         restart = plan.head_restart
         _rule(console, "[bold]while the Ray head restarts[/] (documented by Ray/KubeRay, not measured)")
@@ -209,12 +230,13 @@ def render_plan(console: Console, plan) -> None:
                             ("meanwhile", restart.meanwhile)):
             console.print(f"[cyan]{label}[/]: {escape(text)}", highlight=False)
         console.print(f"[dim]sources: {' '.join(restart.to_dict()['sources'])}[/]")
+
+def _render_outputs(console: Console, plan) -> None:
     if plan.outputs:
         _rule(console, "[bold]stack outputs[/]")
         for key, value in plan.outputs.items():
             mark = f" [yellow]{OFFLINE_MARK}[/]" if key in plan.offline_outputs else ""
             console.print(f"[cyan]{key}[/] = {escape(_value(value))}{mark}", highlight=False)
-
 
 def _slo_ms(seconds: float | None) -> str:
     return "never" if seconds is None else f"{seconds * 1000:,.0f} ms"

@@ -62,7 +62,7 @@ Why (read from the installed sources: Ray 2.60.0, vLLM 0.29.0):
   engine_id out: decode's NixlConnector caches a peer's NIXL metadata by engine id, so a fixed id
   makes a restarted prefill engine (same host, same port) look like the one that died, and decode
   keeps reading from its stale registration (measured on the H200: `transfer_setup_failed` on every
-  request until decode restarted; lab/results/2026-12-01-h200-resilience-report.md). A random part
+  request until decode restarted; docs/OPERATE.md, what survives what). A random part
   per engine start makes decode hand-shake with the new engine.
 kv_both stays allowed per phase (PhaseSettings.kv_role) for a byte-for-byte copy of the AWS sample;
 checks.py refuses only roles a phase cannot play (a kv_consumer prefill, a kv_producer decode).
@@ -181,9 +181,10 @@ class EngineSettings(FrozenModel):
     dtype: Dtype = Field("bfloat16", description="Weight and activation dtype.")
     gpu_memory_utilization: float = Field(0.90, gt=0, le=1,
                                           description="Fraction of GPU memory vLLM may use (weights + KV cache).")
-    # CUDA graphs by default: measured on an H200 (lab/results/2026-12-01-h200-knobs-report.md), decode
-    # TPOT p50 4.4–4.6 ms with graphs against 17.5–24.5 ms eager at concurrency 1, 3–4× the output
-    # tokens/s at 8 and 32, for 10–27 s more engine start-up.
+    # CUDA graphs by default: measured on an H200 with a stand-in model (docs/PROVEN.md#serving-defaults),
+    # decode TPOT p50 4.4–4.6 ms with graphs against 17.5–24.5 ms eager at concurrency 1, 3–4× the output
+    # tokens/s at 8 and 32, for 10–27 s more engine start-up; on the stack's own model on an L4's memory
+    # they cost 0.13 GiB of KV cache (docs/PROVEN.md#default-deployment).
     enforce_eager: bool = Field(False, description="Skip CUDA graph capture: faster start, 3–4× slower decode.")
     cuda_graph_max_batch_size: int = Field(
         32, ge=1, le=512,
@@ -317,7 +318,7 @@ class PDAppConfig(FrozenModel):
         None, description="Ray accelerator type both phases require (L4, A10G, H100, …); None = any GPU.")
     # Ray Serve LLM's own default, kept: measured on an H200, 5 ms (or 0) takes 20–26 ms off TTFT at
     # concurrency 1 but saturates the single OpenAI ingress replica at 32 (output tokens/s 3282 → 1882,
-    # TPOT 7.0 → 14.2 ms). lab/results/2026-12-01-h200-knobs-report.md.
+    # TPOT 7.0 → 14.2 ms; stand-in model, docs/PROVEN.md#serving-defaults).
     stream_batching_interval_ms: int = Field(
         50, ge=0, le=1000,
         description="How often Ray Serve LLM flushes streamed tokens to the client (0 = every token).")

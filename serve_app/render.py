@@ -18,7 +18,7 @@ from serve_app.config import S3_LOAD_FORMAT, EngineSettings, PDAppConfig, Phase
 PD_BUILDER_IMPORT_PATH = "ray.serve.llm:build_pd_openai_app"
 
 # Where Ray Serve's HTTP proxy listens. KubeRay's `<rayservice>-serve-svc` targets the pods' `serve`
-# container port, which components/manifests.py sets from this constant, and the proxy must listen on
+# container port, which components/manifests/ray_service.py sets from this constant, and the proxy must listen on
 # all pod interfaces for that Service to reach it. These equal ServeDeploySchema's defaults
 # (ray/serve/schema.py HTTPOptionsSchema); rendering them pins the contract instead of relying on a
 # default that Serve cannot change once started.

@@ -52,6 +52,7 @@ import yaml
 
 from components.config.declared import project_name
 from components.config.stack import StackSettings, settings_from_config
+from facts.instances import Ec2Gpu, Ec2InstanceType
 from offline import OfflineRun, ask_recorded_cloud, run_offline, stack_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ pytest_plugins = ["session_exit"]
 # (Ray 2.58.0, vLLM 0.26.0, NIXL 1.3.1, 2026-12-01; its header says what ran), with Serve's
 # ray_serve_* and the engines' ray_vllm_* under the stack's model id. The one place that says which
 # capture the dashboard, alerts and `pdctl top` are held to.
-REAL_METRICS_EXPOSITION = REPO / "lab" / "results" / "2026-12-01-h200-metrics-exposition.prom.gz"
+REAL_METRICS_EXPOSITION = REPO / "tests" / "data" / "lab-results" / "2026-12-01-h200-metrics-exposition.prom.gz"
 
 
 def exposition_text(path: Path) -> str:
@@ -412,3 +413,10 @@ def bootstrap_run(tmp_path_factory) -> Callable[..., OfflineRun]:
 
     return run
 
+
+@pytest.fixture(scope="session")
+def bare_gpu_type() -> Ec2InstanceType:
+    """An EFA GPU type as EC2 would describe one without instance storage: no InstanceStorageInfo."""
+    return Ec2InstanceType("x-gpu.8xlarge", vcpus=32, memory_mib=128 * 1024,
+                           gpus=(Ec2Gpu("L4", "NVIDIA", 1, 24_576),), efa_supported=True,
+                           efa_maximum_interfaces=1, network_cards_gbps=(25,))

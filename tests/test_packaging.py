@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import typer
 from packaging.requirements import Requirement
+from setuptools import find_packages
 from typer.testing import CliRunner
 
 from pdctl import version
@@ -109,7 +110,7 @@ def test_requirements_txt_is_exactly_what_the_pulumi_program_imports():
 
 
 def test_the_cli_needs_nothing_beyond_the_program_and_cli_requirements():
-    used = distributions(third_party_imports(*sorted((REPO / "pdctl").glob("*.py"))))
+    used = distributions(third_party_imports(*sorted((REPO / "pdctl").rglob("*.py"))))
     declared = requirements("requirements.txt", "requirements-cli.txt")
     missing = {dist for dist in set(used) - declared if TRANSITIVE.get(dist) not in declared}
     assert not missing, {d: sorted(used[d]) for d in missing}
@@ -129,6 +130,17 @@ def test_the_package_takes_its_dependencies_from_the_requirement_files():
     assert dynamic["dependencies"]["file"] == ["requirements.txt", "requirements-cli.txt"]
     assert dynamic["optional-dependencies"]["dev"]["file"] == ["requirements-dev.txt"]
     assert PYPROJECT["project"]["scripts"] == {"pdctl": "pdctl.cli:app"}
+
+
+def test_the_products_wheel_holds_no_lab_and_the_lab_is_a_project_of_its_own():
+    """The packages setuptools puts in the product's wheel, found from pyproject.toml as a build does."""
+    find = PYPROJECT["tool"]["setuptools"]["packages"]["find"]
+    shipped = find_packages(where=str(REPO / find["where"][0]), include=find["include"])
+    assert "pdctl" in shipped and "facts" in shipped  # the finder does find the product
+    assert not [name for name in shipped if name.split(".")[0] in {"lab", "tests"}], shipped
+    lab = tomllib.loads((REPO / "lab" / "pyproject.toml").read_text())
+    assert lab["tool"]["setuptools"]["packages"] == ["lab"]
+    assert PYPROJECT["project"]["name"] in lab["project"]["dependencies"]
 
 
 def test_version_falls_back_to_pyproject_in_an_uninstalled_checkout(monkeypatch):

@@ -27,6 +27,7 @@ from typing import Any
 from components.config.observability import ObservabilitySettings
 from components.config.serving import ServingSettings
 from components.scheduling import MONITORING_NAMESPACE
+from facts.metrics import DCGM_FB_FREE, DCGM_FB_USED
 from serve_app.capacity import UCX_ON_EFA_BYTES_PER_SECOND
 from serve_app.config import PHASES as APP_PHASES
 from serve_app.render import deployment_names
@@ -87,7 +88,7 @@ KV_TRANSFER_SLOWDOWN_TOLERANCE = 3.0
 # throughput says nothing about the backend; above it, LIBFABRIC on EFA runs at GB/s.
 MIN_BYTES_PER_TRANSFER_FOR_LINK_CHECK = 16 * 2**20
 # A "UCX-like" link: within 3x of the ~0.3 GB/s UCX reaches over EFA, and under half the node's
-# nominal rate (REFERENCE.md §2; serve_app/capacity.py UCX_ON_EFA_BYTES_PER_SECOND).
+# nominal rate (docs/SOURCES.md#kv-transfer-libfabric; serve_app/capacity.py UCX_ON_EFA_BYTES_PER_SECOND).
 UCX_LIKE_FACTOR = 3.0
 # A phase is idle when its engines had no queue at all and used under half their KV cache for the
 # whole window, while the other phase's queue never emptied.
@@ -221,10 +222,9 @@ def gpu_memory_near_full(serving: ServingSettings) -> float:
     return round(budget + (1 - budget) / 2, 4)
 
 
-def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) -> list[dict[str, Any]]:
-    """The alerts, each with a runbook line. Thresholds come from the settings and the capacity report."""
-    budget = observability.error_budget
-    alerts: list[dict[str, Any]] = [
+def _metrics_alerts(serving: ServingSettings) -> list[dict[str, Any]]:
+    """The metrics the other alerts read are missing: a Ray node unscraped, or a phase's engines silent."""
+    return [
         _alert(
             "PDRayMetricsTargetDown", f'{UP}{{job="{ray_scrape_job(serving)}"}} == 0', for_="5m", severity="warning",
             summary="Prometheus cannot scrape a Ray node's metrics ({{ $labels.pod }})",
@@ -247,6 +247,12 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
                          "ReplicaId: every engine, KV-transfer and SLO alert is blind for the phase."),
             runbook=("Check `log_engine_metrics` is not off in the serve config and that the image's vLLM still names "
                      "its metrics as dashboards/pd.json expects (curl a worker's :8080/metrics | grep ray_vllm_).")),
+    ]
+
+
+def _serving_alerts(serving: ServingSettings) -> list[dict[str, Any]]:
+    """What went wrong while serving: KV transfers failed, the phases unbalanced, replicas or pods restarted."""
+    return [
         _alert(
             "PDKvTransferFailures", f"{NIXL_FAILURES} > 0", for_="0m", severity="critical",
             summary="NIXL KV transfers failed ({{ $value }} in 5 minutes)",
@@ -290,9 +296,15 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
             description="A Ray head or worker container restarted: every replica on it restarted too.",
             runbook=(f"kubectl -n {serving.namespace} describe pod {{{{ $labels.pod }}}} (OOMKilled? Evicted?); "
                      f"kubectl -n {serving.namespace} logs {{{{ $labels.pod }}}} --previous.")),
+    ]
+
+
+def _memory_alerts(serving: ServingSettings) -> list[dict[str, Any]]:
+    """GPU memory and the KV cache near full."""
+    return [
         _alert(
             "PDGpuMemoryNearFull",
-            f"DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {gpu_memory_near_full(serving)}",
+            f"{DCGM_FB_USED} / ({DCGM_FB_USED} + {DCGM_FB_FREE}) > {gpu_memory_near_full(serving)}",
             for_="5m", severity="warning",
             summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is {{ $value | humanizePercentage }} full",
             description=("vLLM takes gpuMemoryUtilization of the GPU up front; use beyond half of the rest means "
@@ -307,6 +319,12 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
             runbook="Add replicas to the phase, or lower max_num_seqs / maxModelLen; `pdctl plan` shows "
                     "the KV capacity."),
     ]
+
+
+def _slo_burn_alerts(observability: ObservabilitySettings) -> list[dict[str, Any]]:
+    """Multi-window burn-rate alerts on the TTFT and TPOT SLOs' error budget."""
+    budget = observability.error_budget
+    alerts: list[dict[str, Any]] = []
     for slo, threshold, phases in (("ttft", observability.ttft_slo_seconds, PHASES),
                                    ("tpot", observability.tpot_slo_seconds, ("decode",))):
         selector = "" if phases == PHASES else '{phase="decode"}'
@@ -329,6 +347,12 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
                 runbook=("pdctl top: which phase queues? Queueing → add replicas to it; prefill slow with no queue → "
                          "long prompts; decode TTFT high → KV transfer (see the NIXL panels)."),
             ))
+    return alerts
+
+
+def _kv_transfer_speed_alerts(serving: ServingSettings) -> list[dict[str, Any]]:
+    """KV transfers slower than the capacity report predicts, or at UCX-like speed (none without a prediction)."""
+    alerts: list[dict[str, Any]] = []
     prediction = kv_transfer_prediction(serving)
     if prediction is not None:
         mean_bytes = f"({NIXL_BYTES_RATE} / {NIXL_TRANSFERS})"
@@ -363,6 +387,12 @@ def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) 
                          "vpc.amazonaws.com/efa.")),
         ]
     return alerts
+
+
+def alert_rules(serving: ServingSettings, observability: ObservabilitySettings) -> list[dict[str, Any]]:
+    """The alerts, each with a runbook line. Thresholds come from the settings and the capacity report."""
+    return [*_metrics_alerts(serving), *_serving_alerts(serving), *_memory_alerts(serving),
+            *_slo_burn_alerts(observability), *_kv_transfer_speed_alerts(serving)]
 
 
 def omitted_alerts(serving: ServingSettings) -> list[str]:

@@ -269,7 +269,7 @@ def _compile_cache_env(worker: WorkerResources) -> list[dict[str, Any]]:
     # One engine per node (one GPU): vLLM's compile cache on the node, so a restarted engine skips
     # torch.compile. Several engines on one node start, and compile, at once in this one pod, and
     # engines compiling at once must not share vLLM's cache directory (the H200 lab,
-    # lab/results/2026-12-01-h200-knobs-report.md): there the cache is off.
+    # docs/PROVEN.md#serving-defaults): there the cache is off.
     if worker.gpus == 1:
         return [{"name": "VLLM_CACHE_ROOT", "value": NODE_VLLM_CACHE_ROOT}]
     return [{"name": "VLLM_DISABLE_COMPILE_CACHE", "value": "1"}]

@@ -11,7 +11,7 @@ GP3_ENCRYPTED_STORAGE_CLASS = "gp3-encrypted"
 def encrypted_gp3_storage_class() -> dict[str, Any]:
     """gp3 EBS volumes, encrypted (with the account's EBS key), created in the AZ of the pod that
     claims them (`WaitForFirstConsumer`: a volume made before scheduling could land in an AZ the
-    pod cannot reach), and growable in place. Parameters: aws-ebs-csi-driver docs/parameters.md."""
+    pod cannot reach), and growable in place. Parameters: kubernetes-sigs/aws-ebs-csi-driver/docs/parameters.md."""
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",

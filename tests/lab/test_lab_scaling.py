@@ -11,8 +11,9 @@ import pytest
 from lab import runner, scaling
 from lab.overlay import NIXL_PORT_BASE_KEY
 from lab.recovery import Observation
-from lab.stack import parse_overrides, rendered_pd_serving_args
+from lab.stack import rendered_pd_serving_args
 from measure.latency import RequestSample
+from offline.overrides import parse_overrides
 from serve_app.errors import ConfigError
 
 NAMES = {"prefill": "Prefill:m", "decode": "Decode:m"}

@@ -59,7 +59,8 @@ def _setuptools_builds(source: Path) -> bool:
 def installed(tmp_path_factory) -> Path:
     """A folder holding the wheel's install (packages and the `pdctl` script)."""
     root = tmp_path_factory.mktemp("install")
-    source = copy([*BUILD_FILES, *packages()], root / "source")
+    # The lab sits beside the product in the checkout, as it does here: the build must leave it out.
+    source = copy([*BUILD_FILES, *packages(), "lab"], root / "source")
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     # Offline with the environment's own setuptools when it is new enough for pyproject.toml; else pip
     # fetches the build requirement into an isolated build environment.
@@ -91,6 +92,8 @@ def test_the_wheel_carries_no_project_files(installed):
     assert (installed / "pdctl" / "cli.py").is_file()
     assert not (installed / "Pulumi.yaml").exists()
     assert not list(installed.glob("__main__.py"))
+    # The lab is a project of its own (lab/pyproject.toml), not in the product's wheel.
+    assert not (installed / "lab").exists()
 
 
 def test_an_installed_pdctl_plans_dev_from_inside_the_checkout(installed, checkout):

@@ -174,9 +174,9 @@ def test_plan_shows_both_cold_start_figures_with_their_sources(dev_plan):
     # The engine starts are the lab's H200 measurements, and say where they were taken: the first
     # start on a new node, a Serve replica's restart on a pod restart.
     (engine,) = [s for s in new_node["steps"] if s["source"] == "measured"]
-    assert "2026-12-02-h200-qwen35-l4-budget-1-memory-probe.json" in engine["where"]
+    assert "docs/PROVEN.md#default-deployment" in engine["where"]
     (restarted,) = [s for s in restart["steps"] if s["source"] == "measured"]
-    assert "2026-12-02-h200-qwen35-l4-budget-1-memory-probe.json" in restarted["where"]
+    assert "docs/PROVEN.md#default-deployment" in restarted["where"]
     # A restart on the same node downloads nothing and skips the image pull and the node.
     assert any("0 bytes downloaded" in s["step"] for s in restart["steps"])
     assert restart["seconds"] < new_node["seconds"]
@@ -189,7 +189,7 @@ def test_plan_judges_each_start_target_of_issue_13(dev_plan):
                                  "missed_by": pytest.approx(max(restart["seconds"] - 60, 0), abs=0.1)}
     load = start["weight_load"]
     assert (load["loader"], load["source"]) == ("vLLM's default loader", "measured")
-    assert "2026-12-01-h200-loadtime.json" in load["where"]
+    assert "docs/PLAN.md#cold-start" in load["where"]
     assert load["target"] == {"at_least": 70.0, "unit": "%", "met": False, "missed_by": pytest.approx(20.6, abs=0.1)}
     assert path["target"] == {"at_most": 25.0, "unit": "min", "met": path["minutes"] <= 25,
                               "missed_by": pytest.approx(max(path["minutes"] - 25, 0), abs=0.1)}
@@ -244,7 +244,7 @@ def test_plan_text_states_each_start_target_beside_its_figure(dev_plan, cached_d
         f"pod restart → serving: {restart['seconds']:.0f} s",
         f"target ≤ 60 s: MISSED by {restart['seconds'] - 60:.0f} s",
         "weight load: vLLM's default loader at 49% of a local disk's sequential read (measured: "
-        "lab/results/2026-12-01-h200-loadtime.json",
+        "docs/PLAN.md#cold-start",
         "target ≥ 70%: MISSED by 21 points",
     ]
     for line in expected:

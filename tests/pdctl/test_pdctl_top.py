@@ -17,7 +17,7 @@ from pdctl import top
 from pdctl.cli import app
 
 # The labels Ray 2.58 put on the PD app's samples in the 2026-11-29 H200 capture
-# (lab/results/2026-11-29-h200x2-pd-result.json), per replica.
+# (docs/PROVEN.md#two-h200s), per replica.
 RAY_LABELS = 'Component="core_worker",NodeAddress="10.0.1.{n}",SessionName="session_x",Version="2.58.0"'
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.config.serving import ServingSettings
 from components.node_storage import NodeStorage
-from components.settings import ServingSettings
 from facts import durations
 from facts.durations import ESTIMATE, MEASURED, REFERENCE, SourcedValue, StepDuration
 from facts.models import known_model
@@ -191,7 +191,7 @@ def _weight_load(serving: ServingSettings) -> WeightLoad:
     """The loader and its measured share of a local disk's sequential read.
 
     runai_streamer is not the Hugging Face path's default, though it reads a cold disk at 107% against
-    the default loader's 49% (lab/results/2026-12-01-h200-loadtime.json): the default Ray LLM image
+    the default loader's 49% (docs/PLAN.md#cold-start): the default Ray LLM image
     is not known to carry the streamer's package, and with the page cache warm the default loader is
     3.6× faster (6.99 against 1.92 GB/s: the streamer gains nothing from the cache). It stays opt-in:
     rendered for an S3 mirror, or asked for with extraEngineKwargs' load_format; either is refused

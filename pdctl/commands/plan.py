@@ -1,0 +1,118 @@
+"""Plan-time commands: `plan`, `size`, `render`, `preflight` (offline, or read-only against AWS)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from pdctl import size
+from pdctl.commands.common import (
+    PIPED_WIDTH,
+    PROJECT_OPTION,
+    SET_OPTION,
+    STACK_OPTION,
+    OutputFormat,
+    console,
+    err,
+    fail,
+    offline_run,
+    overrides_from_set,
+    read_plan_document,
+    text_console,
+)
+
+
+def plan(
+    stack: str = STACK_OPTION,
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o"),
+    set_: list[str] = SET_OPTION,
+    diff: Path | None = typer.Option(
+        None, "--diff", metavar="BASE.json",
+        help="Print what changes from this saved `pdctl plan -o json` (e.g. the base branch's) instead of "
+             "the plan. Exit status: 0 no change, 3 changed, 2 bad input, 1 failure."),
+    width: int | None = typer.Option(
+        None, "--width", min=40, help=f"Wrap text at this many columns (default: the terminal's; {PIPED_WIDTH} when "
+                                      "piped)."),
+    strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on a warning too, e.g. model facts "
+                                "that could not be read (CI runs the plan this way)."),
+    project: Path | None = PROJECT_OPTION,
+) -> None:
+    """What the stack creates, protects, can serve, costs per hour and how long it takes to deploy.
+
+    Values the offline mock cloud made up (ids, ARNs, AZ names) are marked "(offline)". Exits 1 when
+    a rule of the policy pack (policy/) refuses a resource, as `pulumi preview --policy-pack policy`
+    would; with --strict, also on a warning."""
+    from pdctl.plan import build_plan
+    from pdctl.views import render_plan
+
+    base = read_plan_document(diff) if diff is not None else None
+    run = offline_run(stack, overrides_from_set(set_), project)
+    document = build_plan(run, stack=stack, config_region=run.config.get("aws:region"))
+    if base is not None:
+        from pdctl.plan_diff import EXIT_CHANGED, diff_plans, render_diff
+
+        # Compared as the JSON a reviewer saved: the same types (lists, not tuples) on both sides.
+        head = json.loads(json.dumps(document.to_dict(), sort_keys=True, default=str))
+        changes = diff_plans(base, head)
+        if output is OutputFormat.json:
+            sys.stdout.write(json.dumps(changes.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+        else:
+            sys.stdout.write(render_diff(changes))
+        raise typer.Exit(EXIT_CHANGED if changes.changed else 0)
+    if output is OutputFormat.json:
+        sys.stdout.write(json.dumps(document.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+    else:
+        out = text_console(width)
+        with out.capture() as captured:
+            render_plan(out, document)
+        # Wrapping leaves the spaces it broke at: no line ends in them (diff and review noise).
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    for warning in document.warnings:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    for violation in document.policy_violations:
+        err.print(f"[bold red]error:[/] {escape(str(violation))}", highlight=False, soft_wrap=True)
+    if document.policy_violations:
+        raise typer.Exit(1)
+    if strict and document.warnings:
+        raise fail(f"--strict: {len(document.warnings)} warning(s) above")
+
+
+def render(
+    stack: str = STACK_OPTION,
+    serve_config: bool = typer.Option(False, "--serve-config", help="Print only serveConfigV2."),
+    set_: list[str] = SET_OPTION,
+    project: Path | None = PROJECT_OPTION,
+) -> None:
+    """Print the serving namespace's objects (Namespace, NetworkPolicies, RayService) for
+    `kubectl apply -f -`, or only the RayService's serveConfigV2."""
+    from pdctl import render as rendering
+
+    run = offline_run(stack, overrides_from_set(set_), project)
+    if serve_config:
+        sys.stdout.write(rendering.to_yaml(rendering.serve_config(rendering.ray_service_manifest(run))))
+    else:
+        sys.stdout.write(rendering.to_yaml_documents(rendering.serving_manifests(run)))
+
+
+
+def preflight(stack: str = STACK_OPTION, set_: list[str] = SET_OPTION, principal: str = typer.Option(
+        None, "--principal", help="IAM ARN of the deploy role to check (default: the caller's).")) -> None:
+    """Ask the AWS account, read-only, what it would refuse: deploy permissions, quotas, GPU offerings."""
+    from pdctl.preflight import run_preflight
+
+    lines, status = run_preflight(offline_run(stack, overrides_from_set(set_)).program["settings"], principal)
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+    raise typer.Exit(status)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this group's commands to the pdctl app."""
+    app.command()(plan)
+    app.command("size")(size.size_command)
+    app.command()(render)
+    app.command()(preflight)
