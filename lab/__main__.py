@@ -140,6 +140,7 @@ def _workload(args):
 
 def cmd_run(args) -> int:
     from lab.overlay import GiB
+    from lab.probe import compile_cache_env
     from lab.report import markdown_report
     from lab.runner import run_lab
     from lab.variants import parse_variants
@@ -167,8 +168,7 @@ def cmd_run(args) -> int:
         rendered_probe = next(p for p in probe["probes"] if p["name"] == "as-rendered" and p["started"])
         budget = probe["utilization_on_this_card"]
         kv_cache = int(rendered_probe["engine"]["kv_cache_bytes"])
-    extra_env = {"VLLM_CACHE_ROOT": f"{args.cache_dir}/vllm", "TRITON_CACHE_DIR": f"{args.cache_dir}/triton",
-                 "FLASHINFER_WORKSPACE_BASE": args.cache_dir} if args.cache_dir else {}
+    extra_env = compile_cache_env(args.cache_dir) if args.cache_dir else {}
     data = run_lab(rendered_args=rendered, source=source, models=models, out_dir=Path(args.out), spec=spec,
                    ready_timeout_s=args.ready_timeout_s, deadline_s=args.deadline_s,
                    kv_cache_memory_bytes=kv_cache, gpus=args.gpus, modes=modes, variants=variants,

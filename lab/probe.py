@@ -73,7 +73,6 @@ class ProbeSpec:
     name: str
     changes: dict[str, Any]
     engine_kwargs: dict[str, Any]
-    cache_dir: str  # its compile caches (vLLM's, Triton's): shared = warm after the first start
 
 
 def engine_args_of(rendered_args: Mapping[str, Any]) -> dict[str, Any]:
@@ -81,7 +80,13 @@ def engine_args_of(rendered_args: Mapping[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(colocated_config(rendered_args["decode_config"])["engine_kwargs"])
 
 
-def probe_specs(rendered_args: Mapping[str, Any], *, model_path: str, utilization: float, cache_dir: str,
+def compile_cache_env(cache_dir: str) -> dict[str, str]:
+    """Where vLLM, Triton and FlashInfer keep what they compile: one folder, so a later start is warm."""
+    return {"VLLM_CACHE_ROOT": f"{cache_dir}/vllm", "TRITON_CACHE_DIR": f"{cache_dir}/triton",
+            "FLASHINFER_WORKSPACE_BASE": cache_dir}
+
+
+def probe_specs(rendered_args: Mapping[str, Any], *, model_path: str, utilization: float,
                 variants: tuple[str, ...] = ("as-rendered", "eager", "vision", "vision-eager", "as-rendered-warm"),
                 ) -> list[ProbeSpec]:
     """The engines to start, in order. `as-rendered` first (cold caches) and `as-rendered-warm` last."""
@@ -102,7 +107,7 @@ def probe_specs(rendered_args: Mapping[str, Any], *, model_path: str, utilizatio
             # ("Found 1 <|image_pad|> tokens in the text but no images were passed"): seen here twice.
             kwargs["mm_processor_cache_gb"] = 0
             changes["mm_processor_cache_gb"] = 0
-        specs.append(ProbeSpec(name, changes, kwargs, cache_dir))
+        specs.append(ProbeSpec(name, changes, kwargs))
     return specs
 
 
@@ -183,8 +188,7 @@ def probe_memory(rendered_args: Mapping[str, Any], source: str, *, model_path: s
 
     out_dir.mkdir(parents=True, exist_ok=True)
     # One set of compile caches for every start here (and the lab run after it): the first start is cold.
-    os.environ.update({"VLLM_CACHE_ROOT": f"{cache_dir}/vllm", "TRITON_CACHE_DIR": f"{cache_dir}/triton",
-                       "FLASHINFER_WORKSPACE_BASE": cache_dir})
+    os.environ.update(compile_cache_env(cache_dir))
     card_bytes = torch.cuda.mem_get_info()[1]
     rendered_util = float(engine_args_of(rendered_args)["gpu_memory_utilization"])
     utilization = budget_utilization(rendered_util, budget_mib, card_bytes)
@@ -202,8 +206,7 @@ def probe_memory(rendered_args: Mapping[str, Any], source: str, *, model_path: s
         os.environ["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
     data["sampler"] = "flashinfer" if data["flashinfer"]["ok"] else "native (VLLM_USE_FLASHINFER_SAMPLER=0)"
     results_path = out_dir / "memory-probe.json"
-    for spec in probe_specs(rendered_args, model_path=model_path, utilization=utilization, cache_dir=cache_dir,
-                            variants=variants):
+    for spec in probe_specs(rendered_args, model_path=model_path, utilization=utilization, variants=variants):
         print(f"probe {spec.name}: starting", flush=True)
         result = run_probe(spec, out_dir)
         data["probes"].append(asdict(result))
