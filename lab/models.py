@@ -279,9 +279,8 @@ def build_qwen_tokenizer(seed: int):
     vocab: dict[str, int] = data["model"]["vocab"]
     trained = len(vocab)
     specials = qwen_special_ids()
-    fillers = iter(filler_tokens(vocab, QWEN35_VOCAB + len(vocab)))
-    for token_id in range(trained, QWEN35_VOCAB):
-        vocab[next(fillers)] = token_id
+    for token_id, name in enumerate(filler_tokens(vocab, QWEN35_VOCAB), start=trained):
+        vocab[name] = token_id
     by_id = {token_id: name for name, token_id in vocab.items()}
     for token, token_id in specials.items():
         del vocab[by_id[token_id]]

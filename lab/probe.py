@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from lab.overlay import colocated_config
+from serve_app.render import HYBRID_WORKER_ENV
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 # Kernel path of GPUs other than Hopper/Blackwell for Gated-DeltaNet prefill (see the module note).
 L4_KERNEL_KWARGS = {"gdn_prefill_backend": "triton"}
 # The stack's worker environment for a hybrid model (components/manifests/ray_service.py), and no hub.
-PROBE_ENV = {"VLLM_SSM_CONV_STATE_LAYOUT": "DS", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+PROBE_ENV = {**HYBRID_WORKER_ENV, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
              "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "PYTHONUNBUFFERED": "1"}
 RESULT_MARK = "PROBE_RESULT "
 

@@ -49,7 +49,7 @@ from lab.probe import L4_KERNEL_KWARGS
 from lab.variants import STACK, Variant, apply_variant, direct_streaming_flag, variant_values
 from measure.latency import RequestSample, summarize
 from serve_app.errors import ConfigError
-from serve_app.render import HA_PROXY_ENV, PHASE_RESOURCE
+from serve_app.render import HA_PROXY_ENV, HYBRID_WORKER_ENV, PHASE_RESOURCE
 
 # Units of each phase resource the lab host advertises: more than any number of engines it can hold.
 LAB_PHASE_RESOURCE_UNITS = 1000
@@ -68,12 +68,12 @@ RESULT_SCHEMA = "gpu-lab-result/1"
 # Process environment for every Ray worker (set before ray.init, which they inherit):
 # - VLLM_RAY_PER_WORKER_GPUS: the engine's GPU slice. Ray Serve LLM derives it from the
 #   placement group only for vLLM's worker actors; vLLM 0.26 also reads it in the engine process.
-# - VLLM_SSM_CONV_STATE_LAYOUT=DS: the stack's worker environment for a hybrid model (NIXL needs it;
-#   components/manifests/ray_service.py); other models ignore it.
+# - HYBRID_WORKER_ENV: the stack's worker environment for a hybrid model (serve_app.render, which the
+#   RayService's workers get too); other models ignore it.
 # - HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE: there is no hub; fail fast instead of retrying.
 # - RAY_memory_monitor_refresh_ms=0: the lab VM's RAM grows on demand (MemTotal starts low), which
 #   Ray's OOM killer would read as memory pressure and kill engine workers.
-STATIC_ENV = {"VLLM_SSM_CONV_STATE_LAYOUT": "DS", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+STATIC_ENV = {**HYBRID_WORKER_ENV, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
               "RAY_memory_monitor_refresh_ms": "0"}
 # Several GPUs of one lent host: NVLink multicast stays off (the host's GPUs are shared; KINDS.md).
 MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}

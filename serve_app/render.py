@@ -30,6 +30,9 @@ SERVE_HTTP_HOST = "0.0.0.0"
 # application's runtime_env, which the controller's build task and every replica of the app get.
 HA_PROXY_ENV = "RAY_SERVE_ENABLE_HA_PROXY"
 DIRECT_STREAMING_ENV = "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"
+# Every worker of a hybrid (Mamba / Gated-DeltaNet) model: vLLM's NIXL connector moves the conv state
+# only in this layout (vLLM 0.26 kv_connector/v1/nixl/base_worker.py asserts it).
+HYBRID_WORKER_ENV = {"VLLM_SSM_CONV_STATE_LAYOUT": "DS"}
 
 INGRESS_DEPLOYMENT_NAME = "OpenAiIngress"
 # Ray Serve LLM names each phase's deployment `<Prefill|Decode>:<model id>`.

@@ -26,7 +26,7 @@ from components.sizing import GIB, WorkerResources
 from facts.images import RAY_AUTOSCALER_V2_ON_KUBERAY, version_tuple
 from facts.metrics import RAY_METRICS_EXPORT_PORT, RAY_METRICS_PORT_NAME
 from serve_app.config import HA_PROXY_FRONT, PHASES, Phase
-from serve_app.render import HA_PROXY_ENV, PHASE_RESOURCE, SERVE_HTTP_PORT
+from serve_app.render import HA_PROXY_ENV, HYBRID_WORKER_ENV, PHASE_RESOURCE, SERVE_HTTP_PORT
 
 RAY_SERVICE_API_VERSION = "ray.io/v1"
 RAY_SERVICE_KIND = "RayService"
@@ -334,7 +334,7 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
         *_compile_cache_env(sizing),
     ]
     if serving.hybrid_model:
-        env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"})
+        env.extend({"name": name, "value": value} for name, value in HYBRID_WORKER_ENV.items())
     env.extend(_hf_token_env(hf_token_ref(serving)))
     env.extend(_model_reader_env(role_arn, serving.region))
     env.extend(_http_front_env(serving))
