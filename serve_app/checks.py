@@ -49,10 +49,8 @@ LLM_CONFIG_KEYS = (
     "experimental_configs", "log_engine_metrics", "callback_config",
 )
 
-ACCEPT_UCX_ON_EFA_KEY = ServeAppSettings.key("accept_ucx_on_efa")
-DIRECT_STREAMING_KEY = ServeAppSettings.key("pd_direct_streaming")
-# The RayService key that picks Serve's HTTP front (components/config/ray_service.py reads it): named in refusals.
-HTTP_FRONT_KEY = "httpFront"
+ACCEPT_UCX_ON_EFA = ServeAppSettings.field("accept_ucx_on_efa")
+DIRECT_STREAMING = ServeAppSettings.field("pd_direct_streaming")
 
 
 @dataclass(frozen=True)
@@ -63,6 +61,15 @@ class NodeGroupSettings:
     instance_type: StackField
     count: StackField
     max_count: StackField
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """The settings that say which Ray the image carries and what answers HTTP in front of the app
+    (the configuration layer reads them and hands them here): named in refusals, not read here."""
+
+    ray_version: StackField
+    http_front: StackField
 
 
 @dataclass(frozen=True)
@@ -101,12 +108,13 @@ class DeploymentTarget:
     gpu_node_count: int
     efa: bool
     gpu_node_settings: NodeGroupSettings  # the settings of gpuNodeType's group (the shared one)
+    runtime_settings: RuntimeSettings  # the settings of ray_version and http_front
     accept_ucx_on_efa: bool = False
-    # The serving stack inside the Ray image: Ray always known (rayVersion), vLLM when the image is one
+    # The serving stack inside the Ray image: Ray always known, vLLM when the image is one
     # this project has facts for. None = not checked (tests of other checks).
     ray_version: str | None = None
     vllm_version: str | None = None
-    # What answers HTTP in front of the app (httpFront): Serve's proxy actor or HAProxy.
+    # What answers HTTP in front of the app: Serve's proxy actor or HAProxy.
     http_front: HttpFront = "serve-proxy"
     gpu_node_max_count: int | None = None
     phase_node_groups: Mapping[str, NodeGroupTarget] = field(default_factory=dict)
@@ -188,7 +196,7 @@ def check_kv_backends(backends: tuple[str, ...] | list[str], *, efa: bool, accep
                 key, list(backends), f'["{EFA_KV_BACKEND}"] on EFA nodes',
                 f"UCX over EFA moves KV at TCP-like speed (~{UCX_ON_EFA_BYTES_PER_SECOND / 1e9:g} GB/s"
                 f"{on_this_node}; reported: ~98 s vs ~1 s TTFT for an 8k prompt) and fails silently; "
-                f"set {ACCEPT_UCX_ON_EFA_KEY}: true only if you accept that")
+                f"set {ACCEPT_UCX_ON_EFA.key}: true only if you accept that")
     elif EFA_KV_BACKEND in backends:
         raise ConfigError(key, list(backends), '["UCX"] on nodes without EFA',
                           "LIBFABRIC needs EFA: the Ray LLM image sets FI_PROVIDER=efa")
@@ -326,36 +334,38 @@ def _check_http_front(app: PDAppConfig, target: DeploymentTarget) -> None:
     """Direct streaming makes decode the ingress with LLMRouter as its ingress request router, and
     Ray Serve's build_app refuses that outside HAProxy mode: DEPLOY_FAILED on the cluster."""
     if app.direct_streaming and target.http_front != HA_PROXY_FRONT:
-        raise ConfigError(DIRECT_STREAMING_KEY, True, f'false, or {HTTP_FRONT_KEY} "{HA_PROXY_FRONT}"',
-                          f"{HTTP_FRONT_KEY} is {target.http_front!r}, and Ray Serve builds direct streaming's "
-                          "ingress request router only under HAProxy (\"ingress_request_router requires HAProxy\")")
+        http_front = target.runtime_settings.http_front.key
+        raise DIRECT_STREAMING.refuse(
+            True, f'false, or {http_front} "{HA_PROXY_FRONT}"',
+            f"{http_front} is {target.http_front!r}, and Ray Serve builds direct streaming's ingress request router "
+            "only under HAProxy (\"ingress_request_router requires HAProxy\")")
 
 
 def _check_image_supports_the_render(app: PDAppConfig, target: DeploymentTarget) -> tuple[str, ...]:
     """Refuse a render the image's Ray or vLLM is not known to understand; notes for what cannot be
     checked (an image whose vLLM version this project does not know)."""
     if target.ray_version is not None:
+        ray_version = target.runtime_settings.ray_version
         # Switches an older Ray ignores: the stack would deploy without what the settings asked for. Checked
         # first, so the refusal names each setting that needs the newer Ray.
-        switches = ((HTTP_FRONT_KEY, target.http_front == HA_PROXY_FRONT, HA_PROXY_ENV,
-                     f'{HTTP_FRONT_KEY} "serve-proxy"'),
-                    (DIRECT_STREAMING_KEY, app.direct_streaming, DIRECT_STREAMING_ENV,
-                     f"{DIRECT_STREAMING_KEY} false"))
+        http_front = target.runtime_settings.http_front.key
+        switches = ((http_front, target.http_front == HA_PROXY_FRONT, HA_PROXY_ENV, f'{http_front} "serve-proxy"'),
+                    (DIRECT_STREAMING.key, app.direct_streaming, DIRECT_STREAMING_ENV, f"{DIRECT_STREAMING.key} false"))
         late = [(setting, feature, off) for setting, on, feature, off in switches
                 if on and version_tuple(target.ray_version) < version_tuple(RAY_SERVE_CONFIG_FEATURES[feature])]
         if late:
             needed = max((RAY_SERVE_CONFIG_FEATURES[feature] for _, feature, _ in late), key=version_tuple)
             names = " and ".join(setting for setting, _, _ in late)
-            raise ConfigError("rayVersion", target.ray_version,
-                              f"Ray {needed} or newer, or {' and '.join(off for _, _, off in late)}",
-                              f"{names} set{'s' if len(late) == 1 else ''} "
-                              f"{', '.join(f'{feature}=1' for _, feature, _ in late)}, which older Ray releases "
-                              "are not known to read")
+            raise ray_version.refuse(target.ray_version,
+                                     f"Ray {needed} or newer, or {' and '.join(off for _, _, off in late)}",
+                                     f"{names} set{'s' if len(late) == 1 else ''} "
+                                     f"{', '.join(f'{feature}=1' for _, feature, _ in late)}, which older Ray "
+                                     "releases are not known to read")
         needed = RAY_SERVE_CONFIG_FEATURES["LLMConfig.experimental_configs.stream_batching_interval_ms"]
         if version_tuple(target.ray_version) < version_tuple(needed):
-            raise ConfigError("rayVersion", target.ray_version, f"Ray {needed} or newer",
-                              "the serve config sets experimental_configs.stream_batching_interval_ms, which older "
-                              "Ray Serve LLM releases are not known to read")
+            raise ray_version.refuse(target.ray_version, f"Ray {needed} or newer",
+                                     "the serve config sets experimental_configs.stream_batching_interval_ms, which "
+                                     "older Ray Serve LLM releases are not known to read")
     graphs = [phase for phase in PHASES if not app.engine_for(phase).enforce_eager]
     if not graphs:
         return ()

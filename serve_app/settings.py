@@ -29,7 +29,7 @@ from serve_app.config import (
     valid_model_id,
 )
 from serve_app.errors import ConfigError
-from serve_app.stack_keys import StackKeyModel
+from serve_app.stack_keys import StackField, StackKeyModel
 
 # Engine arguments that change how many GPUs a replica takes, which the GPU-fit checks do not model.
 UNMODELLED_ENGINE_KWARGS = ("data_parallel_size", "data_parallel_size_local", "prefill_context_parallel_size",
@@ -44,7 +44,7 @@ _MODEL_LOCATION_ALLOWED = ("a Hugging Face model id (org/name), s3://<bucket>/<p
                            "mirror-model`) or a path inside the image, without spaces")
 
 
-def _model_location(key: str, value: str) -> str:
+def _model_location(setting: StackField, value: str) -> str:
     if any(c.isspace() for c in value):
         raise ValueError("contains spaces")
     if value.startswith(S3_SCHEME):
@@ -52,7 +52,7 @@ def _model_location(key: str, value: str) -> str:
         try:
             s3_location(value)
         except ValueError as error:
-            raise ConfigError(key, value, _MODEL_LOCATION_ALLOWED, str(error)) from None
+            raise setting.refuse(value, _MODEL_LOCATION_ALLOWED, str(error)) from None
     return value
 
 
@@ -110,14 +110,14 @@ class ServeAppSettings(StackKeyModel):
     @field_validator("model_source")
     @classmethod
     def _model_source(cls, value: str) -> str:
-        return _model_location(cls.key("model_source"), value)
+        return _model_location(cls.field("model_source"), value)
 
     @field_validator("tokenizer_source", mode="before")
     @classmethod
     def _tokenizer_source(cls, value: Any) -> Any:
         if isinstance(value, str) and not value.strip():
             return None  # "" = the model's own tokenizer
-        return _model_location(cls.key("tokenizer_source"), value) if isinstance(value, str) else value
+        return _model_location(cls.field("tokenizer_source"), value) if isinstance(value, str) else value
 
     @field_validator("gpu_memory_utilization", mode="before")
     @classmethod

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from facts.metrics import VLLM_TPOT_BUCKETS_SECONDS, VLLM_TTFT_BUCKETS_SECONDS
 from serve_app.errors import ConfigError
-from serve_app.stack_keys import StackKeyModel
+from serve_app.stack_keys import StackField, StackKeyModel
 
 # beyond it: the WAL and the head block live outside that budget, and the Prometheus storage docs
 # advise a size limit well below the disk (they suggest 80-85 %), so the volume never fills first.
@@ -32,12 +32,12 @@ def retention_days(value: str) -> int | None:
     return int(match.group(1)) * (7 if match.group(2) == "w" else 1)
 
 
-def _bucket_bound(value: float, bounds: tuple[float, ...], setting: str, histogram: str) -> float:
+def _bucket_bound(value: float, bounds: tuple[float, ...], setting: StackField, histogram: str) -> float:
     # An SLO threshold between two bucket bounds cannot be counted exactly from a classic histogram:
     # the burn rate would be an interpolation, not a count of requests over the threshold.
     if value not in bounds:
-        raise ConfigError(setting, value, "one of " + ", ".join(f"{b:g}" for b in bounds),
-                          f"the SLO is counted from vLLM's {histogram} histogram, whose buckets end at these bounds")
+        raise setting.refuse(value, "one of " + ", ".join(f"{b:g}" for b in bounds),
+                             f"the SLO is counted from vLLM's {histogram} histogram, whose buckets end at these bounds")
     return value
 
 
@@ -70,12 +70,12 @@ class ObservabilitySettings(StackKeyModel):
     @field_validator("ttft_slo_seconds")
     @classmethod
     def _ttft_bound(cls, value: float) -> float:
-        return _bucket_bound(value, VLLM_TTFT_BUCKETS_SECONDS, cls.key("ttft_slo_seconds"), "time_to_first_token")
+        return _bucket_bound(value, VLLM_TTFT_BUCKETS_SECONDS, cls.field("ttft_slo_seconds"), "time_to_first_token")
 
     @field_validator("tpot_slo_seconds")
     @classmethod
     def _tpot_bound(cls, value: float) -> float:
-        return _bucket_bound(value, VLLM_TPOT_BUCKETS_SECONDS, cls.key("tpot_slo_seconds"),
+        return _bucket_bound(value, VLLM_TPOT_BUCKETS_SECONDS, cls.field("tpot_slo_seconds"),
                              "request_time_per_output_token")
 
     @property

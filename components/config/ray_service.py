@@ -18,6 +18,7 @@ from facts.images import (
     serving_stack,
     split_image,
 )
+from serve_app.checks import RuntimeSettings
 from serve_app.config import HTTP_FRONTS, HttpFront
 from serve_app.errors import ConfigError
 from serve_app.stack_keys import StackKeyModel
@@ -122,6 +123,10 @@ class RayServiceSettings(StackKeyModel):
         image = self.image or default_ray_image(region)
         stack = _image_serving_stack(image, self.ray_version or None)
         return self.model_copy(update={"image": image, "ray_version": stack.ray if stack else self.ray_version})
+
+
+# The settings serve_app's checks name when they refuse the image's Ray or the HTTP front.
+RUNTIME_SETTINGS = RuntimeSettings(RayServiceSettings.field("ray_version"), RayServiceSettings.field("http_front"))
 
 
 def _image_serving_stack(image: str, ray_version: str | None) -> ServingStack | None:

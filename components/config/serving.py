@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from components.config.nodes import GpuNodeGroupSpec, GpuNodeSettings, gpu_node_group_settings
-from components.config.ray_service import RayServiceSettings
+from components.config.ray_service import RUNTIME_SETTINGS, RayServiceSettings
 from components.node_storage import NodeStorage
 from components.sizing import WorkerResources, worker_resources
 from facts.images import (
@@ -121,6 +121,7 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
             "a model id on the Hugging Face Hub (org/name), an s3:// mirror or a local directory", model.problem)
     target = DeploymentTarget(
         gpu_instance=instance, gpu_node_count=gpu_nodes.count, gpu_node_settings=gpu_node_group_settings(None),
+        runtime_settings=RUNTIME_SETTINGS,
         gpu_node_max_count=gpu_nodes.max_count if gpu_nodes.autoscaled else None,
         efa=instance.efa_capable,
         accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from components.config.nodes import gpu_node_group_settings
+from components.config.ray_service import RUNTIME_SETTINGS
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import KNOWN_MODELS, known_model, load_architecture
 from serve_app.capacity import capacity_report
@@ -15,7 +16,8 @@ from serve_app.checks import DeploymentTarget, check_app
 from serve_app.config import EngineSettings, PDAppConfig
 from serve_app.errors import ConfigError
 
-GPU_NODE_GROUP = gpu_node_group_settings(None)
+# The settings a refusal names: gpuNodeType's group, rayVersion and httpFront.
+TARGET_SETTINGS = {"gpu_node_settings": gpu_node_group_settings(None), "runtime_settings": RUNTIME_SETTINGS}
 
 
 def recorded(name: str) -> InstanceType:
@@ -35,7 +37,7 @@ GIB = 1024 ** 3
 def reference():
     """The stack's decode replica: Qwen3.5-9B bf16, text only, CUDA graphs, on one L4 of a g6.8xlarge."""
     return check_app(PDAppConfig(), DeploymentTarget(G6_8X, gpu_node_count=2, efa=True,
-                                                     gpu_node_settings=GPU_NODE_GROUP)).capacity["decode"]
+                                                     **TARGET_SETTINGS)).capacity["decode"]
 
 
 def _report(enforce_eager: bool, vision_inputs: bool, **engine):
@@ -74,7 +76,7 @@ def test_a_hybrid_model_is_paged_as_vllm_pages_it(reference):
 
 def test_the_stacks_default_starts_on_an_l4_with_room_to_spare():
     checked = check_app(PDAppConfig(), DeploymentTarget(G6_8X, gpu_node_count=2, efa=True,
-                                                        gpu_node_settings=GPU_NODE_GROUP))
+                                                        **TARGET_SETTINGS))
     for report in checked.capacity.values():
         assert report.num_blocks >= PDAppConfig().engine.max_num_seqs  # CUDA graphs can capture
         assert report.max_concurrent_sequences >= 6
@@ -84,7 +86,7 @@ def test_the_stacks_default_starts_on_an_l4_with_room_to_spare():
 def test_vllms_old_default_of_256_sequences_is_refused_naming_maxnumseqs():
     app = PDAppConfig(engine=EngineSettings(max_num_seqs=256))
     with pytest.raises(ConfigError) as refused:
-        check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, gpu_node_settings=GPU_NODE_GROUP))
+        check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, **TARGET_SETTINGS))
     assert refused.value.setting == "maxNumSeqs"
     assert "Mamba cache blocks" in str(refused.value) and "enforceEager true" in str(refused.value)
 
@@ -93,13 +95,13 @@ def test_the_vision_encoder_with_cuda_graphs_is_refused_as_vllm_refused_it():
     # Measured: 17 blocks < 32 sequences, vLLM refused CUDA graph capture; the estimate gives 16.
     app = PDAppConfig(engine=EngineSettings(vision_inputs=True))
     with pytest.raises(ConfigError) as refused:
-        check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, gpu_node_settings=GPU_NODE_GROUP))
+        check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, **TARGET_SETTINGS))
     assert refused.value.setting == "maxNumSeqs" and "at most 16" in str(refused.value)
 
 
 def test_the_vision_encoder_eager_starts_but_warns_about_a_new_nodes_first_start():
     app = PDAppConfig(engine=EngineSettings(vision_inputs=True, enforce_eager=True))
-    checked = check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, gpu_node_settings=GPU_NODE_GROUP))
+    checked = check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, **TARGET_SETTINGS))
     assert checked.capacity["decode"].num_blocks_restart == 24
     assert any("first start on a new node" in warning for warning in checked.warnings)
 

@@ -9,12 +9,11 @@ import pytest
 
 from components.config.declared import project_name
 from components.config.nodes import gpu_node_group_settings
-from components.config.ray_service import RayServiceSettings
+from components.config.ray_service import RUNTIME_SETTINGS
 from components.config.read import read_config
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import KNOWN_MODELS
 from serve_app.checks import (
-    HTTP_FRONT_KEY,
     LLM_CONFIG_KEYS,
     PD_SERVING_ARGS_KEYS,
     DeploymentTarget,
@@ -28,7 +27,8 @@ from serve_app.render import pd_serving_args
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import from_stack_keys
 
-GPU_NODE_GROUP = gpu_node_group_settings(None)
+# The settings a refusal names: gpuNodeType's group, rayVersion and httpFront.
+TARGET_SETTINGS = {"gpu_node_settings": gpu_node_group_settings(None), "runtime_settings": RUNTIME_SETTINGS}
 
 
 def recorded(name: str) -> InstanceType:
@@ -38,7 +38,7 @@ def recorded(name: str) -> InstanceType:
 G6_8X = recorded("g6.8xlarge")
 # The reference image's vLLM (Ray LLM DLC serve-llm-cuda-v1.0).
 REFERENCE_TARGET = DeploymentTarget(gpu_instance=G6_8X, gpu_node_count=2, efa=True,
-                                    gpu_node_settings=GPU_NODE_GROUP, vllm_version="0.26.0")
+                                    **TARGET_SETTINGS, vllm_version="0.26.0")
 
 
 def from_stack(**keys: str) -> PDAppConfig:
@@ -81,7 +81,7 @@ def test_an_engine_argument_is_judged_by_the_vllm_inside_the_image():
     app = from_stack(extraEngineKwargs='{"max_num_queued_reqs": 8}')
     error = refused(app)
     assert "vLLM 0.29.0 has it; the image runs vLLM 0.26.0" in str(error)
-    newer = DeploymentTarget(G6_8X, 2, efa=True, gpu_node_settings=GPU_NODE_GROUP, vllm_version="0.29.0")
+    newer = DeploymentTarget(G6_8X, 2, efa=True, **TARGET_SETTINGS, vllm_version="0.29.0")
     assert check_app(app, newer).config.engine.extra_engine_kwargs == {"max_num_queued_reqs": 8}
 
 
@@ -93,7 +93,7 @@ def test_a_per_phase_engine_argument_is_named_by_its_phase():
 
 
 def test_an_image_whose_vllm_has_no_list_is_not_checked_and_says_so():
-    unknown = DeploymentTarget(G6_8X, 2, efa=True, gpu_node_settings=GPU_NODE_GROUP, vllm_version=None)
+    unknown = DeploymentTarget(G6_8X, 2, efa=True, **TARGET_SETTINGS, vllm_version=None)
     result = check_app(from_stack(extraEngineKwargs='{"anything_at_all": 1}'), unknown)
     assert any("extraEngineKwargs not checked" in note and "unknown image" in note for note in result.notes)
 
@@ -107,12 +107,12 @@ def test_ucx_on_efa_is_refused_unless_acknowledged():
     assert "acceptUcxOnEfaKvTransferIs100xSlower" in str(error)
     # 25 Gbps = 3.125 GB/s of EFA against ~0.3 GB/s of UCX on EFA: about 10x on a g6.8xlarge.
     assert "about 10x slower than this node's 25 Gbps EFA" in str(error)
-    acknowledged = DeploymentTarget(G6_8X, 2, efa=True, gpu_node_settings=GPU_NODE_GROUP, accept_ucx_on_efa=True)
+    acknowledged = DeploymentTarget(G6_8X, 2, efa=True, **TARGET_SETTINGS, accept_ucx_on_efa=True)
     assert check_app(app, acknowledged).capacity
 
 
 def test_libfabric_without_efa_is_refused():
-    no_efa = DeploymentTarget(G6_8X, 2, efa=False, gpu_node_settings=GPU_NODE_GROUP)
+    no_efa = DeploymentTarget(G6_8X, 2, efa=False, **TARGET_SETTINGS)
     assert refused(PDAppConfig(), no_efa).setting == "kvBackends"
     assert check_app(PDAppConfig(kv_transfer={"backends": ("UCX",)}), no_efa).capacity
 
@@ -182,7 +182,7 @@ def test_per_phase_parallel_override_is_named_by_its_path():
 
 def test_tensor_parallel_fits_a_four_gpu_node():
     # Two nodes: each phase's worker group holds a whole node of its own.
-    target = DeploymentTarget(recorded("g6.12xlarge"), 2, efa=True, gpu_node_settings=GPU_NODE_GROUP)
+    target = DeploymentTarget(recorded("g6.12xlarge"), 2, efa=True, **TARGET_SETTINGS)
     result = check_app(from_stack(tensorParallelSize="2"), target)
     assert result.capacity["prefill"].gpus_per_replica == 2
 
@@ -202,7 +202,7 @@ def test_more_replicas_than_gpu_nodes_is_refused(settings, key):
 
 
 def test_replicas_fit_when_nodes_are_added():
-    target = DeploymentTarget(G6_8X, 4, efa=True, gpu_node_settings=GPU_NODE_GROUP)
+    target = DeploymentTarget(G6_8X, 4, efa=True, **TARGET_SETTINGS)
     assert check_app(from_stack(prefillReplicas="1", prefillMaxReplicas="2", decodeReplicas="2"), target).capacity
 
 
@@ -212,7 +212,7 @@ def test_accelerator_type_must_match_the_gpu():
 
 
 def test_cpu_node_type_is_refused():
-    target = DeploymentTarget(recorded("m7i.xlarge"), 2, efa=True, gpu_node_settings=GPU_NODE_GROUP)
+    target = DeploymentTarget(recorded("m7i.xlarge"), 2, efa=True, **TARGET_SETTINGS)
     assert refused(PDAppConfig(), target).setting == "gpuNodeType"
 
 
@@ -287,13 +287,13 @@ def test_an_fp8_kv_cache_is_sized():
 
 def test_a_ray_older_than_the_flush_setting_is_refused_naming_ray_version():
     error = refused(PDAppConfig(), DeploymentTarget(G6_8X, 2, efa=True,
-                                                    gpu_node_settings=GPU_NODE_GROUP,
+                                                    **TARGET_SETTINGS,
                                                     ray_version="2.49.0", vllm_version="0.26.0"))
     assert error.setting == "rayVersion" and "2.58.0 or newer" in str(error)
 
 
 HAPROXY_2_58 = DeploymentTarget(G6_8X, 2, efa=True,
-                                gpu_node_settings=GPU_NODE_GROUP,
+                                **TARGET_SETTINGS,
                                 ray_version="2.58.0", vllm_version="0.26.0", http_front="haproxy")
 
 
@@ -303,7 +303,7 @@ HAPROXY_2_58 = DeploymentTarget(G6_8X, 2, efa=True,
 ])
 def test_a_ray_older_than_haproxy_or_direct_streaming_is_refused_naming_the_setting(app, front, named):
     old = DeploymentTarget(G6_8X, 2, efa=True,
-                           gpu_node_settings=GPU_NODE_GROUP,
+                           **TARGET_SETTINGS,
                            ray_version="2.57.0", vllm_version="0.26.0", http_front=front)
     error = refused(app, old)
     assert error.setting == "rayVersion" and "2.58.0 or newer" in error.allowed
@@ -316,25 +316,24 @@ def test_direct_streaming_needs_the_haproxy_front():
                     dataclasses.replace(HAPROXY_2_58, http_front="serve-proxy"))
     assert (error.setting, error.value, error.allowed) == ("pdDirectStreaming", True, 'false, or httpFront "haproxy"')
     assert "requires HAProxy" in str(error)
-    assert RayServiceSettings.key("http_front") == HTTP_FRONT_KEY  # the key the refusal names is the real one
     assert check_app(from_stack(pdDirectStreaming="true"), HAPROXY_2_58).config.direct_streaming
 
 
 def test_cuda_graph_sizes_need_a_vllm_known_to_take_them():
     old = DeploymentTarget(G6_8X, 2, efa=True,
-                           gpu_node_settings=GPU_NODE_GROUP, ray_version="2.58.0", vllm_version="0.10.1")
+                           **TARGET_SETTINGS, ray_version="2.58.0", vllm_version="0.10.1")
     error = refused(PDAppConfig(), old)
     assert error.setting == "enforceEager" and "0.26.0" in str(error)
     assert check_app(PDAppConfig(engine={"enforce_eager": True}), old).capacity  # eager needs nothing
 
 
 def test_an_image_whose_vllm_is_unknown_gets_a_note_not_a_refusal():
-    custom = DeploymentTarget(G6_8X, 2, efa=True, gpu_node_settings=GPU_NODE_GROUP, ray_version="2.60.0")
+    custom = DeploymentTarget(G6_8X, 2, efa=True, **TARGET_SETTINGS, ray_version="2.60.0")
     result = check_app(PDAppConfig(), custom)
     assert result.capacity
     assert any("not checked against the image's vLLM" in note for note in result.notes)
     dlc = check_app(PDAppConfig(), DeploymentTarget(G6_8X, 2, efa=True,
-                                                    gpu_node_settings=GPU_NODE_GROUP,
+                                                    **TARGET_SETTINGS,
                                                     ray_version="2.58.0", vllm_version="0.26.0"))
     assert dlc.notes == ()
 
@@ -343,7 +342,7 @@ def test_an_image_whose_vllm_is_unknown_gets_a_note_not_a_refusal():
 
 def own_group(instance: InstanceType, nodes: int = 1, *, phase: str = "prefill") -> DeploymentTarget:
     """Decode on the reference's g6.8xlarge group of 1 node, `phase` on `nodes` × `instance`."""
-    return DeploymentTarget(G6_8X, 1, efa=True, gpu_node_settings=GPU_NODE_GROUP, phase_node_groups={
+    return DeploymentTarget(G6_8X, 1, efa=True, **TARGET_SETTINGS, phase_node_groups={
         phase: NodeGroupTarget(instance, nodes, instance.efa_capable, gpu_node_group_settings(phase), own_phase=phase)})
 
 
