@@ -31,6 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
+from lab.workload import json_or_text
+
 REQUEST_TIMEOUT_S = 120
 
 
@@ -72,14 +76,11 @@ def bad_requests(model_id: str, max_model_len: int) -> list[BadRequest]:
     ]
 
 
-async def _send(session, base_url: str, path: str, body: Any) -> tuple[int, Any]:
+async def _send(client: httpx.AsyncClient, base_url: str, path: str, body: Any) -> tuple[int, Any]:
+    """POST `body` (bytes as they are, anything else as JSON): (HTTP status, the answer's JSON or text)."""
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    async with session.post(base_url + path, data=data, headers={"Content-Type": "application/json"}) as response:
-        text = await response.text()
-        try:
-            return response.status, json.loads(text)
-        except json.JSONDecodeError:
-            return response.status, text
+    response = await client.post(base_url + path, content=data, headers={"Content-Type": "application/json"})
+    return response.status_code, json_or_text(response)
 
 
 def _message(answer: Any) -> str:
@@ -96,11 +97,11 @@ def normal_request(model_id: str) -> dict[str, Any]:
             "max_tokens": 8, "temperature": 0.0}
 
 
-async def _burst(session, base_url: str, model_id: str, size: int) -> dict[str, Any]:
+async def _burst(client: httpx.AsyncClient, base_url: str, model_id: str, size: int) -> dict[str, Any]:
     started = time.perf_counter()
 
     async def one() -> tuple[int, float]:
-        status, _ = await _send(session, base_url, "/v1/completions",
+        status, _ = await _send(client, base_url, "/v1/completions",
                                 {"model": model_id, "prompt": [9] * 32, "max_tokens": 16, "temperature": 0.0})
         return status, time.perf_counter() - started
 
@@ -124,19 +125,16 @@ def burst_ok(burst: dict[str, Any]) -> bool:
 async def run_bad_requests(base_url: str, model_id: str, max_model_len: int, *, burst_size: int,
                            replicas: Callable[[], dict[str, frozenset[str]]]) -> dict[str, Any]:
     """Send every bad request, then the burst, then a normal request; check no replica restarted."""
-    import aiohttp
-
     before = replicas()
     results = []
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
         for request in bad_requests(model_id, max_model_len):
-            status, answer = await _send(session, base_url, request.path, request.body)
+            status, answer = await _send(client, base_url, request.path, request.body)
             results.append({"name": request.name, "status": status, "expected": list(request.expect),
                             "ok": status in request.expect, "answered_by": request.answered_by,
                             "message": _message(answer)})
-        burst = await _burst(session, base_url, model_id, burst_size)
-        status, answer = await _send(session, base_url, "/v1/chat/completions", normal_request(model_id))
+        burst = await _burst(client, base_url, model_id, burst_size)
+        status, answer = await _send(client, base_url, "/v1/chat/completions", normal_request(model_id))
     after = replicas()
     restarted = {name: sorted(ids - after.get(name, frozenset())) for name, ids in before.items()
                  if ids - after.get(name, frozenset())}

@@ -86,14 +86,10 @@ class SteadyLoad:
             return list(self.samples)
 
     async def _run(self) -> None:
-        import aiohttp
+        async with workload.openai_client(self.base_url) as client:
+            await asyncio.gather(*(self._client(client, i) for i in range(self.spec.concurrency)))
 
-        url = f"{self.base_url}/v1/completions"
-        timeout = aiohttp.ClientTimeout(total=workload.REQUEST_TIMEOUT_S)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            await asyncio.gather(*(self._client(session, url, i) for i in range(self.spec.concurrency)))
-
-    async def _client(self, session, url: str, index: int) -> None:
+    async def _client(self, client, index: int) -> None:
         rng = random.Random(self.spec.seed * 1000 + index)
         low, high = self.token_range
         sent = 0
@@ -101,7 +97,7 @@ class SteadyLoad:
             sent += 1
             length = self.spec.long_prompt_tokens if sent % self.spec.long_every == 0 else self.spec.short_prompt_tokens
             prompt = [rng.randrange(low, high) for _ in range(length)]
-            sample = await workload.stream_completion(session, url, workload.completion_body(
+            sample = await workload.stream_completion(client, workload.completion_body(
                 self.model_id, prompt, self.spec.output_tokens, stream=True))
             with self._lock:
                 self.samples.append(sample)

@@ -4,65 +4,32 @@ Prompts are lists of token ids (the OpenAI completions API takes them), so every
 exactly the prompt length asked for, and `ignore_eos` makes every output exactly `max_tokens`
 long. Each prompt is drawn at random, so prefix caching cannot flatter TTFT.
 
-Timing arithmetic (TTFT, ITL, TPOT, E2E, tokens/s) is `measure.latency`: one definition for the lab
-and for `pdctl bench` against the cluster.
+Streamed requests go through `measure.stream` (openai), timing arithmetic (TTFT, ITL, TPOT, E2E,
+tokens/s) is `measure.latency`: one client and one definition for the lab and for `pdctl bench`
+against the cluster. Plain JSON requests (greedy completions, smoke checks) go through httpx.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import httpx
+import openai
+
 from measure.latency import RequestSample
+from measure.stream import stream_sample
 
 REQUEST_TIMEOUT_S = 90
-
-
-@dataclass(frozen=True)
-class StreamEvent:
-    """One server-sent event of a streamed completion, with its arrival time."""
-
-    at: float
-    payload: dict[str, Any]
 
 
 def random_prompts(count: int, length: int, *, low: int, high: int, seed: int) -> list[list[int]]:
     """`count` prompts of `length` token ids drawn from [low, high) — the tokens the tokenizer was trained on."""
     rng = random.Random(seed)
     return [[rng.randrange(low, high) for _ in range(length)] for _ in range(count)]
-
-
-def _has_content(payload: dict[str, Any]) -> bool:
-    return any(choice.get("text") or choice.get("token_ids") for choice in payload.get("choices") or [])
-
-
-def sample_from_events(start: float, events: Sequence[StreamEvent], end: float,
-                       error: str | None = None) -> RequestSample:
-    """A `RequestSample` from a stream: one token time per event carrying output, counts from usage."""
-    usage = next((e.payload["usage"] for e in reversed(events) if e.payload.get("usage")), None)
-    return RequestSample(
-        start=start, end=end,
-        token_times=tuple(e.at for e in events if _has_content(e.payload)),
-        output_tokens=usage.get("completion_tokens") if usage else None,
-        prompt_tokens=usage.get("prompt_tokens") if usage else None,
-        error=error,
-    )
-
-
-def parse_sse_line(line: bytes) -> dict[str, Any] | None:
-    """The JSON of one `data: …` line; None for blank lines, comments and the closing [DONE]."""
-    text = line.decode("utf-8").strip()
-    if not text.startswith("data:"):
-        return None
-    data = text[len("data:"):].strip()
-    if data == "[DONE]":
-        return None
-    return json.loads(data)
 
 
 def completion_body(model: str, prompt: list[int], max_tokens: int, *, stream: bool,
@@ -80,40 +47,31 @@ def completion_body(model: str, prompt: list[int], max_tokens: int, *, stream: b
     return body
 
 
-async def stream_completion(session, url: str, body: dict[str, Any]) -> RequestSample:
-    start = time.perf_counter()
-    events: list[StreamEvent] = []
-    try:
-        async with session.post(url, json=body) as response:
-            if response.status != 200:
-                text = await response.text()
-                return sample_from_events(start, events, time.perf_counter(), f"HTTP {response.status}: {text[:300]}")
-            async for line in response.content:
-                payload = parse_sse_line(line)
-                if payload is not None:
-                    events.append(StreamEvent(time.perf_counter(), payload))
-    except Exception as exc:  # a failed request is data for the summary, not a crash
-        return sample_from_events(start, events, time.perf_counter(), f"{type(exc).__name__}: {exc}")
-    return sample_from_events(start, events, time.perf_counter())
+def openai_client(base_url: str) -> openai.AsyncOpenAI:
+    """The client of the lab's streamed requests: no retries (a failure is data), REQUEST_TIMEOUT_S
+    for each connect, read and write."""
+    return openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="not-needed", timeout=REQUEST_TIMEOUT_S,
+                              max_retries=0)
+
+
+async def stream_completion(client: openai.AsyncOpenAI, body: dict[str, Any]) -> RequestSample:
+    """One streamed request timed by `measure.stream`, on the lab's clock: time.perf_counter, which the
+    fault, soak and scaling runs also read (in other threads) to place samples in their windows."""
+    return await stream_sample(client, body, clock=time.perf_counter)
 
 
 async def run_load(base_url: str, model: str, prompts: Sequence[list[int]], max_tokens: int,
                    concurrency: int) -> tuple[list[RequestSample], float]:
     """Closed loop: `concurrency` workers send the prompts in order; returns samples and wall time."""
-    import aiohttp
-
-    url = f"{base_url}/v1/completions"
     queue: asyncio.Queue[list[int]] = asyncio.Queue()
     for prompt in prompts:
         queue.put_nowait(prompt)
     samples: list[RequestSample] = []
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    async with openai_client(base_url) as client:
         async def worker() -> None:
             while not queue.empty():
                 prompt = queue.get_nowait()
-                samples.append(await stream_completion(
-                    session, url, completion_body(model, prompt, max_tokens, stream=True)))
+                samples.append(await stream_completion(client, completion_body(model, prompt, max_tokens, stream=True)))
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -125,14 +83,8 @@ async def run_open_loop(base_url: str, model: str, prompts: Sequence[list[int]],
                         rate: float, seed: int) -> tuple[list[RequestSample], float]:
     """Open loop: the prompts arrive as a Poisson process of `rate` per second (seeded), whatever is in
     flight, so queueing shows in the latencies; returns samples and wall time."""
-    import random
-
-    import aiohttp
-
-    url = f"{base_url}/v1/completions"
     rng = random.Random(seed)
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    async with openai_client(base_url) as client:
         started = time.perf_counter()
         tasks = []
         due = 0.0
@@ -140,23 +92,26 @@ async def run_open_loop(base_url: str, model: str, prompts: Sequence[list[int]],
             due += rng.expovariate(rate)
             await asyncio.sleep(max(0.0, started + due - time.perf_counter()))
             tasks.append(asyncio.create_task(stream_completion(
-                session, url, completion_body(model, prompt, max_tokens, stream=True))))
+                client, completion_body(model, prompt, max_tokens, stream=True))))
         samples = list(await asyncio.gather(*tasks))
         wall = time.perf_counter() - started
     return samples, wall
 
 
-async def post_json(base_url: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
-    import aiohttp
+def json_or_text(response: httpx.Response) -> Any:
+    """An answer's JSON, or its text where it is not JSON (a proxy's error page, a bare message)."""
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
 
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)) as session:
-        request = session.post(f"{base_url}{path}", json=body) if body is not None else session.get(f"{base_url}{path}")
-        async with request as response:
-            text = await response.text()
-            try:
-                return response.status, json.loads(text)
-            except json.JSONDecodeError:
-                return response.status, text
+
+async def post_json(base_url: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    """POST `body` as JSON (GET without one) to `path`: (HTTP status, the answer's JSON or text)."""
+    async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
+        url = f"{base_url}{path}"
+        response = await (client.post(url, json=body) if body is not None else client.get(url))
+    return response.status_code, json_or_text(response)
 
 
 async def greedy_completions(base_url: str, model: str, prompts: Sequence[list[int]], max_tokens: int, *,
@@ -197,16 +152,13 @@ async def run_interference(base_url: str, model: str, short_prompts: Sequence[li
     token) and then every `long_interval_s`. Returns (short samples, long samples, wall time). The
     short requests' inter-token latency is what a prefill on the decode GPU disturbs.
     """
-    import aiohttp
-
-    url = f"{base_url}/v1/completions"
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)) as session:
+    async with openai_client(base_url) as client:
         async def long_one(index: int, prompt: list[int]) -> RequestSample:
             await asyncio.sleep(long_start_after_s + index * long_interval_s)
-            return await stream_completion(session, url, completion_body(model, prompt, long_max_tokens, stream=True))
+            return await stream_completion(client, completion_body(model, prompt, long_max_tokens, stream=True))
 
         started = time.perf_counter()
-        shorts = [stream_completion(session, url, completion_body(model, p, short_max_tokens, stream=True))
+        shorts = [stream_completion(client, completion_body(model, p, short_max_tokens, stream=True))
                   for p in short_prompts]
         longs = [long_one(i, p) for i, p in enumerate(long_prompts)]
         results = await asyncio.gather(*shorts, *longs)

@@ -12,6 +12,7 @@ serve` measures it (arithmetic in `measure.latency`).
 - Arrivals: closed loop (N requests, C in flight) or open loop at a request rate, Poisson or
   constant, optionally capped at C in flight; a sweep is one open-loop run per rate.
 - Goodput against TTFT/TPOT/E2E objectives; ITL comes with its caveat (`measure.latency.ITL_CAVEAT`).
+- Each request is streamed and timed by `measure.stream` (the client the GPU lab uses too).
 
 Every timestamp comes from the running event loop's clock (`loop.time()`, monotonic): the clock the
 requests are scheduled on, and one a test can control. This module needs only the standard library,
@@ -32,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from measure.latency import ITL_CAVEAT, RequestSample, Slo, per_request, summarize
+from measure.stream import stream_sample
 
 ARRIVALS = ("poisson", "constant")
 # The line of a Job's log that carries its result (the log has whatever else the image prints).
@@ -204,44 +206,18 @@ def arrival_offsets(count: int, rate: float, arrival: str, rng: random.Random) -
 
 # ---------------------------------------------------------------------------------- requests
 
-async def _one_request(client, model: str, prompt: str, max_tokens: int, ignore_eos: bool) -> RequestSample:
-    clock = asyncio.get_running_loop().time
-    start = clock()
-    token_times: list[float] = []
-    usage = None
-    try:
-        stream = await client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": prompt}],
-            max_tokens=max_tokens,
-            temperature=0,
-            stream=True,
-            stream_options={"include_usage": True},
-            extra_body={"ignore_eos": True} if ignore_eos else None,
-        )
-        async for chunk in stream:
-            now = clock()
-            if chunk.usage is not None:
-                usage = chunk.usage
-            # A reasoning model streams its thinking as reasoning_content: those are output tokens too.
-            if any(choice.delta.content or getattr(choice.delta, "reasoning_content", None)
-                   for choice in chunk.choices):
-                token_times.append(now)
-    except Exception as exc:  # one failed request is data for the summary, not a crash
-        return RequestSample(start=start, end=clock(), token_times=token_times,
-                             error=f"{type(exc).__name__}: {exc}")
-    return RequestSample(
-        start=start, end=clock(), token_times=token_times,
-        output_tokens=usage.completion_tokens if usage else None,
-        prompt_tokens=usage.prompt_tokens if usage else None,
-    )
+def chat_body(model: str, prompt: str, max_tokens: int, ignore_eos: bool) -> dict:
+    """The bench's request: one user message, greedy, `max_tokens` long (exactly, with `ignore_eos`)."""
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0}
+    return {**body, "ignore_eos": True} if ignore_eos else body
 
 
 async def warm_up(client, model: str, spec: BenchSpec, prompts: Sequence[str]) -> list[RequestSample]:
     """Untimed requests, all at once: the HTTP pool then holds that many open connections and the
     server has run its first batches before the first timed request."""
     return list(await asyncio.gather(*(
-        _one_request(client, model, p, min(spec.output_tokens, WARMUP_OUTPUT_TOKENS), spec.ignore_eos)
+        stream_sample(client, chat_body(model, p, min(spec.output_tokens, WARMUP_OUTPUT_TOKENS), spec.ignore_eos))
         for p in prompts)))
 
 
@@ -255,11 +231,12 @@ async def run_bench(client, model: str, spec: BenchSpec, prompts: Sequence[str],
     samples: list[RequestSample] = []
 
     async def one(prompt: str) -> None:
+        body = chat_body(model, prompt, spec.output_tokens, spec.ignore_eos)
         if gate is None:
-            sample = await _one_request(client, model, prompt, spec.output_tokens, spec.ignore_eos)
+            sample = await stream_sample(client, body)
         else:
             async with gate:
-                sample = await _one_request(client, model, prompt, spec.output_tokens, spec.ignore_eos)
+                sample = await stream_sample(client, body)
         samples.append(sample)
         if on_done is not None:
             on_done(sample)

@@ -1,8 +1,8 @@
 """`pdctl bench --in-cluster`: the same benchmark, run as a Kubernetes Job next to the endpoint, so no
 `kubectl port-forward` tunnel is in the numbers.
 
-The Job runs `python3 -m pdctl.bench SPEC.json` (the code of `pdctl.bench` and `measure.latency`,
-shipped in a ConfigMap beside the spec) in the stack's own Ray image, read from the live RayService.
+The Job runs `python3 -m pdctl.bench SPEC.json` (the code of `pdctl.bench`, `measure.latency` and
+`measure.stream`, shipped in a ConfigMap beside the spec) in the stack's own Ray image, read from the live RayService.
 That image holds Python and vLLM (docs/SOURCES.md#ray-llm-dlc-image), and with vLLM the OpenAI SDK
 and transformers, which vLLM depends on; it is already pulled on the node of the Ray head (where the
 Job prefers to run: a system node, beside the Serve proxy); and it is the one image the stack trusts.
@@ -32,8 +32,8 @@ from pdctl.kube import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL
 from serve_app.render import SERVE_HTTP_PORT
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# What the Job runs, as paths under its code mount: the bench and the arithmetic it imports.
-CODE_FILES = ("pdctl/__init__.py", "pdctl/bench.py", "measure/__init__.py", "measure/latency.py")
+# What the Job runs, as paths under its code mount: the bench and the client and arithmetic it imports.
+CODE_FILES = ("pdctl/__init__.py", "pdctl/bench.py", "measure/__init__.py", "measure/latency.py", "measure/stream.py")
 CODE_MOUNT = "/opt/pdctl"
 SPEC_KEY = "spec.json"
 CONTAINER = "bench"

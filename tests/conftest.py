@@ -13,6 +13,8 @@
 - `serve_http(server)`: a local HTTP server (a test's stand-in for an API) served until the test ends.
 - `server`: an OpenAI-compatible endpoint on 127.0.0.1 (stdlib HTTP, streaming SSE) whose first token
   comes TTFT after a request and each next one ITL later, recording what it was sent.
+- `on_controlled_clock(coroutine)`: runs a coroutine on an event loop whose clock starts at 0 and moves
+  only when every task waits (looptime): delays a test scripts are then timed exactly.
 - `tiny_tokenizer`: a byte-level BPE tokenizer trained here, saved as a transformers tokenizer directory.
 - `hf_cache`: a Hugging Face cache of the test's own (HF_HOME in tmp_path, HF_HUB_OFFLINE=1), to which a
   test adds a model's config.json and safetensors index; `read_model_facts` then reads them as it
@@ -276,6 +278,20 @@ class _Handler(BaseHTTPRequestHandler):
             with server.lock:
                 server.in_flight -= 1
                 server.events.append(("end", body.get("max_tokens")))
+
+
+@pytest.fixture
+def on_controlled_clock() -> Callable[[Any], Any]:
+    import looptime
+
+    def run(coroutine):
+        loop = looptime.new_event_loop(start=0)
+        try:
+            return loop.run_until_complete(coroutine)
+        finally:
+            loop.close()
+
+    return run
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ from lab.overlay import (
     overlay_values,
 )
 from lab.runner import LabModel, lab_apps, lab_environment, verdict
-from measure.latency import summarize
 from serve_app.config import EngineSettings, ModelSettings, PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.render import pd_serving_args
@@ -240,48 +239,7 @@ def test_text_tokens_are_refused():
         compare.parse_token_id("hello")
 
 
-# ── timing arithmetic from a stream ──────────────────────────────────────────────────────────
-
-def _event(at: float, payload: dict) -> workload.StreamEvent:
-    return workload.StreamEvent(at, payload)
-
-
-def test_stream_events_become_ttft_tpot_itl_and_tokens_per_second():
-    events = [
-        _event(100.2, {"choices": [{"text": "a", "token_ids": [7]}]}),
-        _event(100.25, {"choices": [{"text": "", "token_ids": [8, 9]}]}),  # Ray Serve batches chunks
-        _event(100.4, {"choices": [{"text": "d", "token_ids": [10]}]}),
-        _event(100.4, {"choices": [], "usage": {"prompt_tokens": 16, "completion_tokens": 4}}),
-    ]
-    sample = workload.sample_from_events(100.0, events, 100.45)
-    assert sample.token_times == (100.2, 100.25, 100.4)
-    assert (sample.output_tokens, sample.prompt_tokens) == (4, 16)
-    assert sample.ttft == pytest.approx(0.2)
-    assert sample.tpot == pytest.approx(0.25 / 3)  # (E2E − TTFT) / (tokens − 1), tokens from usage
-    assert sample.itls == pytest.approx([0.05, 0.15])
-
-    summary = summarize([sample], wall_seconds=2.0)
-    assert summary["output_tokens_per_s"] == pytest.approx(2.0)
-    assert summary["total_tokens_per_s"] == pytest.approx(10.0)
-    assert summary["e2e_s"]["p50"] == pytest.approx(0.45)
-
-
-def test_a_failed_request_is_counted_not_timed():
-    ok = workload.sample_from_events(0.0, [_event(0.1, {"choices": [{"text": "x"}]}),
-                                           _event(0.1, {"choices": [], "usage": {"completion_tokens": 1}})], 0.2)
-    failed = workload.sample_from_events(0.0, [], 0.05, error="HTTP 500: boom")
-    summary = summarize([ok, failed], wall_seconds=1.0)
-    assert summary["requests"] == {"total": 2, "succeeded": 1, "failed": 1}
-    assert summary["errors"] == ["HTTP 500: boom"]
-    assert summary["ttft_s"]["p50"] == pytest.approx(0.1)
-
-
-def test_sse_lines():
-    assert workload.parse_sse_line(b'data: {"choices": []}\n') == {"choices": []}
-    assert workload.parse_sse_line(b"data: [DONE]\n") is None
-    assert workload.parse_sse_line(b": ping\n") is None
-    assert workload.parse_sse_line(b"\n") is None
-
+# ── requests ──────────────────────────────────────────────────────────────────────────────────
 
 def test_request_bodies_fix_the_lengths_and_ask_for_token_ids():
     streamed = workload.completion_body("m", [5, 6, 7], 32, stream=True)

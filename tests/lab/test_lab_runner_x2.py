@@ -26,6 +26,7 @@ from lab.runner import (
     lab_stages,
     verdict,
 )
+from measure.latency import RequestSample
 from serve_app.errors import ConfigError
 
 MODEL_DIR = "/tmp/lab-models/llama3-8b-shape"
@@ -160,13 +161,11 @@ def test_long_prompts_arrive_while_the_short_requests_decode(monkeypatch):
     """The short streams start at once; each long prompt starts on its schedule, open loop."""
     sent: list[tuple[float, int]] = []
 
-    async def fake_stream(session, url, body):
+    async def fake_stream(client, body):
         began = time.perf_counter()
         sent.append((began, len(body["prompt"])))
         await asyncio.sleep(0.01 * body["max_tokens"])
-        return workload.sample_from_events(began, [workload.StreamEvent(time.perf_counter(),
-                                                                        {"choices": [{"text": "x"}]})],
-                                           time.perf_counter())
+        return RequestSample(start=began, end=time.perf_counter(), token_times=(time.perf_counter(),))
 
     monkeypatch.setattr(workload, "stream_completion", fake_stream)
     short, long, wall = asyncio.run(workload.run_interference(

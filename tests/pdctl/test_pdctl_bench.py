@@ -11,7 +11,6 @@ import json
 import math
 import random
 
-import looptime
 import pytest
 
 from measure.latency import ITL_CAVEAT, Slo, summarize
@@ -78,14 +77,6 @@ class ScriptedClient:
         return tracked()
 
 
-def on_controlled_clock(coroutine):
-    loop = looptime.new_event_loop(start=0)
-    try:
-        return loop.run_until_complete(coroutine)
-    finally:
-        loop.close()
-
-
 def prompts(n: int) -> list[str]:
     return make_prompts(n, 40, random.Random(0)).texts
 
@@ -116,7 +107,7 @@ def test_a_poisson_schedule_is_seeded_and_a_constant_one_is_exact():
     assert arrival_offsets(4, 8.0, "constant", random.Random(0)) == [0.0, 0.125, 0.25, 0.375]
 
 
-def test_open_loop_at_a_constant_rate_sends_on_schedule_and_does_not_wait_for_answers():
+def test_open_loop_at_a_constant_rate_sends_on_schedule_and_does_not_wait_for_answers(on_controlled_clock):
     """10 req/s, each request taking 0.31 s: requests start exactly 0.1 s apart and overlap (4 in flight)."""
     client = ScriptedClient()
     spec = BenchSpec(requests=6, input_tokens=40, output_tokens=5, concurrency=None, rate=10.0, arrival="constant",
@@ -129,7 +120,7 @@ def test_open_loop_at_a_constant_rate_sends_on_schedule_and_does_not_wait_for_an
     assert wall == pytest.approx(0.5 + e2e, abs=1e-9)
 
 
-def test_an_open_loop_cap_holds_requests_back():
+def test_an_open_loop_cap_holds_requests_back(on_controlled_clock):
     client = ScriptedClient()
     spec = BenchSpec(requests=6, input_tokens=40, output_tokens=5, concurrency=2, rate=10.0, arrival="constant",
                      seed=1)
@@ -139,7 +130,7 @@ def test_an_open_loop_cap_holds_requests_back():
     assert sorted(s.start for s in samples)[2] == pytest.approx(TTFT + 4 * ITL, abs=1e-9)
 
 
-def test_closed_loop_timings_on_a_controlled_clock():
+def test_closed_loop_timings_on_a_controlled_clock(on_controlled_clock):
     """The bench's TTFT, ITL, TPOT, E2E and wall time equal the server's delays exactly, however busy
     the machine running the test is."""
     client = ScriptedClient()
@@ -159,7 +150,7 @@ def test_closed_loop_timings_on_a_controlled_clock():
 
 # ---------------------------------------------------------------------------- SLO / goodput
 
-def test_goodput_counts_the_requests_that_meet_every_objective():
+def test_goodput_counts_the_requests_that_meet_every_objective(on_controlled_clock):
     """TTFTs of 0.1..0.4 s, TPOT 40 ms: a 250 ms TTFT objective admits two, a 30 ms TPOT one none."""
     ttfts = [0.1, 0.2, 0.3, 0.4]
 
@@ -178,7 +169,7 @@ def test_goodput_counts_the_requests_that_meet_every_objective():
     assert run(Slo(e2e_s=0.35))[0]["good_requests"] == 1  # 0.1 + 4 × 0.04 = 0.26 only
 
 
-def test_warm_up_finishes_before_the_first_timed_request():
+def test_warm_up_finishes_before_the_first_timed_request(on_controlled_clock):
     client = ScriptedClient()
     spec = BenchSpec(requests=4, input_tokens=40, output_tokens=64, concurrency=2, seed=3)
     result = on_controlled_clock(bench.benchmark(client, BenchTarget("http://x/v1", MODEL), [spec]))
