@@ -27,7 +27,7 @@ import copy
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from typing import Any
 from lab import bad_requests, bench_compare, faults, runner, scaling, soak
 from lab.overlay import GiB
 from lab.recovery import Observation
-from measure.latency import summarize
+from measure.latency import RequestSample, summarize
 
 KINDS = ("bench-compare", "bad-requests", "faults", "soak", "scaling")
 RESULT_SCHEMA = "lab-resilience-result/1"
@@ -202,87 +202,134 @@ def _decisions(app: str, deployment: str, wall_offset: float) -> list[dict[str, 
     return sorted(({**d, "at": d["at"] - wall_offset} for d in found), key=lambda d: d["at"])
 
 
-def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, data: dict[str, Any],
-             log: Callable[[str], None]) -> None:
-    ramp, names = options.ramp, faults.deployment_names(pd.args)
-    decode = names["decode"]
-    autoscaling = scaling.check_ramp(ramp, pd.args["decode_config"])
-    wall_offset = time.time() - time.perf_counter()  # Serve's log and decision times → the lab's clock
-    observations: list[Observation] = []
+@dataclass
+class _ScalingRun:
+    """One scaling run as it goes: Serve's observations, the new decode replica's first service and the
+    ramp's marks (perf_counter times)."""
 
-    def watch(seconds: float, done: Callable[[], bool] = lambda: False) -> bool:
+    pd: runner.LabApp
+    model: runner.LabModel
+    ramp: scaling.Ramp
+    decode: str
+    wall_offset: float  # Serve's log and decision times → the lab's clock
+    origin: float
+    observations: list[Observation] = field(default_factory=list)
+    served: list[tuple[str, float]] = field(default_factory=list)  # the access log's witness: (replica, first OK)
+    counted: list[tuple[str, float]] = field(default_factory=list)  # the request counter's: (replica, first > 0)
+    step: float = 0.0
+    drop: float = 0.0
+    end: float = 0.0
+    scaled_up_at: float | None = None
+    scaled_down_at: float | None = None
+
+    def watch(self, seconds: float, done: Callable[[], bool] = lambda: False) -> bool:
         """Observe Serve every sample_every_s for `seconds` or until `done()`."""
         end = time.perf_counter() + seconds
         while True:
-            observations.append(faults.observe(pd.name, controller=False))
+            self.observations.append(faults.observe(self.pd.name, controller=False))
             if done():
                 return True
             if time.perf_counter() >= end:
                 return False
-            time.sleep(ramp.sample_every_s)
+            time.sleep(self.ramp.sample_every_s)
 
-    def load(concurrency: int, seed: int) -> faults.SteadyLoad:
+    def load(self, concurrency: int, seed: int) -> faults.SteadyLoad:
+        ramp = self.ramp
         spec = faults.LoadSpec(concurrency=concurrency, short_prompt_tokens=ramp.prompt_tokens,
                                long_prompt_tokens=ramp.prompt_tokens, output_tokens=ramp.output_tokens, seed=seed)
-        return faults.SteadyLoad(pd.base_url, pd.model_id, spec, model.prompt_token_range).start()
+        return faults.SteadyLoad(self.pd.base_url, self.pd.model_id, spec, self.model.prompt_token_range).start()
 
-    origin = time.perf_counter()
-    low = load(ramp.low_concurrency, ramp.seed)
-    watch(ramp.low_s)
-    step = time.perf_counter()
-    log(f"scaling: load step {ramp.low_concurrency} → {ramp.high_concurrency} clients")
-    high = load(ramp.high_concurrency - ramp.low_concurrency, ramp.seed + 1)
-    served: list[tuple[str, float]] = []  # the access log's witness: (replica, its first OK call)
-    counted: list[tuple[str, float]] = []  # the request counter's: (replica, when first seen above 0)
+    def decode_requests(self) -> dict[str, float]:
+        return scaling.requests_per_replica(runner._scrape_metrics(), self.pd.name, self.decode)
 
-    def decode_requests() -> dict[str, float]:
-        return scaling.requests_per_replica(runner._scrape_metrics(), pd.name, decode)
+    def new_replicas(self) -> list[str]:
+        return scaling.new_replicas(self.observations, self.step, self.decode)
 
-    def scaled_up_and_served() -> bool:
-        if scaling.first_at(observations, step, decode, scaling.SCALED_TO, at_least=True) is None:
+    def scaled_up_and_served(self) -> bool:
+        if scaling.first_at(self.observations, self.step, self.decode, scaling.SCALED_TO, at_least=True) is None:
             return False
-        new = scaling.new_replicas(observations, step, decode)
-        first = _first_served(pd.name, decode, new, wall_offset)
-        served[:] = [first] if first else []
-        if not counted:
-            requests = decode_requests()
-            counted[:] = [(r, time.perf_counter()) for r in new if requests.get(r, 0) > 0][:1]
-        return bool(served or counted)
+        new = self.new_replicas()
+        first = _first_served(self.pd.name, self.decode, new, self.wall_offset)
+        self.served[:] = [first] if first else []
+        if not self.counted:
+            requests = self.decode_requests()
+            self.counted[:] = [(r, time.perf_counter()) for r in new if requests.get(r, 0) > 0][:1]
+        return bool(self.served or self.counted)
 
-    watch(ramp.up_timeout_s, scaled_up_and_served)
-    scaled_up_at = scaling.first_at(observations, step, decode, scaling.SCALED_TO, at_least=True)
-    log(f"scaling: decode {scaling.SCALED_TO} RUNNING after {scaling.after(step, scaled_up_at)} s, new replica "
-        f"served after {scaling.after(step, served[0][1] if served else None)} s (access log), "
-        f"{scaling.after(step, counted[0][1] if counted else None)} s (request counter)")
-    watch(ramp.hold_s)
-    drop = time.perf_counter()
-    requests_at_drop = decode_requests()
-    new_logs = {r: _replica_logs(pd.name, decode).get(r, []) for r in scaling.new_replicas(observations, step, decode)}
+    def back_to_one(self) -> float | None:
+        return scaling.first_at(self.observations, self.drop, self.decode, 1, at_least=False)
+
+
+def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, data: dict[str, Any],
+             log: Callable[[str], None]) -> None:
+    ramp, names = options.ramp, faults.deployment_names(pd.args)
+    autoscaling = scaling.check_ramp(ramp, pd.args["decode_config"])
+    run = _ScalingRun(pd, model, ramp, names["decode"], wall_offset=time.time() - time.perf_counter(),
+                      origin=time.perf_counter())
+    low = run.load(ramp.low_concurrency, ramp.seed)
+    run.watch(ramp.low_s)
+    run.step = time.perf_counter()
+    log(f"scaling: load step {ramp.low_concurrency} → {ramp.high_concurrency} clients")
+    high = run.load(ramp.high_concurrency - ramp.low_concurrency, ramp.seed + 1)
+    run.watch(ramp.up_timeout_s, run.scaled_up_and_served)
+    run.scaled_up_at = scaling.first_at(run.observations, run.step, run.decode, scaling.SCALED_TO, at_least=True)
+    log(f"scaling: decode {scaling.SCALED_TO} RUNNING after {scaling.after(run.step, run.scaled_up_at)} s, new "
+        f"replica served after {scaling.after(run.step, run.served[0][1] if run.served else None)} s (access log), "
+        f"{scaling.after(run.step, run.counted[0][1] if run.counted else None)} s (request counter)")
+    run.watch(ramp.hold_s)
+    run.drop = time.perf_counter()
+    requests_at_drop = run.decode_requests()
+    new_logs = {r: _replica_logs(pd.name, run.decode).get(r, []) for r in run.new_replicas()}
     high.stop()  # its clients finish the requests they are in
     log(f"scaling: load drop to {ramp.low_concurrency} client(s)")
-    if scaled_up_at is not None:
-        watch(ramp.down_timeout_s, lambda: scaling.first_at(observations, drop, decode, 1, at_least=False) is not None)
-    scaled_down_at = scaling.first_at(observations, drop, decode, 1, at_least=False) if scaled_up_at else None
-    log(f"scaling: decode back to 1 RUNNING after {scaling.after(drop, scaled_down_at)} s")
-    watch(ramp.after_s)
-    end = time.perf_counter()
+    if run.scaled_up_at is not None:
+        run.watch(ramp.down_timeout_s, lambda: run.back_to_one() is not None)
+    run.scaled_down_at = run.back_to_one() if run.scaled_up_at else None
+    log(f"scaling: decode back to 1 RUNNING after {scaling.after(run.drop, run.scaled_down_at)} s")
+    run.watch(ramp.after_s)
+    run.end = time.perf_counter()
     samples = low.stop() + high.snapshot()
-    decisions = _decisions(pd.name, decode, wall_offset)
-    counts = scaling.replica_counts(observations, names)
-    requests = scaling.requests_by_phase(samples, {"low": (origin, step), "high": (step, drop),
-                                                   "scale_down": (drop, end)})
-    served_at = min([at for _, at in served + counted], default=None)
-    up, down = scaling.first_decision(decisions, step, up=True), scaling.first_decision(decisions, drop, up=False)
+    _record_scaling(run, names, autoscaling, samples, requests_at_drop, new_logs, data)
+
+
+def _record_scaling(run: _ScalingRun, names: dict[str, str], autoscaling: dict[str, Any],
+                    samples: list[RequestSample], requests_at_drop: dict[str, float],
+                    new_logs: dict[str, list[Path]], data: dict[str, Any]) -> None:
+    """The scaling run's document and verdict: replica counts, Serve's decisions, requests by part of the ramp."""
+    decisions = _decisions(run.pd.name, run.decode, run.wall_offset)
+    counts = scaling.replica_counts(run.observations, names)
+    requests = scaling.requests_by_phase(samples, {"low": (run.origin, run.step), "high": (run.step, run.drop),
+                                                   "scale_down": (run.drop, run.end)})
+    served_at = min([at for _, at in run.served + run.counted], default=None)
     data["scaling"] = {
-        "ramp": asdict(ramp),
-        "autoscaling_config": {"decode": autoscaling, "prefill": pd.args["prefill_config"]["deployment_config"]},
+        "ramp": asdict(run.ramp),
+        "autoscaling_config": {"decode": autoscaling, "prefill": run.pd.args["prefill_config"]["deployment_config"]},
         "deployments": names,
-        "marks_s": {"step": scaling.after(origin, step), "drop": scaling.after(origin, drop),
-                    "end": scaling.after(origin, end)},
+        "marks_s": {"step": scaling.after(run.origin, run.step), "drop": scaling.after(run.origin, run.drop),
+                    "end": scaling.after(run.origin, run.end)},
+        **_scale_up_and_down(run, decisions, requests_at_drop, new_logs),
+        "serving_judged_by": "the new replica's first `CALL ... OK` line (Serve's access log, in its Serve log "
+                             "file or its worker's stderr), "
+                             f"or its `{scaling.REQUEST_COUNTER}` above 0 in Ray's /metrics, whichever came first",
+        "replicas": counts,
+        "timeline": scaling.timeline(run.observations, names, run.origin),
+        "requests": requests,
+        "serve_decisions": [{**d, "at": scaling.after(run.origin, d["at"])} for d in decisions],
+    }
+    data["verdict"] = scaling.verdict(counts, scaled_up_at=run.scaled_up_at, new_replica_served_at=served_at,
+                                      scaled_down_at=run.scaled_down_at, requests=requests)
+
+
+def _scale_up_and_down(run: _ScalingRun, decisions: list[dict[str, Any]], requests_at_drop: dict[str, float],
+                       new_logs: dict[str, list[Path]]) -> dict[str, Any]:
+    """When Serve decided, when the replicas ran and served, from the step up and from the drop down."""
+    step, drop, served, counted = run.step, run.drop, run.served, run.counted
+    up, down = scaling.first_decision(decisions, step, up=True), scaling.first_decision(decisions, drop, up=False)
+    return {
         "scale_up": {
             "serve_decision_after_s": scaling.after(step, (up or {}).get("at")),
             "ongoing_requests_at_decision": (up or {}).get("ongoing_requests"),
-            "second_replica_running_after_s": scaling.after(step, scaled_up_at),
+            "second_replica_running_after_s": scaling.after(step, run.scaled_up_at),
             "new_replica": next((r for r, _ in served + counted), None),
             "new_replica_first_request_ok_after_s": scaling.after(step, served[0][1] if served else None),
             "new_replica_requests_counted_after_s": scaling.after(step, counted[0][1] if counted else None),
@@ -294,18 +341,24 @@ def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, dat
         "scale_down": {
             "serve_decision_after_s": scaling.after(drop, (down or {}).get("at")),
             "ongoing_requests_at_decision": (down or {}).get("ongoing_requests"),
-            "back_to_one_running_after_s": scaling.after(drop, scaled_down_at),
+            "back_to_one_running_after_s": scaling.after(drop, run.scaled_down_at),
         },
-        "serving_judged_by": "the new replica's first `CALL ... OK` line (Serve's access log, in its Serve log "
-                             "file or its worker's stderr), "
-                             f"or its `{scaling.REQUEST_COUNTER}` above 0 in Ray's /metrics, whichever came first",
-        "replicas": counts,
-        "timeline": scaling.timeline(observations, names, origin),
-        "requests": requests,
-        "serve_decisions": [{**d, "at": scaling.after(origin, d["at"])} for d in decisions],
     }
-    data["verdict"] = scaling.verdict(counts, scaled_up_at=scaled_up_at, new_replica_served_at=served_at,
-                                      scaled_down_at=scaled_down_at, requests=requests)
+
+
+@dataclass(frozen=True)
+class _Deployment:
+    """The deployed apps and what each kind run on them takes."""
+
+    pd: runner.LabApp
+    colocated: runner.LabApp | None  # deployed only where faults are injected
+    model: runner.LabModel
+    options: RunOptions
+    out_dir: Path
+    started: float
+
+    def log(self, message: str) -> None:
+        runner._log(message, self.started)
 
 
 def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], source: str, model: runner.LabModel,
@@ -320,8 +373,9 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
     started = time.perf_counter()
     # The colocated baseline only where greedy outputs are compared.
     apps = [a for a in _apps(rendered_args, model, fake_engines) if "faults" in kinds or a.mode == "pd"]
-    pd = next(a for a in apps if a.mode == "pd")
-    colocated = next((a for a in apps if a.mode == "colocated"), None)
+    deployment = _Deployment(pd=next(a for a in apps if a.mode == "pd"),
+                             colocated=next((a for a in apps if a.mode == "colocated"), None),
+                             model=model, options=options, out_dir=out_dir, started=started)
     env = runner.lab_environment([model], per_app=runner.engines_per_app(rendered_args))
     common = {
         "schema": RESULT_SCHEMA,
@@ -332,10 +386,6 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
         "environment": env, "load": asdict(options.load), "sequence": list(kinds),
     }
     documents: dict[str, dict[str, Any]] = {}
-
-    def log(message: str) -> None:
-        runner._log(message, started)
-
     ray_address = os.environ.get("RAY_ADDRESS")
     _ray_init(fake_engines, env)
     from ray import serve
@@ -348,43 +398,57 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
             results = runner.Results(out_dir / f"{kind}-result.json", {
                 **common, "kind": kind, "ready": ready,
                 "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
-            data = documents[kind] = results.data
-            kind_started = time.perf_counter()
-            try:
-                if not all("ready_after_s" in entry for entry in ready.values()):
-                    data["verdict"] = {"passed": False, "why": "apps not ready"}
-                    continue
-                log(f"{kind}: start")
-                if kind == "bench-compare":
-                    _bench_compare(pd, model, options, out_dir, data)
-                elif kind == "bad-requests":
-                    _bad_requests(pd, options, data)
-                elif kind == "soak":
-                    _soak(pd, model, options, data, started)
-                elif kind == "scaling":
-                    _scaling(pd, model, options, data, log)
-                else:
-                    assert colocated is not None
-                    _faults(pd, colocated, model, options, data, results.save, log)
-                log(f"{kind}: {'passed' if data['verdict'].get('passed') else 'FAILED'}")
-            except Exception as error:  # one kind's crash must not cost the kinds after it their run
-                data["verdict"] = {"passed": False, "error": f"{type(error).__name__}: {error}"}
-                log(f"{kind}: FAILED with {type(error).__name__}: {error}")
-            finally:
-                data["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-                data["wall_s"] = round(time.perf_counter() - kind_started, 1)
-                results.save()
+            documents[kind] = results.data
+            _run_kind(kind, deployment, ready, results)
         return documents
     finally:
-        runner.write_log_excerpt(runner.ray_log_dir(), out_dir / "resilience-ray-log-excerpt.txt")
-        import ray
+        _shut_down(deployment, ray_address)
 
-        try:
-            serve.shutdown()
-        finally:
-            ray.shutdown()
-            if ray_address is None:
-                os.environ.pop("RAY_ADDRESS", None)
-            else:
-                os.environ["RAY_ADDRESS"] = ray_address
-        log("shut down")
+
+def _run_kind(kind: str, deployment: _Deployment, ready: dict[str, dict[str, Any]], results: runner.Results) -> None:
+    """One kind on the deployment, its document saved however it ends: a kind that crashes is failed
+    with its error, and the kinds after it still run."""
+    data, log = results.data, deployment.log
+    kind_started = time.perf_counter()
+    try:
+        if not all("ready_after_s" in entry for entry in ready.values()):
+            data["verdict"] = {"passed": False, "why": "apps not ready"}
+            return
+        log(f"{kind}: start")
+        pd, model, options = deployment.pd, deployment.model, deployment.options
+        if kind == "bench-compare":
+            _bench_compare(pd, model, options, deployment.out_dir, data)
+        elif kind == "bad-requests":
+            _bad_requests(pd, options, data)
+        elif kind == "soak":
+            _soak(pd, model, options, data, deployment.started)
+        elif kind == "scaling":
+            _scaling(pd, model, options, data, log)
+        else:
+            assert deployment.colocated is not None
+            _faults(pd, deployment.colocated, model, options, data, results.save, log)
+        log(f"{kind}: {'passed' if data['verdict'].get('passed') else 'FAILED'}")
+    except Exception as error:  # one kind's crash must not cost the kinds after it their run
+        data["verdict"] = {"passed": False, "error": f"{type(error).__name__}: {error}"}
+        log(f"{kind}: FAILED with {type(error).__name__}: {error}")
+    finally:
+        data["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+        data["wall_s"] = round(time.perf_counter() - kind_started, 1)
+        results.save()
+
+
+def _shut_down(deployment: _Deployment, ray_address: str | None) -> None:
+    """Ray's log excerpt written, Serve and Ray shut down, RAY_ADDRESS as it was before the run."""
+    runner.write_log_excerpt(runner.ray_log_dir(), deployment.out_dir / "resilience-ray-log-excerpt.txt")
+    import ray
+    from ray import serve
+
+    try:
+        serve.shutdown()
+    finally:
+        ray.shutdown()
+        if ray_address is None:
+            os.environ.pop("RAY_ADDRESS", None)
+        else:
+            os.environ["RAY_ADDRESS"] = ray_address
+    deployment.log("shut down")

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import json
 import os
 import platform
 import re
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -230,45 +231,57 @@ def lab_apps(rendered_args: dict[str, Any], models: list[LabModel], *,
         raise ConfigError("gpus", gpus, "1 when a phase may run more than one replica",
                           "the staged multi-GPU lab gives a PD app exactly two GPUs")
     per_gpu, per_host = engines_on_gpu(models, gpus, variants, per_app), engines_on_host(models, variants, per_app)
+    slots = itertools.count()
+
+    def overlay_for(model: LabModel, replicas: int) -> LabOverlay:
+        return LabOverlay(model_path=model.path, engines_on_gpu=per_gpu, engine_slot=next(slots),
+                          kv_cache_memory_bytes=kv_cache_memory_bytes, seed=seed,
+                          dummy_weights=model.dummy_weights, engines_on_host=per_host, replicas=replicas,
+                          budget_utilization=budget_utilization,
+                          kernel_kwargs=tuple(L4_KERNEL_KWARGS.items()) if model.hybrid else ())
+
     apps: list[LabApp] = []
-    slot = 0
-
-    def overlay_for(model: LabModel, replicas: int = 1) -> LabOverlay:
-        nonlocal slot
-        overlay = LabOverlay(model_path=model.path, engines_on_gpu=per_gpu, engine_slot=slot,
-                             kv_cache_memory_bytes=kv_cache_memory_bytes, seed=seed,
-                             dummy_weights=model.dummy_weights, engines_on_host=per_host, replicas=replicas,
-                             budget_utilization=budget_utilization,
-                             kernel_kwargs=tuple(L4_KERNEL_KWARGS.items()) if model.hybrid else ())
-        slot += 1
-        return overlay
-
     for model in models:
         for variant in _variants(variants):
-            suffix = f"-{variant.name}" if variant.name else ""
-            route = f"/{variant.name}" if variant.name else ""
-            changed = variant_values(variant)
             if "pd" in variant.modes:
-                pd_args = copy.deepcopy(rendered_args)
-                overlays = {}
-                for role in ("prefill_config", "decode_config"):
-                    overlay = overlay_for(model, most_replicas(rendered_args[role]))
-                    phase = apply_variant(rendered_args[role], variant)
-                    overlays[role] = {**changed, **overlay_values(phase, overlay)}
-                    pd_args[role] = apply_lab_overlay(phase, overlay)
-                apps.append(LabApp(f"{model.key}-pd{suffix}", model, "pd", f"/{model.key}/pd{route}", pd_args,
-                                   overlays, variant))
+                apps.append(_pd_app(rendered_args, model, variant, overlay_for))
             if "colocated" in variant.modes:
-                baseline = apply_variant(colocated_config(rendered_args["decode_config"]), variant)
-                overlay = overlay_for(model, most_replicas(baseline))
-                colocated_args: dict[str, Any] = {"llm_configs": [apply_lab_overlay(baseline, overlay)]}
-                if "ingress_deployment_config" in rendered_args:
-                    colocated_args["ingress_deployment_config"] = copy.deepcopy(
-                        rendered_args["ingress_deployment_config"])
-                apps.append(LabApp(f"{model.key}-colocated{suffix}", model, "colocated",
-                                   f"/{model.key}/colocated{route}", colocated_args,
-                                   {"llm_configs[0]": {**changed, **overlay_values(baseline, overlay)}}, variant))
+                apps.append(_colocated_app(rendered_args, model, variant, overlay_for))
     return apps
+
+
+def _app_name_and_route(model: LabModel, mode: Mode, variant: Variant) -> tuple[str, str]:
+    """`<model>-<mode>[-<variant>]` served at `/<model>/<mode>[/<variant>]`."""
+    suffix = f"-{variant.name}" if variant.name else ""
+    route = f"/{variant.name}" if variant.name else ""
+    return f"{model.key}-{mode}{suffix}", f"/{model.key}/{mode}{route}"
+
+
+def _pd_app(rendered_args: dict[str, Any], model: LabModel, variant: Variant,
+            overlay_for: Callable[[LabModel, int], LabOverlay]) -> LabApp:
+    """The PD app: the variant's keys, then the overlay, on each phase's rendered config."""
+    pd_args = copy.deepcopy(rendered_args)
+    overlays = {}
+    for role in ("prefill_config", "decode_config"):
+        overlay = overlay_for(model, most_replicas(rendered_args[role]))
+        phase = apply_variant(rendered_args[role], variant)
+        overlays[role] = {**variant_values(variant), **overlay_values(phase, overlay)}
+        pd_args[role] = apply_lab_overlay(phase, overlay)
+    name, route_prefix = _app_name_and_route(model, "pd", variant)
+    return LabApp(name, model, "pd", route_prefix, pd_args, overlays, variant)
+
+
+def _colocated_app(rendered_args: dict[str, Any], model: LabModel, variant: Variant,
+                   overlay_for: Callable[[LabModel, int], LabOverlay]) -> LabApp:
+    """The colocated baseline, made from decode's config: the variant's keys, then the overlay."""
+    baseline = apply_variant(colocated_config(rendered_args["decode_config"]), variant)
+    overlay = overlay_for(model, most_replicas(baseline))
+    colocated_args: dict[str, Any] = {"llm_configs": [apply_lab_overlay(baseline, overlay)]}
+    if "ingress_deployment_config" in rendered_args:
+        colocated_args["ingress_deployment_config"] = copy.deepcopy(rendered_args["ingress_deployment_config"])
+    name, route_prefix = _app_name_and_route(model, "colocated", variant)
+    return LabApp(name, model, "colocated", route_prefix, colocated_args,
+                  {"llm_configs[0]": {**variant_values(variant), **overlay_values(baseline, overlay)}}, variant)
 
 
 def cpus_wanted(apps: list[LabApp]) -> int:
@@ -693,23 +706,54 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
             if a.mode in modes]
     stages = lab_stages(apps, gpus)
     per_app = engines_per_app(rendered_args)
-    env = lab_environment(models, gpus, variants, per_app)
+    env = _run_environment(lab_environment(models, gpus, variants, per_app), spec, serve_haproxy, extra_env)
+    topology = {"gpus": gpus, "engines_on_gpu": engines_on_gpu(models, gpus, variants, per_app),
+                "http_front": "haproxy" if serve_haproxy else "serve proxy", "modes": list(modes),
+                "stages": [[a.name for a in stage] for stage in stages]}
+    results = Results(out_dir / "lab-result.json",
+                      _results_document(rendered_args, source, models, apps, spec, topology, env))
+    run = _LabRun(results, spec, out_dir, started, deadline_s)
+    _start_ray(env, serve_haproxy)
+    greedy: dict[str, list[dict[str, Any]]] = run.data.setdefault("greedy_outputs", {})
+    from ray import serve
+
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})
+        run.data["checks"]["endpoints"] = {}
+        for number, stage in enumerate(stages, start=1):
+            _run_stage(run, number, stage, len(stages), greedy, ready_timeout_s)
+        _compare_greedy(run, models, variants, modes, greedy)
+        results.save()
+        if "pd" in modes:  # a colocated-only run has no KV transfer to prove
+            _collect_evidence(run.data, apps, started)
+            results.save()
+    finally:
+        _finish(run)
+    return run.data
+
+
+def _run_environment(lab_env: dict[str, str], spec: Workload, serve_haproxy: bool,
+                     extra_env: dict[str, str] | None) -> dict[str, str]:
+    """The lab's environment for Ray and the engines, with what the workload and the options add."""
+    env = lab_env
     if spec.metrics_window_concurrency is not None:  # export often enough for a window of seconds
         env = {**env, "RAY_metrics_report_interval_ms": METRICS_REPORT_INTERVAL_MS}
     if serve_haproxy:
         env = {**env, **HAPROXY_ENV}
-    env = {**env, **(extra_env or {})}
-    results = Results(out_dir / "lab-result.json", {
+    return {**env, **(extra_env or {})}
+
+
+def _results_document(rendered_args: dict[str, Any], source: str, models: list[LabModel], apps: list[LabApp],
+                      spec: Workload, topology: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    """The results document before anything runs: the host, the stack, the apps and the workload."""
+    return {
         "schema": RESULT_SCHEMA,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": {"gpu": _gpu(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "versions": _versions(),
         "provenance": provenance(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
-        "topology": {"gpus": gpus, "engines_on_gpu": engines_on_gpu(models, gpus, variants, per_app),
-                     "http_front": "haproxy" if serve_haproxy else "serve proxy",
-                     "modes": list(modes),
-                     "stages": [[a.name for a in stage] for stage in stages]},
+        "topology": topology,
         "environment": env,
         "models": {m.key: {"path": m.path, "dummy_weights": m.dummy_weights, "timed": m.timed, "card": m.card}
                    for m in models},
@@ -721,123 +765,161 @@ def run_lab(*, rendered_args: dict[str, Any], source: str, models: list[LabModel
         "interference": [],
         "open_loop": [],
         "not_done": [],
-    })
-    data = results.data
-    checks = data["checks"]
+    }
 
-    def time_left() -> float:
-        return deadline_s - (time.perf_counter() - started)
 
+@dataclass
+class _LabRun:
+    """One run's results document, workload, results folder and clock: what each of its stages uses."""
+
+    results: Results
+    spec: Workload
+    out_dir: Path
+    started: float
+    deadline_s: float
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.results.data
+
+    def time_left(self) -> float:
+        return self.deadline_s - (time.perf_counter() - self.started)
+
+
+def _start_ray(env: dict[str, str], serve_haproxy: bool) -> None:
+    """Ray in this process, the run's environment set first (Ray reads Serve's HAProxy flag on import)."""
     os.environ.update(env)
     import ray
-    from ray import serve
     from ray.serve._private import constants as serve_constants
 
     if serve_haproxy and not getattr(serve_constants, HA_PROXY_ENV, False):
         raise ConfigError("--serve-haproxy", True, "a Ray with Serve's HAProxy mode, imported after the flag is set",
                           f"Ray {ray.__version__} in this process has it off")
-
     ray.init(_metrics_export_port=METRICS_PORT, log_to_driver=False, resources=phase_resources())
-    greedy: dict[str, list[dict[str, Any]]] = data.setdefault("greedy_outputs", {})
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})
-        checks["endpoints"] = {}
-        for number, stage in enumerate(stages, start=1):
-            names = [a.name for a in stage]
-            if time_left() < MIN_STAGE_S:
-                data["not_done"].append(f"stage {number} {names}: out of time, not deployed")
-                for name in names:
-                    checks["endpoints"][name] = {"answers": False, "why": "not deployed: out of time"}
-                results.save()
-                continue
-            wanted = cpus_wanted(stage)
-            if wanted > (os.cpu_count() or 0):
-                data["topology"].setdefault("warnings", []).append(
-                    f"stage {number} wants about {wanted} Ray CPUs, the host has {os.cpu_count()}")
-                _log(f"warning: stage {number} wants about {wanted} Ray CPUs, the host has {os.cpu_count()}: "
-                     "an app's ingress may never be scheduled", started)
-            _log(f"stage {number}/{len(stages)}: deploying {names} "
-                 f"({engines_on_gpu(models, gpus, variants, per_app)} engine(s) per GPU)", started)
-            stage_started = time.perf_counter()
-            _deploy(stage)
-            state = _wait_ready(stage, min(ready_timeout_s, time_left() - 60), started)
-            for name, entry in state.items():
-                data["apps"][name].update(entry, stage=number)
-            results.save()
-            ready = [a for a in stage if "ready_after_s" in data["apps"][a.name]]
-            for app in stage:
-                if app in ready:
-                    checks["endpoints"][app.name] = asyncio.run(_endpoint_checks(app))
-                    _log(f"{app.name}: answers={checks['endpoints'][app.name]['answers']}", started)
-                else:
-                    checks["endpoints"][app.name] = {"answers": False, "why": data["apps"][app.name]}
-            results.save()
-            _record_deployments(ready, data)
-            for app in ready:
-                _prepare_app(app, spec, data, greedy)
-                results.save()
-            for repeat in range(1, spec.repeats + 1):  # pass by pass, so a run cut short loses whole passes
-                for app in ready:
-                    _time_pass(app, spec, data, repeat, time_left, started)
-                    results.save()
-            for app in ready:
-                _interference_pass(app, spec, data, time_left, started)
-                results.save()
-            for app in ready:
-                _open_loop_pass(app, spec, data, time_left, started)
-                results.save()
-                if spec.side_by_side and app.mode == "pd" and app.model.timed:
-                    _side_by_side(app, spec, data, out_dir, time_left, started)
-                    results.save()
-            if any(a.mode == "pd" for a in ready):
-                # Before tear-down: the engines' counters go with them.
-                checks.setdefault("nixl_metrics_by_stage", {})["+".join(a.name for a in ready)] = snapshot = (
-                    _nixl_metrics(attempts=3 if len(stages) == 1 else 2))
-                checks["nixl_metrics"] = snapshot
-                raw = snapshot.pop("raw", "")
-                if raw and not raw.startswith("# scrape failed"):
-                    name = "metrics-exposition.prom" if number == 1 else f"metrics-exposition-stage{number}.prom"
-                    write_metrics_exposition(out_dir / name, raw, data, [a.name for a in ready])
-                results.save()
-            if number < len(stages):  # the last stage goes with serve.shutdown
-                data["topology"].setdefault("stage_log", []).append(
-                    {"stage": number, "apps": names, "wall_s": round(time.perf_counter() - stage_started, 1),
-                     **_tear_down(stage, started)})
-                results.save()
 
-        for model in models:
-            if not model.compare_outputs:
-                continue
-            for variant in _variants(variants):
-                if not {"pd", "colocated"} <= set(variant.modes):
-                    continue
-                suffix = f"-{variant.name}" if variant.name else ""
-                key = f"{model.key}{suffix}"
-                pd, colocated = f"{model.key}-pd{suffix}", f"{model.key}-colocated{suffix}"
-                if pd in greedy and colocated in greedy:
-                    result = compare_greedy_outputs(greedy[colocated], greedy[pd], spec)
-                    checks.setdefault("greedy_equivalence", {})[key] = result
-                    _log(f"{key}: greedy PD == colocated: passed={result.get('passed')} "
-                         f"clear={result.get('clear_positions_compared')} "
-                         f"near_ties={result.get('near_tie_positions')}", started)
-                elif {"pd", "colocated"} <= set(modes):
-                    data["not_done"].append(f"{key}: greedy comparison (an app was not measured)")
+
+def _run_stage(run: _LabRun, number: int, stage: list[LabApp], stages: int,
+               greedy: dict[str, list[dict[str, Any]]], ready_timeout_s: float) -> None:
+    """Deploy one stage's apps, check and measure those that became ready, then tear them down unless last."""
+    data, checks, names = run.data, run.data["checks"], [a.name for a in stage]
+    if run.time_left() < MIN_STAGE_S:
+        data["not_done"].append(f"stage {number} {names}: out of time, not deployed")
+        for name in names:
+            checks["endpoints"][name] = {"answers": False, "why": "not deployed: out of time"}
+        run.results.save()
+        return
+    wanted = cpus_wanted(stage)
+    if wanted > (os.cpu_count() or 0):
+        data["topology"].setdefault("warnings", []).append(
+            f"stage {number} wants about {wanted} Ray CPUs, the host has {os.cpu_count()}")
+        _log(f"warning: stage {number} wants about {wanted} Ray CPUs, the host has {os.cpu_count()}: "
+             "an app's ingress may never be scheduled", run.started)
+    _log(f"stage {number}/{stages}: deploying {names} "
+         f"({data['topology']['engines_on_gpu']} engine(s) per GPU)", run.started)
+    stage_started = time.perf_counter()
+    ready = _deploy_and_check(run, number, stage, ready_timeout_s)
+    _measure_stage(run, ready, greedy)
+    if any(a.mode == "pd" for a in ready):
+        _keep_nixl_metrics(run, number, ready, attempts=3 if stages == 1 else 2)
+    if number < stages:  # the last stage goes with serve.shutdown
+        data["topology"].setdefault("stage_log", []).append(
+            {"stage": number, "apps": names, "wall_s": round(time.perf_counter() - stage_started, 1),
+             **_tear_down(stage, run.started)})
+        run.results.save()
+
+
+def _deploy_and_check(run: _LabRun, number: int, stage: list[LabApp], ready_timeout_s: float) -> list[LabApp]:
+    """Deploy the stage, wait for its apps, check each ready app's endpoints; returns the ready apps."""
+    data, endpoints = run.data, run.data["checks"]["endpoints"]
+    _deploy(stage)
+    state = _wait_ready(stage, min(ready_timeout_s, run.time_left() - 60), run.started)
+    for name, entry in state.items():
+        data["apps"][name].update(entry, stage=number)
+    run.results.save()
+    ready = [a for a in stage if "ready_after_s" in data["apps"][a.name]]
+    for app in stage:
+        if app in ready:
+            endpoints[app.name] = asyncio.run(_endpoint_checks(app))
+            _log(f"{app.name}: answers={endpoints[app.name]['answers']}", run.started)
+        else:
+            endpoints[app.name] = {"answers": False, "why": data["apps"][app.name]}
+    run.results.save()
+    _record_deployments(ready, data)
+    return ready
+
+
+def _measure_stage(run: _LabRun, ready: list[LabApp], greedy: dict[str, list[dict[str, Any]]]) -> None:
+    """Warm-up and greedy outputs, the timed passes, the interference and open-loop loads, the side-by-side."""
+    spec, data, results = run.spec, run.data, run.results
+    for app in ready:
+        _prepare_app(app, spec, data, greedy)
         results.save()
-        if "pd" in modes:  # a colocated-only run has no KV transfer to prove
-            _collect_evidence(data, apps, started)
+    for repeat in range(1, spec.repeats + 1):  # pass by pass, so a run cut short loses whole passes
+        for app in ready:
+            _time_pass(app, spec, data, repeat, run.time_left, run.started)
             results.save()
-    finally:
-        checks["verdict"] = verdict(data)
-        data["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-        data["wall_s"] = round(time.perf_counter() - started, 1)
+    for app in ready:
+        _interference_pass(app, spec, data, run.time_left, run.started)
         results.save()
-        write_log_excerpt(ray_log_dir(), out_dir / "ray-log-excerpt.txt")
-        try:
-            serve.shutdown()
-        finally:
-            ray.shutdown()
-        _log("shut down", started)
-    return data
+    for app in ready:
+        _open_loop_pass(app, spec, data, run.time_left, run.started)
+        results.save()
+        if spec.side_by_side and app.mode == "pd" and app.model.timed:
+            _side_by_side(app, spec, data, run.out_dir, run.time_left, run.started)
+            results.save()
+
+
+def _keep_nixl_metrics(run: _LabRun, number: int, ready: list[LabApp], attempts: int) -> None:
+    """The NIXL counters and Ray's metrics exposition, before tear-down: the engines' counters go with them."""
+    checks = run.data["checks"]
+    checks.setdefault("nixl_metrics_by_stage", {})["+".join(a.name for a in ready)] = snapshot = (
+        _nixl_metrics(attempts=attempts))
+    checks["nixl_metrics"] = snapshot
+    raw = snapshot.pop("raw", "")
+    if raw and not raw.startswith("# scrape failed"):
+        name = "metrics-exposition.prom" if number == 1 else f"metrics-exposition-stage{number}.prom"
+        write_metrics_exposition(run.out_dir / name, raw, run.data, [a.name for a in ready])
+    run.results.save()
+
+
+def _compare_greedy(run: _LabRun, models: list[LabModel], variants: tuple[Variant, ...], modes: tuple[Mode, ...],
+                    greedy: dict[str, list[dict[str, Any]]]) -> None:
+    """Greedy PD == colocated for each compared model and variant that ran both apps."""
+    for model in models:
+        if not model.compare_outputs:
+            continue
+        for variant in _variants(variants):
+            if not {"pd", "colocated"} <= set(variant.modes):
+                continue
+            suffix = f"-{variant.name}" if variant.name else ""
+            key = f"{model.key}{suffix}"
+            pd, colocated = f"{model.key}-pd{suffix}", f"{model.key}-colocated{suffix}"
+            if pd in greedy and colocated in greedy:
+                result = compare_greedy_outputs(greedy[colocated], greedy[pd], run.spec)
+                run.data["checks"].setdefault("greedy_equivalence", {})[key] = result
+                _log(f"{key}: greedy PD == colocated: passed={result.get('passed')} "
+                     f"clear={result.get('clear_positions_compared')} "
+                     f"near_ties={result.get('near_tie_positions')}", run.started)
+            elif {"pd", "colocated"} <= set(modes):
+                run.data["not_done"].append(f"{key}: greedy comparison (an app was not measured)")
+
+
+def _finish(run: _LabRun) -> None:
+    """The verdict and the run's wall time saved, Ray's log excerpt written, Serve and Ray shut down."""
+    import ray
+    from ray import serve
+
+    data = run.data
+    data["checks"]["verdict"] = verdict(data)
+    data["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    data["wall_s"] = round(time.perf_counter() - run.started, 1)
+    run.results.save()
+    write_log_excerpt(ray_log_dir(), run.out_dir / "ray-log-excerpt.txt")
+    try:
+        serve.shutdown()
+    finally:
+        ray.shutdown()
+    _log("shut down", run.started)
 
 
 def _prepare_app(app: LabApp, spec: Workload, data: dict[str, Any],

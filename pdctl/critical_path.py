@@ -67,85 +67,99 @@ def _later(t: float, than: float) -> bool:
     return t > than + 1e-9
 
 
+class _Schedule:
+    """When each resource starts and is done as the engine orders creates, computed on demand, and what
+    set each time: the dependency that finished last before a start, the child that finished last in a
+    component (to walk the chain back from the last resource done)."""
+
+    def __init__(self, by_urn: dict[str, GraphResource], durations: dict[str, CreateDuration]) -> None:
+        self.by_urn, self.durations = by_urn, durations
+        self.children: dict[str, list[str]] = {urn: [] for urn in by_urn}
+        for r in by_urn.values():
+            if r.parent in by_urn:
+                self.children[r.parent].append(r.urn)
+        self.start: dict[str, float] = {}
+        self.done: dict[str, float] = {}
+        self.start_cause: dict[str, str | None] = {}
+        self.done_cause: dict[str, str | None] = {}
+        self._visiting: set[str] = set()
+        self._finishing: set[str] = set()
+
+    def start_of(self, urn: str) -> float:
+        if urn in self.start:
+            return self.start[urn]
+        if urn in self._visiting:
+            raise ValueError(f"dependency cycle through {urn}")
+        self._visiting.add(urn)
+        r = self.by_urn[urn]
+        best, cause = 0.0, None
+        for dep in sorted(r.dependencies):
+            if dep in self.by_urn and dep != r.parent:
+                t = self.done_of(dep)
+                if _later(t, best):
+                    best, cause = t, dep
+        self._visiting.discard(urn)
+        self.start[urn], self.start_cause[urn] = best, cause
+        return best
+
+    def done_of(self, urn: str) -> float:
+        if urn in self.done:
+            return self.done[urn]
+        if urn in self._finishing:
+            raise ValueError(f"dependency cycle through {urn}")
+        self._finishing.add(urn)
+        best, cause = self.start_of(urn) + self.durations[urn].minutes, None
+        for child in sorted(self.children[urn]):
+            t = self.done_of(child)
+            if _later(t, best):
+                best, cause = t, child
+        self._finishing.discard(urn)
+        self.done[urn], self.done_cause[urn] = best, cause
+        return best
+
+    def last_done(self) -> str:
+        """The resource done last (of equal times, the first in sorted order), every time computed on the way."""
+        last = min(self.by_urn)
+        for urn in sorted(self.by_urn):
+            finished = self.done_of(urn)
+            if _later(finished, self.done[last]):
+                last = urn
+        return last
+
+    def chain_to(self, last: str) -> list[str]:
+        """The resources whose create times add up to `last`'s done time, from `last` back to the first."""
+        chain: list[str] = []
+        cursor: str | None = last
+        while cursor is not None:
+            child = self.done_cause[cursor]
+            if child is not None:  # a component: its time is its slowest child's
+                cursor = child
+                continue
+            chain.append(cursor)
+            cursor = self.start_cause[cursor]
+        return chain
+
+
 def critical_path(resources: Iterable[GraphResource],
                   overrides: Mapping[str, CreateDuration] | None = None) -> CriticalPath:
     """`overrides`: create times by resource type that the stack's own settings decide (the
     RayService's, from its cold-start path), in place of facts.durations' generic ones."""
     by_urn = {r.urn: r for r in resources}
-    children: dict[str, list[str]] = {urn: [] for urn in by_urn}
-    for r in by_urn.values():
-        if r.parent in by_urn:
-            children[r.parent].append(r.urn)
-
+    if not by_urn:
+        return CriticalPath(steps=[], minutes=0.0, sequential_minutes=0.0, finished_at={})
     durations = {
         urn: (overrides or {}).get(r.type) or create_duration(r.type, custom=r.custom) for urn, r in by_urn.items()
     }
-    start: dict[str, float] = {}
-    done: dict[str, float] = {}
-    # What set each resource's start/done time, to walk the chain back from the last one.
-    start_cause: dict[str, str | None] = {}
-    done_cause: dict[str, str | None] = {}
-    visiting: set[str] = set()
-    finishing: set[str] = set()
-
-    def start_of(urn: str) -> float:
-        if urn in start:
-            return start[urn]
-        if urn in visiting:
-            raise ValueError(f"dependency cycle through {urn}")
-        visiting.add(urn)
-        r = by_urn[urn]
-        best, cause = 0.0, None
-        for dep in sorted(r.dependencies):
-            if dep in by_urn and dep != r.parent:
-                t = done_of(dep)
-                if _later(t, best):
-                    best, cause = t, dep
-        visiting.discard(urn)
-        start[urn], start_cause[urn] = best, cause
-        return best
-
-    def done_of(urn: str) -> float:
-        if urn in done:
-            return done[urn]
-        if urn in finishing:
-            raise ValueError(f"dependency cycle through {urn}")
-        finishing.add(urn)
-        best, cause = start_of(urn) + durations[urn].minutes, None
-        for child in sorted(children[urn]):
-            t = done_of(child)
-            if _later(t, best):
-                best, cause = t, child
-        finishing.discard(urn)
-        done[urn], done_cause[urn] = best, cause
-        return best
-
-    if not by_urn:
-        return CriticalPath(steps=[], minutes=0.0, sequential_minutes=0.0, finished_at={})
-    last = min(by_urn)  # the first in sorted order, which wins ties
-    for urn in sorted(by_urn):
-        finished = done_of(urn)
-        if _later(finished, done[last]):
-            last = urn
-
-    chain: list[str] = []
-    cursor: str | None = last
-    while cursor is not None:
-        child = done_cause[cursor]
-        if child is not None:  # a component: its time is its slowest child's
-            cursor = child
-            continue
-        chain.append(cursor)
-        cursor = start_cause[cursor]
-
+    schedule = _Schedule(by_urn, durations)
+    last = schedule.last_done()
     steps = [
         PathStep(urn=u, type=by_urn[u].type, name=by_urn[u].name, minutes=durations[u].minutes,
-                 starts_at=start[u], source=durations[u].source)
-        for u in reversed(chain) if durations[u].minutes > 0
+                 starts_at=schedule.start[u], source=durations[u].source)
+        for u in reversed(schedule.chain_to(last)) if durations[u].minutes > 0
     ]
     return CriticalPath(
         steps=steps,
-        minutes=done[last],
+        minutes=schedule.done[last],
         sequential_minutes=sum(d.minutes for d in durations.values()),
-        finished_at=done,
+        finished_at=schedule.done,
     )

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 import sys
 import tomllib
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -25,6 +28,10 @@ from pdctl import version
 
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+LAB_PYPROJECT = tomllib.loads((REPO / "lab" / "pyproject.toml").read_text())
+# The lab's package and subpackages: its folders holding an __init__.py (lab/results holds no code).
+LAB_PACKAGES = sorted(".".join(("lab", *init.parent.relative_to(REPO / "lab").parts))
+                      for init in (REPO / "lab").rglob("__init__.py"))
 # Imported by pdctl only to catch the errors the kubernetes client raises, which brings it.
 TRANSITIVE = {"urllib3": "kubernetes"}
 
@@ -138,9 +145,33 @@ def test_the_products_wheel_holds_no_lab_and_the_lab_is_a_project_of_its_own():
     shipped = find_packages(where=str(REPO / find["where"][0]), include=find["include"])
     assert "pdctl" in shipped and "facts" in shipped  # the finder does find the product
     assert not [name for name in shipped if name.split(".")[0] in {"lab", "tests"}], shipped
-    lab = tomllib.loads((REPO / "lab" / "pyproject.toml").read_text())
-    assert lab["tool"]["setuptools"]["packages"] == ["lab"]
-    assert PYPROJECT["project"]["name"] in lab["project"]["dependencies"]
+    assert PYPROJECT["project"]["name"] in LAB_PYPROJECT["project"]["dependencies"]
+
+
+def test_the_lab_project_lists_every_lab_package():
+    # Its package-dir mapping (lab = ".") finds no subpackage by itself: one left out is missing
+    # from `pip install ./lab`, and `python -m lab` fails there on its first import.
+    assert "lab.commands" in LAB_PACKAGES
+    assert sorted(LAB_PYPROJECT["tool"]["setuptools"]["packages"]) == LAB_PACKAGES
+
+
+@pytest.mark.slow
+def test_the_labs_wheel_holds_every_lab_module_and_nothing_of_the_product(tmp_path):
+    """The wheel `pip install ./lab` installs, built from a copy of lab/ (a build writes into its source).
+    The lab opens no file of its own at run time (packages.txt and the shell scripts are used from the
+    checkout on the GPU host), so its wheel is its modules."""
+    source = tmp_path / "lab"
+    shutil.copytree(REPO / "lab", source, ignore=shutil.ignore_patterns("results", "__pycache__", "build",
+                                                                        "*.egg-info"))
+    modules = {f"lab/{path.relative_to(source).as_posix()}" for path in source.rglob("*.py")}
+    assert "lab/commands/run.py" in modules and "lab/__main__.py" in modules
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                    "--wheel-dir", str(tmp_path / "wheels"), str(source)], check=True)
+    [wheel] = (tmp_path / "wheels").glob("eks_pd_llm_lab-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/")[0] for name in names if ".dist-info/" not in name}
+    assert top == {"lab"}, top
+    assert set(names) - {name for name in names if ".dist-info/" in name} == modules
 
 
 def test_version_falls_back_to_pyproject_in_an_uninstalled_checkout(monkeypatch):

@@ -57,23 +57,30 @@ def seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000
 
 
+# The options that take more than a line to declare.
+CONCURRENCY_OPTION = typer.Option(
+    None, "--concurrency", "-c", min=1,
+    help="Closed loop: requests in flight (default 4). With --rate: a cap on requests in flight.")
+RATE_OPTION = typer.Option(
+    None, "--rate", help="Open loop: requests per second; a comma-separated list is a sweep (1,2,4,8).")
+TOKENIZER_OPTION = typer.Option(
+    None, help="Hugging Face id or directory of the model's tokenizer, read from the local cache "
+               "(default: the stack's tokenizerSource output). Without one, prompts are words.")
+WARMUP_OPTION = typer.Option(
+    None, min=0, help="Untimed requests, all at once, before timing (default: the concurrency, or 8).")
+IN_CLUSTER_OPTION = typer.Option(
+    False, "--in-cluster", help="Run the benchmark as a Kubernetes Job next to the endpoint (no port-forward).")
+
+
 def bench(
     base_url: str | None = BASE_URL_OPTION, model: str | None = MODEL_OPTION,
     stack: str | None = PULUMI_STACK_OPTION, from_file: Path | None = OUTPUTS_FILE_OPTION,
     requests: int = typer.Option(32, "--requests", min=1, help="Timed requests per run."),
-    concurrency: int | None = typer.Option(
-        None, "--concurrency", "-c", min=1,
-        help="Closed loop: requests in flight (default 4). With --rate: a cap on requests in flight."),
-    rate: str | None = typer.Option(
-        None, "--rate", help="Open loop: requests per second; a comma-separated list is a sweep (1,2,4,8)."),
+    concurrency: int | None = CONCURRENCY_OPTION, rate: str | None = RATE_OPTION,
     arrival: Arrival = typer.Option(Arrival.poisson, "--arrival", help="Open-loop arrivals."),
     input_tokens: int = typer.Option(512, min=1, help="Prompt length in the model's tokenizer."),
     output_tokens: int = typer.Option(128, min=1),
-    tokenizer: str | None = typer.Option(
-        None, help="Hugging Face id or directory of the model's tokenizer, read from the local cache "
-                   "(default: the stack's tokenizerSource output). Without one, prompts are words."),
-    warmup: int | None = typer.Option(
-        None, min=0, help="Untimed requests, all at once, before timing (default: the concurrency, or 8)."),
+    tokenizer: str | None = TOKENIZER_OPTION, warmup: int | None = WARMUP_OPTION,
     ignore_eos: bool = typer.Option(True, help="Ask vLLM to always produce --output-tokens tokens."),
     seed: int | None = typer.Option(None, help="Prompt/arrival seed (default: a fresh one, recorded)."),
     slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", min=0, help="Goodput objective."),
@@ -82,8 +89,7 @@ def bench(
     timeout: float = typer.Option(600.0, help="Seconds per request."),
     json_out: Path | None = typer.Option(None, "--json-out", help="Also write the result JSON here."),
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o"),
-    in_cluster: bool = typer.Option(
-        False, "--in-cluster", help="Run the benchmark as a Kubernetes Job next to the endpoint (no port-forward)."),
+    in_cluster: bool = IN_CLUSTER_OPTION,
     namespace: str | None = NAMESPACE_OPTION, name: str | None = NAME_OPTION,
     kubeconfig: Path | None = KUBECONFIG_OPTION, context: str | None = CONTEXT_OPTION,
     job_timeout: int = typer.Option(1800, min=60, help="--in-cluster: seconds the Job may run."),
@@ -94,24 +100,16 @@ def bench(
 
     Closed loop (--concurrency) or open loop (--rate, Poisson or constant; several rates sweep).
     Prints the ITL caveat: Ray Serve LLM streams in flushes (streamBatchingIntervalMs, default 50 ms)."""
-    from measure.latency import Slo
-    from pdctl.bench import BenchSpec, BenchTarget, fresh_seed
+    from pdctl.bench import BenchTarget
 
     outputs = stack_outputs(stack, from_file) if (stack or from_file) else {}
     model = model or outputs.get(endpoint.OUTPUT_MODEL_ID)
     if not model and not in_cluster:  # in the cluster, the stack outputs `--in-cluster` reads name it
         raise fail("which model? pass --model, set OPENAI_MODEL (pdctl client-config --env), or --from-file/--stack", 2)
     tokenizer = tokenizer or outputs.get(endpoint.OUTPUT_TOKENIZER)
-    rates = parse_rates(rate)
-    run_seed = seed if seed is not None else fresh_seed()  # one per invocation: a sweep shares it
-    try:
-        specs = [BenchSpec(requests=requests, input_tokens=input_tokens, output_tokens=output_tokens,
-                           concurrency=concurrency if (concurrency or r is not None) else 4, rate=r,
-                           arrival=arrival.value, warmup=warmup, ignore_eos=ignore_eos, seed=run_seed,
-                           slo=Slo(seconds(slo_ttft_ms), seconds(slo_tpot_ms), seconds(slo_e2e_ms)))
-                 for r in rates]
-    except ValueError as exc:
-        raise fail(str(exc), 2) from None
+    specs = bench_specs(rate, seed, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens,
+                        concurrency=concurrency, arrival=arrival, warmup=warmup, ignore_eos=ignore_eos,
+                        slo_ms=(slo_ttft_ms, slo_tpot_ms, slo_e2e_ms))
     if in_cluster:
         result = bench_in_cluster(specs, model, tokenizer, timeout, namespace, name, kubeconfig, context, stack,
                                   from_file, job_timeout, keep_job)
@@ -120,6 +118,30 @@ def bench(
                             timeout, quiet=output is OutputFormat.json)
     else:  # the check above has exited already
         raise fail("which model?", 2)
+    report_bench(result, json_out, output)
+
+
+def bench_specs(rate: str | None, seed: int | None, *, requests: int, input_tokens: int, output_tokens: int,
+                concurrency: int | None, arrival: Arrival, warmup: int | None, ignore_eos: bool,
+                slo_ms: tuple[float | None, float | None, float | None]) -> list:
+    """One run's spec per --rate (one closed-loop run without), all with one seed: a sweep shares it."""
+    from measure.latency import Slo
+    from pdctl.bench import BenchSpec, fresh_seed
+
+    rates = parse_rates(rate)
+    run_seed = seed if seed is not None else fresh_seed()  # one per invocation: a sweep shares it
+    try:
+        return [BenchSpec(requests=requests, input_tokens=input_tokens, output_tokens=output_tokens,
+                          concurrency=concurrency if (concurrency or r is not None) else 4, rate=r,
+                          arrival=arrival.value, warmup=warmup, ignore_eos=ignore_eos, seed=run_seed,
+                          slo=Slo(*(seconds(ms) for ms in slo_ms)))
+                for r in rates]
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+
+
+def report_bench(result: dict, json_out: Path | None, output: OutputFormat) -> None:
+    """The result as JSON (also to --json-out) or as tables; exits 1 naming the errors when requests failed."""
     document = json.dumps(result, indent=2, default=str) + "\n"
     if json_out is not None:
         json_out.write_text(document)

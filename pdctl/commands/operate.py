@@ -6,6 +6,8 @@ import json
 import shutil
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -202,60 +204,80 @@ def top(
                                         help="json: one document per refresh (with --once, exactly one)."),
 ) -> None:
     """Per-phase requests/s, queues, KV cache, TTFT/TPOT and the KV transfer, refreshing live."""
-    import time
-
-    import httpx
     from rich.live import Live
 
-    from pdctl import top as figures
     from pdctl.views import top_table
 
-    def get_json(url: str, params: dict[str, str]):
-        response = httpx.get(url, params=params, timeout=10)
-        try:
-            return response.json()
-        except ValueError:
-            raise figures.SourceError(f"{url} answered {response.status_code}, not Prometheus JSON") from None
-
-    def get_text(url: str) -> str:
-        response = httpx.get(url, timeout=10)
-        response.raise_for_status()
-        return response.text
-
-    def snapshot():
-        try:
-            if not metrics_url:
-                return figures.from_prometheus(prometheus, get_json)
-            before = figures.scrape(metrics_url, get_text)
-            time.sleep(interval)
-            return figures.from_ray_endpoints(before, figures.scrape(metrics_url, get_text), interval,
-                                              "ray metrics " + ", ".join(metrics_url))
-        except (httpx.HTTPError, figures.SourceError) as exc:
-            hint = "" if metrics_url else " (is the prometheusPortForwardCommand stack output running?)"
-            raise fail(f"cannot read {', '.join(metrics_url) or prometheus}: {exc}{hint}") from None
-
-    def pause() -> None:
-        if not metrics_url:  # endpoint snapshots already spent `interval` between their two scrapes
-            time.sleep(interval)
-
+    source = _TopSource(prometheus, metrics_url, interval)
     if output is OutputFormat.json:
         while True:
-            sys.stdout.write(json.dumps(snapshot().to_dict(), sort_keys=True) + "\n")
+            sys.stdout.write(json.dumps(source.snapshot().to_dict(), sort_keys=True) + "\n")
             sys.stdout.flush()
             if once:
                 return
-            pause()
+            source.pause()
     if once:
-        console.print(top_table(snapshot()))
+        console.print(top_table(source.snapshot()))
         return
     try:
         # "visible": a terminal shorter than the two tables scrolls instead of cutting them off.
-        with Live(top_table(snapshot()), console=console, auto_refresh=False, vertical_overflow="visible") as live:
+        with Live(top_table(source.snapshot()), console=console, auto_refresh=False,
+                  vertical_overflow="visible") as live:
             while True:
-                pause()
-                live.update(top_table(snapshot()), refresh=True)
+                source.pause()
+                live.update(top_table(source.snapshot()), refresh=True)
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
+
+
+@dataclass(frozen=True)
+class _TopSource:
+    """Where `top` reads its figures: the stack's Prometheus, or the Ray nodes' metrics endpoints scraped
+    twice, `interval` apart (the rates come from the difference)."""
+
+    prometheus: str
+    metrics_urls: list[str]
+    interval: float
+
+    def snapshot(self):
+        import httpx
+
+        from pdctl import top as figures
+
+        try:
+            if not self.metrics_urls:
+                return figures.from_prometheus(self.prometheus, _get_json)
+            before = figures.scrape(self.metrics_urls, _get_text)
+            time.sleep(self.interval)
+            return figures.from_ray_endpoints(before, figures.scrape(self.metrics_urls, _get_text), self.interval,
+                                              "ray metrics " + ", ".join(self.metrics_urls))
+        except (httpx.HTTPError, figures.SourceError) as exc:
+            hint = "" if self.metrics_urls else " (is the prometheusPortForwardCommand stack output running?)"
+            raise fail(f"cannot read {', '.join(self.metrics_urls) or self.prometheus}: {exc}{hint}") from None
+
+    def pause(self) -> None:
+        if not self.metrics_urls:  # endpoint snapshots already spent `interval` between their two scrapes
+            time.sleep(self.interval)
+
+
+def _get_json(url: str, params: dict[str, str]):
+    import httpx
+
+    from pdctl import top as figures
+
+    response = httpx.get(url, params=params, timeout=10)
+    try:
+        return response.json()
+    except ValueError:
+        raise figures.SourceError(f"{url} answered {response.status_code}, not Prometheus JSON") from None
+
+
+def _get_text(url: str) -> str:
+    import httpx
+
+    response = httpx.get(url, timeout=10)
+    response.raise_for_status()
+    return response.text
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,69 @@
+"""What several lab commands share: the generated models, the stack's rendered args, the option checks
+and help texts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from serve_app.errors import ConfigError
+
+MODEL_KINDS = ("tiny", "llama3-8b-shape", "qwen35-9b")
+# The stack's default model: its architecture with dummy weights (lab/models.py write_qwen35_model).
+HYBRID_KINDS = frozenset({"qwen35-9b"})
+SET_HELP = "set a serving stack key over the stack file, e.g. decodeMaxReplicas=2 (repeatable)"
+VARIANTS_HELP = ("variant matrix: a JSON list (or a file holding one) of {name, modes, engine_kwargs, "
+                 "experimental_configs, env, direct_streaming}; each variant gets its own apps (see "
+                 "lab/variants.py). Default: the stack's render as is")
+RESULTS_HELP = "results folder (.lab/ is git-ignored)"
+
+
+def make_model(kind: str, directory: Path, seed: int):
+    from lab import models
+
+    if kind == "tiny":
+        return models.write_tiny_model(directory, seed=seed).as_dict()
+    if kind == "qwen35-9b":
+        return models.write_qwen35_model(directory, seed=seed)
+    return models.write_shaped_model(directory, seed=seed).as_dict()
+
+
+def lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list[str],
+               untimed: frozenset[str] = frozenset()):
+    from lab.runner import LabModel, prompt_range
+
+    out = []
+    for kind in kinds:
+        if kind not in MODEL_KINDS:
+            raise ConfigError("--models", kind, f"a comma-separated subset of {', '.join(MODEL_KINDS)}")
+        card = make_model(kind, model_dir / kind, seed)
+        out.append(LabModel(key=kind, path=card["path"], dummy_weights=card["weights"] == "dummy",
+                            compare_outputs=kind in ("tiny", "qwen35-9b"), prompt_token_range=prompt_range(card),
+                            card=card, timed=kind not in untimed, hybrid=kind in HYBRID_KINDS))
+    for spec in local_models:
+        key, _, path = spec.partition("=")
+        if not path or not Path(path, "config.json").exists():
+            raise ConfigError("--local-model", spec, "KEY=DIR where DIR holds a Hugging Face model (config.json)")
+        # Real weights: logits are peaked, so the comparison is meaningful; common token ids for prompts.
+        out.append(LabModel(key=key, path=str(Path(path).resolve()), dummy_weights=False, compare_outputs=True,
+                            prompt_token_range=(1000, 5000)))
+    return out
+
+
+def render_args(stack: str | None, overrides: list[str] | None = None) -> tuple[dict, str]:
+    if stack:
+        from lab.stack import rendered_pd_serving_args
+        from offline.overrides import parse_overrides
+
+        return rendered_pd_serving_args(stack, overrides=parse_overrides(overrides or []))
+    if overrides:
+        raise ConfigError("--set", overrides[0], "a stack to set it on (--stack NAME)")
+    from serve_app.config import PDAppConfig
+    from serve_app.render import pd_serving_args
+
+    return pd_serving_args(PDAppConfig()), "serve_app.config.PDAppConfig() defaults (the reference deployment)"
+
+
+def bench_rounds(value: int) -> int:
+    if value < 1:
+        raise ConfigError("--bench-rounds", value, "a whole number of rounds, at least 1")
+    return value
