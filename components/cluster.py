@@ -94,6 +94,7 @@ class Cluster(pulumi.ComponentResource):
     cluster_security_group_id: pulumi.Output[str]
     oidc_provider_arn: pulumi.Output[str]
     oidc_issuer: pulumi.Output[str]
+    cluster_role: aws.iam.Role | None  # None: pulumi-eks's own (an earlier stack's, keepEarlierIamRoles)
     node_role: aws.iam.Role
     permissions_boundary: str | None  # of every role the stack creates (iamPermissionsBoundaryArn)
     node_role_policies: list[aws.iam.RolePolicyAttachment]
@@ -107,7 +108,26 @@ class Cluster(pulumi.ComponentResource):
         protected = pulumi.ResourceOptions(parent=self, protect=settings.protect)
         tags = {"eks-pd-llm/cluster": settings.name}
 
-        self.secrets_key = aws.kms.Key(
+        self.secrets_key = self._secrets_key(name, settings, tags, child, protected)
+        cluster_role_policies = self._roles(name, args, partition, tags, child)
+        control_plane_logs = self._control_plane_logs(name, args, tags, child)
+        self.eks_cluster = self._control_plane(name, args, partition, tags, pulumi.ResourceOptions.merge(
+            protected, pulumi.ResourceOptions(depends_on=[control_plane_logs, *cluster_role_policies])))
+        self._connection(name, settings, child)
+
+        self.register_outputs({
+            "cluster_name": self.cluster_name,
+            "kubeconfig": self.kubeconfig,
+            "cluster_security_group_id": self.cluster_security_group_id,
+            "oidc_provider_arn": self.oidc_provider_arn,
+            "node_role_arn": self.node_role.arn,
+        })
+
+    @staticmethod
+    def _secrets_key(name: str, settings: ClusterSettings, tags: dict[str, str], child: pulumi.ResourceOptions,
+                     protected: pulumi.ResourceOptions) -> aws.kms.Key:
+        """The KMS key that envelope-encrypts Kubernetes secrets, and its alias."""
+        key = aws.kms.Key(
             f"{name}-secrets",
             description=f"Envelope encryption of Kubernetes secrets in EKS cluster {settings.name}",
             enable_key_rotation=True,
@@ -116,9 +136,15 @@ class Cluster(pulumi.ComponentResource):
             opts=protected,
         )
         aws.kms.Alias(
-            f"{name}-secrets", name=f"alias/{settings.name}-eks-secrets", target_key_id=self.secrets_key.key_id,
+            f"{name}-secrets", name=f"alias/{settings.name}-eks-secrets", target_key_id=key.key_id,
             opts=child)
+        return key
 
+    def _roles(self, name: str, args: ClusterArgs, partition: str, tags: dict[str, str],
+               child: pulumi.ResourceOptions) -> list[aws.iam.RolePolicyAttachment]:
+        """The cluster role (unless an earlier stack's is kept) and the node role; returns the cluster
+        role's policy attachments, which the control plane waits for."""
+        settings = args.settings
         # Both roles of the cluster are made here, under one path and the permissions boundary the
         # deploy role requires (bootstrap/deploy_permissions.py): pulumi-eks's own cluster role
         # would take neither. A stack created before keeps its roles (keepEarlierIamRoles): a new
@@ -126,7 +152,7 @@ class Cluster(pulumi.ComponentResource):
         self.permissions_boundary = settings.iam_permissions_boundary_arn
         keep_earlier = settings.keep_earlier_iam_roles
         cluster_role_policies: list[aws.iam.RolePolicyAttachment] = []
-        self.cluster_role: aws.iam.Role | None = None
+        self.cluster_role = None
         if not keep_earlier:
             self.cluster_role, cluster_role_policies = bounded_role(
                 f"{name}-eks", description=f"Service role of EKS cluster {settings.name}",
@@ -140,18 +166,25 @@ class Cluster(pulumi.ComponentResource):
             managed_policies=args.node_policies, permissions_boundary=self.permissions_boundary,
             # No path for an earlier stack's role: IAM's default ("/"), as it was created.
             partition=partition, tags=tags, opts=child, path=None if keep_earlier else IAM_ROLE_PATH)
+        return cluster_role_policies
 
-        # The name EKS writes control-plane logs to; it must exist before the cluster does.
-        control_plane_logs = aws.cloudwatch.LogGroup(
+    @staticmethod
+    def _control_plane_logs(name: str, args: ClusterArgs, tags: dict[str, str],
+                            child: pulumi.ResourceOptions) -> aws.cloudwatch.LogGroup:
+        """The log group EKS writes control-plane logs to; it must exist before the cluster does."""
+        return aws.cloudwatch.LogGroup(
             f"{name}-control-plane-logs",
-            name=f"/aws/eks/{settings.name}/cluster",
+            name=f"/aws/eks/{args.settings.name}/cluster",
             retention_in_days=args.log_retention_days,
             tags=tags,
             opts=child,
         )
 
+    def _control_plane(self, name: str, args: ClusterArgs, partition: str, tags: dict[str, str],
+                       opts: pulumi.ResourceOptions) -> eks.Cluster:
+        settings = args.settings
         admin_policy_arn = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
-        self.eks_cluster = eks.Cluster(
+        return eks.Cluster(
             f"{name}-eks",
             name=settings.name,
             version=settings.kubernetes_version,
@@ -184,10 +217,12 @@ class Cluster(pulumi.ComponentResource):
             # None: pulumi-eks makes (or, for an earlier stack, keeps) its own cluster role.
             service_role=self.cluster_role,
             tags=tags,
-            opts=pulumi.ResourceOptions.merge(protected, pulumi.ResourceOptions(
-                depends_on=[control_plane_logs, *cluster_role_policies])),
+            opts=opts,
         )
 
+    def _connection(self, name: str, settings: ClusterSettings, child: pulumi.ResourceOptions) -> None:
+        """What the rest of the stack reaches the cluster through: its name, core data, kubeconfig,
+        OIDC provider and the one Kubernetes provider."""
         # The name is ours (set above); deriving it from the cluster's URN makes every consumer wait
         # for the cluster without pulling a resource reference through the engine.
         self.cluster_name = pulumi.Output.all(self.eks_cluster.urn, settings.name).apply(lambda values: values[1])
@@ -203,14 +238,6 @@ class Cluster(pulumi.ComponentResource):
         # Issuer host and path without https://: the condition key prefix of IRSA trust policies.
         self.oidc_issuer = self.eks_cluster.oidc_issuer
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=child)
-
-        self.register_outputs({
-            "cluster_name": self.cluster_name,
-            "kubeconfig": self.kubeconfig,
-            "cluster_security_group_id": self.cluster_security_group_id,
-            "oidc_provider_arn": self.oidc_provider_arn,
-            "node_role_arn": self.node_role.arn,
-        })
 
 
 def bounded_role(name: str, *, description: str, assume_role_policy: pulumi.Input[str],

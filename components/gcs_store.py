@@ -67,8 +67,26 @@ class GcsStore(pulumi.ComponentResource):
         super().__init__("eks-pd-llm:gcs:GcsStore", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = {"eks-pd-llm/cluster": args.cluster_name}
-        vpc_id = args.network.vpc_id
 
+        store_group = self._security_groups(name, args, tags, child)
+        subnets = aws.elasticache.SubnetGroup(
+            f"{name}-subnets",
+            description=f"Private subnets of {args.cluster_name}",
+            subnet_ids=args.network.private_subnet_ids,
+            tags=tags,
+            opts=child,
+        )
+        self.replication_group = self._replication_group(name, args, subnets, store_group, tags)
+        self.address = pulumi.Output.concat(
+            f"{TLS_SCHEME}://", self.replication_group.primary_endpoint_address, f":{PORT}")
+        self.auth_token = pulumi.Output.secret(self.replication_group.auth_token.apply(lambda token: token or ""))
+        self.register_outputs({"address": self.address})
+
+    def _security_groups(self, name: str, args: GcsStoreArgs, tags: dict[str, str],
+                         child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
+        """The clients' group and the store's, which admits Redis TLS from the clients' alone;
+        returns the store's."""
+        vpc_id = args.network.vpc_id
         # Carries no rule of its own: it marks the nodes allowed to reach the store (the system nodes).
         self.client_security_group = aws.ec2.SecurityGroup(
             f"{name}-clients",
@@ -94,14 +112,12 @@ class GcsStore(pulumi.ComponentResource):
             description="Redis (TLS) from the Ray head nodes",
             opts=child,
         )
-        subnets = aws.elasticache.SubnetGroup(
-            f"{name}-subnets",
-            description=f"Private subnets of {args.cluster_name}",
-            subnet_ids=args.network.private_subnet_ids,
-            tags=tags,
-            opts=child,
-        )
-        self.replication_group = aws.elasticache.ReplicationGroup(
+        return store_group
+
+    def _replication_group(self, name: str, args: GcsStoreArgs, subnets: aws.elasticache.SubnetGroup,
+                           store_group: aws.ec2.SecurityGroup,
+                           tags: dict[str, str]) -> aws.elasticache.ReplicationGroup:
+        return aws.elasticache.ReplicationGroup(
             name,
             description=f"Ray GCS fault tolerance of {args.cluster_name}",
             engine=ENGINE,
@@ -122,7 +138,3 @@ class GcsStore(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["authToken"],
                                         additional_secret_outputs=["authToken"]),
         )
-        self.address = pulumi.Output.concat(
-            f"{TLS_SCHEME}://", self.replication_group.primary_endpoint_address, f":{PORT}")
-        self.auth_token = pulumi.Output.secret(self.replication_group.auth_token.apply(lambda token: token or ""))
-        self.register_outputs({"address": self.address})

@@ -91,6 +91,41 @@ class InferenceService(pulumi.ComponentResource):
         super().__init__("eks-pd-llm:inference:InferenceService", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
+        after_namespace = self._namespace(name, spec, child)
+        # The RayService also names the component's own dependencies (KubeRay, device plugins, GPU
+        # nodes) rather than relying on its parent for the ordering: those are what it really waits for.
+        ray_service_deps: list[pulumi.Resource] = [
+            self.namespace_resource, *self.network_policies.values(), *explicit_dependencies(opts)]
+        ray_service_deps += self._pod_identity(name, spec, args, after_namespace)
+        gcs_store = self._gcs_store_secret(name, spec, args.gcs_store, after_namespace)
+        if gcs_store is not None:
+            ray_service_deps.append(self.gcs_store_secret)
+        if spec.upgrade_strategy == "NewCluster":
+            self._warn_of_a_second_cluster(spec)
+        self.ray_service = _ray_service(name, spec, args.model_reader_role_arn, gcs_store,
+                                        pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                                            depends_on=ray_service_deps)))
+
+        self.namespace = spec.namespace
+        self.ray_service_name = spec.name
+        self.serve_service_name = spec.serve_service_name
+        self.serve_port = SERVE_PORT
+        self.register_outputs({
+            "namespace": self.namespace,
+            "ray_service_name": self.ray_service_name,
+            "serve_service_name": self.serve_service_name,
+            "serve_port": self.serve_port,
+        })
+
+    def _warn_of_a_second_cluster(self, spec: ServingSettings) -> None:
+        more = " and ".join(f"{group.count} more {group.instance.name}" for group in spec.node_groups)
+        pulumi.log.warn(
+            f"upgradeStrategy NewCluster: a RayService cluster change starts a second RayCluster that needs "
+            f"{more} nodes; unless gpuNodeMaxCount leaves room "
+            "for them it stays Pending and the old cluster keeps serving the old version", resource=self)
+
+    def _namespace(self, name: str, spec: ServingSettings, child: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+        """The namespace and its NetworkPolicies; returns the options of what must wait for the namespace."""
         namespace_body = serving_namespace_manifest(spec.namespace)
         self.namespace_resource = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata=namespace_body["metadata"], opts=child)
@@ -103,11 +138,13 @@ class InferenceService(pulumi.ComponentResource):
                 f"{name}-netpol-{role}", metadata=body["metadata"], spec=body["spec"], opts=after_namespace)
             for role, body in serving_network_policies(spec).items()
         }
-        # The RayService also names the component's own dependencies (KubeRay, device plugins, GPU
-        # nodes) rather than relying on its parent for the ordering: those are what it really waits for.
-        ray_service_deps: list[pulumi.Resource] = [
-            self.namespace_resource, *self.network_policies.values(), *explicit_dependencies(opts)]
+        return after_namespace
 
+    def _pod_identity(self, name: str, spec: ServingSettings, args: InferenceServiceArgs,
+                      after_namespace: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """What the Ray pods fetch the model as: the HF token Secret and the S3 mirror's
+        ServiceAccount, each when configured; returns those made."""
+        made: list[pulumi.Resource] = []
         self.hf_token_secret: k8s.core.v1.Secret | None = None
         if args.hf_token is not None:
             self.hf_token_secret = k8s.core.v1.Secret(
@@ -118,7 +155,7 @@ class InferenceService(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(
                     additional_secret_outputs=["data", "stringData"])),
             )
-            ray_service_deps.append(self.hf_token_secret)
+            made.append(self.hf_token_secret)
 
         if args.model_reader_role_arn is not None:
             # No token is mounted from it by default (automountServiceAccountToken false); the Ray
@@ -129,55 +166,43 @@ class InferenceService(pulumi.ComponentResource):
                 automount_service_account_token=False,
                 opts=after_namespace,
             )
-            ray_service_deps.append(self.model_reader)
+            made.append(self.model_reader)
+        return made
 
-        gcs_store: GcsStoreRef | None = None
-        if args.gcs_store is not None:
-            password = SecretKeyRef(gcs_store_secret_name(spec), GCS_STORE_SECRET_KEY)
-            self.gcs_store_secret = k8s.core.v1.Secret(
-                f"{name}-gcs-store",
-                metadata={"name": password.name, "namespace": spec.namespace},
-                type="Opaque",
-                string_data={password.key: pulumi.Output.secret(args.gcs_store.auth_token)},
-                opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(
-                    additional_secret_outputs=["data", "stringData"])),
-            )
-            ray_service_deps.append(self.gcs_store_secret)
-            gcs_store = GcsStoreRef(args.gcs_store.address, password)
-
-        if spec.upgrade_strategy == "NewCluster":
-            more = " and ".join(f"{group.count} more {group.instance.name}" for group in spec.node_groups)
-            pulumi.log.warn(
-                f"upgradeStrategy NewCluster: a RayService cluster change starts a second RayCluster that needs "
-                f"{more} nodes; unless gpuNodeMaxCount leaves room "
-                "for them it stays Pending and the old cluster keeps serving the old version", resource=self)
-
-        body = ray_service_manifest(spec, args.model_reader_role_arn, gcs_store)
-        metadata = dict(body["metadata"])
-        metadata["annotations"] = {**metadata["annotations"], WAIT_FOR_ANNOTATION: WAIT_FOR_READY}
-        await_limit = f"{int(duration_seconds(spec.initializing_timeout) or 0) + AWAIT_MARGIN_SECONDS}s"
-        self.ray_service = k8s.apiextensions.CustomResource(
-            f"{name}-rayservice",
-            api_version=body["apiVersion"],
-            kind=body["kind"],
-            metadata=metadata,
-            spec=body["spec"],
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=ray_service_deps,
-                custom_timeouts=pulumi.CustomTimeouts(create=await_limit, update=await_limit),
-                **_replacement_options(spec.upgrade_strategy))),
+    def _gcs_store_secret(self, name: str, spec: ServingSettings, store: GcsStoreConnection | None,
+                          after_namespace: pulumi.ResourceOptions) -> GcsStoreRef | None:
+        """The GCS store's AUTH token as a Secret, and how the RayService refers to the store."""
+        if store is None:
+            return None
+        password = SecretKeyRef(gcs_store_secret_name(spec), GCS_STORE_SECRET_KEY)
+        self.gcs_store_secret = k8s.core.v1.Secret(
+            f"{name}-gcs-store",
+            metadata={"name": password.name, "namespace": spec.namespace},
+            type="Opaque",
+            string_data={password.key: pulumi.Output.secret(store.auth_token)},
+            opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(
+                additional_secret_outputs=["data", "stringData"])),
         )
+        return GcsStoreRef(store.address, password)
 
-        self.namespace = spec.namespace
-        self.ray_service_name = spec.name
-        self.serve_service_name = spec.serve_service_name
-        self.serve_port = SERVE_PORT
-        self.register_outputs({
-            "namespace": self.namespace,
-            "ray_service_name": self.ray_service_name,
-            "serve_service_name": self.serve_service_name,
-            "serve_port": self.serve_port,
-        })
+
+def _ray_service(name: str, spec: ServingSettings, model_reader_role_arn: pulumi.Input[str] | None,
+                 gcs_store: GcsStoreRef | None, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    """The RayService, which `pulumi up` waits on until it is Ready."""
+    body = ray_service_manifest(spec, model_reader_role_arn, gcs_store)
+    metadata = dict(body["metadata"])
+    metadata["annotations"] = {**metadata["annotations"], WAIT_FOR_ANNOTATION: WAIT_FOR_READY}
+    await_limit = f"{int(duration_seconds(spec.initializing_timeout) or 0) + AWAIT_MARGIN_SECONDS}s"
+    return k8s.apiextensions.CustomResource(
+        f"{name}-rayservice",
+        api_version=body["apiVersion"],
+        kind=body["kind"],
+        metadata=metadata,
+        spec=body["spec"],
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            custom_timeouts=pulumi.CustomTimeouts(create=await_limit, update=await_limit),
+            **_replacement_options(spec.upgrade_strategy))),
+    )
 
 
 def _replacement_options(upgrade_strategy: str) -> dict[str, Any]:

@@ -60,7 +60,6 @@ class Network(pulumi.ComponentResource):
         # AZ names are the region's name plus a letter.
         region = zones[0][:-1]
         child = pulumi.ResourceOptions(parent=self)
-        shared = {cluster_tag(settings.cluster_name): "shared"}
 
         self.vpc = aws.ec2.Vpc(
             f"{name}-vpc",
@@ -71,6 +70,33 @@ class Network(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, protect=settings.protect),
         )
         self.vpc_id = self.vpc.id
+        internet_gateway, public_routes = self._internet_route(name, settings, child)
+        public_subnets, private_subnets = self._subnets(name, settings, zones, public_routes, child)
+        self.nat_gateways = self._nat_gateways(name, settings, zones, public_subnets, internet_gateway, child)
+        private_route_tables = self._private_routes(name, settings, zones, private_subnets, child)
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=self.vpc.id,
+            service_name=f"com.amazonaws.{region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[table.id for table in private_route_tables],
+            tags={"Name": f"{settings.cluster_name}-s3"},
+            opts=child,
+        )
+
+        self.public_subnet_ids = [subnet.id for subnet in public_subnets]
+        self.private_subnet_ids = [subnet.id for subnet in private_subnets]
+        self.private_subnet_id_by_az = {zone: subnet.id for zone, subnet in zip(zones, private_subnets, strict=True)}
+        self.public_subnet_id_by_az = {zone: subnet.id for zone, subnet in zip(zones, public_subnets, strict=True)}
+        self.register_outputs({
+            "vpc_id": self.vpc_id,
+            "public_subnet_ids": self.public_subnet_ids,
+            "private_subnet_ids": self.private_subnet_ids,
+        })
+
+    def _internet_route(self, name: str, settings: NetworkSettings, child: pulumi.ResourceOptions,
+                        ) -> tuple[aws.ec2.InternetGateway, aws.ec2.RouteTable]:
+        """The internet gateway and the public subnets' route table through it."""
         internet_gateway = aws.ec2.InternetGateway(
             f"{name}-igw", vpc_id=self.vpc.id, tags={"Name": f"{settings.cluster_name}-igw"}, opts=child)
         public_routes = aws.ec2.RouteTable(
@@ -80,7 +106,12 @@ class Network(pulumi.ComponentResource):
             tags={"Name": f"{settings.cluster_name}-public"},
             opts=child,
         )
+        return internet_gateway, public_routes
 
+    def _subnets(self, name: str, settings: NetworkSettings, zones: list[str], public_routes: aws.ec2.RouteTable,
+                 child: pulumi.ResourceOptions) -> tuple[list[aws.ec2.Subnet], list[aws.ec2.Subnet]]:
+        """A public subnet (on the public route table) and a private one per AZ: (public, private)."""
+        shared = {cluster_tag(settings.cluster_name): "shared"}
         public_subnets: list[aws.ec2.Subnet] = []
         private_subnets: list[aws.ec2.Subnet] = []
         for zone, (private_cidr, public_cidr) in zip(zones, settings.subnet_cidrs(), strict=True):
@@ -106,14 +137,18 @@ class Network(pulumi.ComponentResource):
             )
             public_subnets.append(public)
             private_subnets.append(private)
+        return public_subnets, private_subnets
 
+    def _nat_gateways(self, name: str, settings: NetworkSettings, zones: list[str],
+                      public_subnets: list[aws.ec2.Subnet], internet_gateway: aws.ec2.InternetGateway,
+                      child: pulumi.ResourceOptions) -> list[aws.ec2.NatGateway]:
         nat_zones = zones if settings.nat_mode == "perAz" else zones[:1]
-        self.nat_gateways = []
+        nat_gateways = []
         # One NAT per AZ, or one in the first AZ only: nat_zones may be shorter than the subnets.
         for zone, public in zip(nat_zones, public_subnets, strict=False):
             address = aws.ec2.Eip(
                 f"{name}-nat-{zone}", domain="vpc", tags={"Name": f"{settings.cluster_name}-nat-{zone}"}, opts=child)
-            self.nat_gateways.append(aws.ec2.NatGateway(
+            nat_gateways.append(aws.ec2.NatGateway(
                 f"{name}-nat-{zone}",
                 allocation_id=address.allocation_id,
                 subnet_id=public.id,
@@ -121,7 +156,12 @@ class Network(pulumi.ComponentResource):
                 tags={"Name": f"{settings.cluster_name}-nat-{zone}"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[internet_gateway]),
             ))
+        return nat_gateways
 
+    def _private_routes(self, name: str, settings: NetworkSettings, zones: list[str],
+                        private_subnets: list[aws.ec2.Subnet], child: pulumi.ResourceOptions,
+                        ) -> list[aws.ec2.RouteTable]:
+        """Each private subnet's route table: to the internet through its AZ's NAT, or the one NAT."""
         private_route_tables: list[aws.ec2.RouteTable] = []
         for index, (zone, private) in enumerate(zip(zones, private_subnets, strict=True)):
             nat = self.nat_gateways[index if settings.nat_mode == "perAz" else 0]
@@ -135,23 +175,4 @@ class Network(pulumi.ComponentResource):
             aws.ec2.RouteTableAssociation(
                 f"{name}-private-{zone}", subnet_id=private.id, route_table_id=routes.id, opts=child)
             private_route_tables.append(routes)
-
-        aws.ec2.VpcEndpoint(
-            f"{name}-s3",
-            vpc_id=self.vpc.id,
-            service_name=f"com.amazonaws.{region}.s3",
-            vpc_endpoint_type="Gateway",
-            route_table_ids=[table.id for table in private_route_tables],
-            tags={"Name": f"{settings.cluster_name}-s3"},
-            opts=child,
-        )
-
-        self.public_subnet_ids = [subnet.id for subnet in public_subnets]
-        self.private_subnet_ids = [subnet.id for subnet in private_subnets]
-        self.private_subnet_id_by_az = {zone: subnet.id for zone, subnet in zip(zones, private_subnets, strict=True)}
-        self.public_subnet_id_by_az = {zone: subnet.id for zone, subnet in zip(zones, public_subnets, strict=True)}
-        self.register_outputs({
-            "vpc_id": self.vpc_id,
-            "public_subnet_ids": self.public_subnet_ids,
-            "private_subnet_ids": self.private_subnet_ids,
-        })
+        return private_route_tables

@@ -148,16 +148,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         settings.system_nodes, cluster, network,
         # The Ray head runs on these nodes: only they may reach the GCS store.
         extra_security_group_ids=(gcs_store.client_security_group.id,) if gcs_store else ()))
-    shared_spec, *phase_specs = settings.serving.node_groups
-
-    def gpu_node_group(spec: GpuNodeGroupSpec, fabric: GpuFabric | None) -> GpuNodeGroup:
-        return GpuNodeGroup(gpu_node_group_resource_name(spec.own_phase), GpuNodeGroupArgs(
-            spec, settings.gpu_nodes.disk_gib, settings.cluster.name, cluster, network,
-            availability_zone=zones.gpu_zone.name, fabric=fabric))
-
-    gpu_nodes = gpu_node_group(shared_spec, None)
-    # A phase's own group: same AZ, same placement group and EFA security group as gpuNodeType's.
-    phase_gpu_nodes = tuple(gpu_node_group(spec, gpu_nodes.fabric) for spec in phase_specs)
+    gpu_nodes, phase_gpu_nodes = _gpu_node_groups(settings, cluster, network)
     all_gpu_nodes = [gpu_nodes, *phase_gpu_nodes]
     coredns = CoreDns("coredns", CoreDnsArgs(cluster), opts=pulumi.ResourceOptions(depends_on=[system_nodes]))
 
@@ -167,18 +158,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         GpuDevicePluginsArgs(cluster.provider, charts.nvidia_device_plugin, charts.efa_device_plugin),
         opts=pulumi.ResourceOptions(depends_on=all_gpu_nodes),
     )
-    node_autoscaler = None
-    autoscaled = [group for group in all_gpu_nodes if group.autoscaled]
-    if autoscaled:
-        node_autoscaler = ClusterAutoscaler(
-            "cluster-autoscaler",
-            ClusterAutoscalerArgs(
-                cluster=cluster, cluster_name=settings.cluster.name, region=settings.region,
-                kubernetes_version=settings.cluster.kubernetes_version,
-                node_group_names=tuple(group.node_group_name for group in autoscaled),
-                chart_version=charts.cluster_autoscaler),
-            opts=pulumi.ResourceOptions(depends_on=[system_nodes, *autoscaled]),
-        )
+    node_autoscaler = _node_autoscaler(settings, cluster, system_nodes, all_gpu_nodes)
     kuberay = KubeRayOperator(
         "kuberay", KubeRayOperatorArgs(cluster.provider, charts.kuberay),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes]),
@@ -189,12 +169,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         "ray-image-prepull", RayImagePrePullArgs(cluster.provider, settings.serving.image),
         opts=pulumi.ResourceOptions(depends_on=all_gpu_nodes),
     )
-    mirror = settings.serving.app.config.model.s3_mirror
-    model_access = None if mirror is None else ModelReadAccess(
-        "model-access", ModelReadAccessArgs(bucket=mirror[0], prefix=mirror[1], namespace=settings.namespace,
-                                            oidc_provider_arn=cluster.oidc_provider_arn,
-                                            oidc_issuer=cluster.oidc_issuer,
-                                            permissions_boundary=cluster.permissions_boundary))
+    model_access = _model_access(settings, cluster)
     inference = InferenceService(
         "inference",
         InferenceServiceArgs(
@@ -203,23 +178,69 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
             gcs_store=GcsStoreConnection(gcs_store.address, gcs_store.auth_token) if gcs_store else None),
         opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, image_prepull, *all_gpu_nodes]),
     )
+    storage, observability = _observability(settings, cluster, system_nodes, (*all_gpu_nodes, device_plugins))
+    return InferenceStack(
+        settings=settings, zones=zones, network=network, cluster=cluster, system_nodes=system_nodes,
+        gpu_nodes=gpu_nodes, phase_gpu_nodes=phase_gpu_nodes, coredns=coredns, device_plugins=device_plugins,
+        kuberay=kuberay, image_prepull=image_prepull, model_access=model_access, inference=inference,
+        storage=storage, observability=observability, gcs_store=gcs_store, node_autoscaler=node_autoscaler)
+
+
+def _gpu_node_groups(settings: StackSettings, cluster: Cluster,
+                     network: Network) -> tuple[GpuNodeGroup, tuple[GpuNodeGroup, ...]]:
+    """gpuNodeType's group, then each phase's own group (prefill/decodeGpuNodeType)."""
+    zones = settings.zones
+    shared_spec, *phase_specs = settings.serving.node_groups
+
+    def gpu_node_group(spec: GpuNodeGroupSpec, fabric: GpuFabric | None) -> GpuNodeGroup:
+        return GpuNodeGroup(gpu_node_group_resource_name(spec.own_phase), GpuNodeGroupArgs(
+            spec, settings.gpu_nodes.disk_gib, settings.cluster.name, cluster, network,
+            availability_zone=zones.gpu_zone.name, fabric=fabric))
+
+    gpu_nodes = gpu_node_group(shared_spec, None)
+    # A phase's own group: same AZ, same placement group and EFA security group as gpuNodeType's.
+    return gpu_nodes, tuple(gpu_node_group(spec, gpu_nodes.fabric) for spec in phase_specs)
+
+
+def _node_autoscaler(settings: StackSettings, cluster: Cluster, system_nodes: SystemNodeGroup,
+                     all_gpu_nodes: list[GpuNodeGroup]) -> ClusterAutoscaler | None:
+    """The Cluster Autoscaler, only when a GPU node group can grow."""
+    autoscaled = [group for group in all_gpu_nodes if group.autoscaled]
+    if not autoscaled:
+        return None
+    return ClusterAutoscaler(
+        "cluster-autoscaler",
+        ClusterAutoscalerArgs(
+            cluster=cluster, cluster_name=settings.cluster.name, region=settings.region,
+            kubernetes_version=settings.cluster.kubernetes_version,
+            node_group_names=tuple(group.node_group_name for group in autoscaled),
+            chart_version=settings.charts.cluster_autoscaler),
+        opts=pulumi.ResourceOptions(depends_on=[system_nodes, *autoscaled]),
+    )
+
+
+def _model_access(settings: StackSettings, cluster: Cluster) -> ModelReadAccess | None:
+    """The S3 model mirror's read-only IAM role, when `modelSource` is one."""
+    mirror = settings.serving.app.config.model.s3_mirror
+    return None if mirror is None else ModelReadAccess(
+        "model-access", ModelReadAccessArgs(bucket=mirror[0], prefix=mirror[1], namespace=settings.namespace,
+                                            oidc_provider_arn=cluster.oidc_provider_arn,
+                                            oidc_issuer=cluster.oidc_issuer,
+                                            permissions_boundary=cluster.permissions_boundary))
+
+
+def _observability(settings: StackSettings, cluster: Cluster, system_nodes: SystemNodeGroup,
+                   gpu_nodes: tuple[pulumi.Resource, ...]) -> tuple[BlockStorage, Observability]:
+    """The EBS CSI driver and StorageClass, then the monitoring stack whose volume uses it."""
     storage = BlockStorage("block-storage", BlockStorageArgs(cluster),
                            opts=pulumi.ResourceOptions(depends_on=[system_nodes]))
     observability = Observability(
         "observability",
         ObservabilityArgs(provider=cluster.provider, observability=settings.observability, serving=settings.serving,
-                          charts=charts, storage_class=storage.storage_class_name,
-                          gpu_nodes=(*all_gpu_nodes, device_plugins), keep_volume=settings.cluster.protect),
+                          charts=settings.charts, storage_class=storage.storage_class_name,
+                          gpu_nodes=gpu_nodes, keep_volume=settings.cluster.protect),
         # After the storage component (the EBS CSI driver) on create, so before it on destroy: the
         # driver must still run to delete Prometheus's volume.
         opts=pulumi.ResourceOptions(depends_on=[system_nodes, storage]),
     )
-    return InferenceStack(
-        settings=settings, zones=zones, network=network, cluster=cluster, system_nodes=system_nodes,
-        gpu_nodes=gpu_nodes, phase_gpu_nodes=phase_gpu_nodes, coredns=coredns, device_plugins=device_plugins,
-        kuberay=kuberay,
-        image_prepull=image_prepull, model_access=model_access, inference=inference,
-        storage=storage, observability=observability,
-        gcs_store=gcs_store,
-        node_autoscaler=node_autoscaler,
-    )
+    return storage, observability

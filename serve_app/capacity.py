@@ -253,66 +253,60 @@ def capacity_report(
     usable = int(gpu_memory_bytes * gpu_memory_utilization)
     weights = model.loaded_weight_bytes(serving_dtype, vision_inputs=vision_inputs)
     weights_per_gpu = -(-weights // gpus)
-    measured = measured_reserve(model.hf_id) if gpus == 1 else None
-    if measured is not None:
-        reserve = measured.bytes(cuda_graphs=not enforce_eager, vision=vision_inputs, first_start=True)
-        restart_reserve: int | None = measured.bytes(cuda_graphs=not enforce_eager, vision=vision_inputs,
-                                                     first_start=False)
-        source = measured.source
-        if not _as_measured(measured, max_num_seqs, max_num_batched_tokens):
-            source = (f"estimate from the reserve measured at maxNumSeqs {measured.max_num_seqs}, maxNumBatchedTokens "
-                      f"{measured.max_num_batched_tokens} (larger limits raise vLLM's profile peak)")
-    else:
-        reserve = (ACTIVATION_RESERVE_MIB + (0 if enforce_eager else CUDA_GRAPH_RESERVE_MIB)) * MIB
-        restart_reserve, source = None, "estimate"
+    reserve, restart_reserve, source = _reserve(model, gpus, cuda_graphs=not enforce_eager, vision=vision_inputs,
+                                                max_num_seqs=max_num_seqs,
+                                                max_num_batched_tokens=max_num_batched_tokens)
     kv_budget = gpus * (usable - weights_per_gpu - reserve)
     kv_dtype_bytes = kv_cache_dtype_bytes(kv_cache_dtype, dtype_bytes)
     per_token = kv_bytes_per_token(model, kv_dtype_bytes)
     per_sequence_state = state_bytes_per_sequence(model, dtype_bytes)
     per_sequence = max_model_len * per_token + per_sequence_state
-    budget = max(kv_budget, 0)
-    paging = hybrid_paging(model, kv_dtype_bytes, dtype_bytes) if gpus == 1 else None
-    paged: dict = {}
-    kv_tokens, sequences = budget // per_token, budget // per_sequence
-    if paging is not None:
-        blocks = paging.blocks(budget)
-        kv_tokens = paging.kv_tokens(blocks, max_model_len)
-        sequences = blocks // paging.blocks_per_sequence(max_model_len)
-        paged = {"block_size": paging.block_size, "num_blocks": blocks,
-                 "blocks_per_sequence": paging.blocks_per_sequence(max_model_len)}
-        if restart_reserve is not None:
-            restart_budget = usable - weights_per_gpu - restart_reserve
-            paged.update(kv_budget_bytes_restart=restart_budget, num_blocks_restart=paging.blocks(restart_budget),
-                         kv_tokens_restart=paging.kv_tokens(paging.blocks(restart_budget), max_model_len))
+    kv_tokens, sequences, paged = _kv_capacity(
+        max(kv_budget, 0), per_token, per_sequence, max_model_len,
+        hybrid_paging(model, kv_dtype_bytes, dtype_bytes) if gpus == 1 else None,
+        restart_budget=None if restart_reserve is None else usable - weights_per_gpu - restart_reserve)
     network = instance.network_bytes_per_second if network_bytes_per_second is None else network_bytes_per_second
     return CapacityReport(
-        model=model.hf_id,
-        model_facts_source=model.source,
-        hybrid=model.hybrid,
-        instance_type=instance.name,
-        gpu_model=instance.gpu_model or "none",
-        gpus_per_replica=gpus,
-        gpu_memory_bytes=gpu_memory_bytes,
-        gpu_memory_utilization=gpu_memory_utilization,
-        dtype=serving_dtype,
-        max_model_len=max_model_len,
-        usable_bytes=usable,
-        weight_bytes=weights,
-        weight_bytes_per_gpu=weights_per_gpu,
-        reserve_bytes_per_gpu=reserve,
-        kv_budget_bytes=kv_budget,
-        kv_bytes_per_token=per_token,
-        state_bytes_per_sequence=per_sequence_state,
-        kv_tokens=kv_tokens,
-        max_concurrent_sequences=sequences,
-        transfer_bytes_per_max_prompt=per_sequence,
-        network_bytes_per_second=network,
-        transfer_seconds=per_sequence / network if network else float("inf"),
-        transfer_seconds_ucx_on_efa=per_sequence / UCX_ON_EFA_BYTES_PER_SECOND,
-        vision_inputs=vision_inputs,
-        reserve_source=source,
-        **paged,
-    )
+        model=model.hf_id, model_facts_source=model.source, hybrid=model.hybrid, instance_type=instance.name,
+        gpu_model=instance.gpu_model or "none", gpus_per_replica=gpus, gpu_memory_bytes=gpu_memory_bytes,
+        gpu_memory_utilization=gpu_memory_utilization, dtype=serving_dtype, max_model_len=max_model_len,
+        usable_bytes=usable, weight_bytes=weights, weight_bytes_per_gpu=weights_per_gpu, reserve_bytes_per_gpu=reserve,
+        kv_budget_bytes=kv_budget, kv_bytes_per_token=per_token, state_bytes_per_sequence=per_sequence_state,
+        kv_tokens=kv_tokens, max_concurrent_sequences=sequences, transfer_bytes_per_max_prompt=per_sequence,
+        network_bytes_per_second=network, transfer_seconds=per_sequence / network if network else float("inf"),
+        transfer_seconds_ucx_on_efa=per_sequence / UCX_ON_EFA_BYTES_PER_SECOND, vision_inputs=vision_inputs,
+        reserve_source=source, **paged)
+
+
+def _reserve(model: ModelArchitecture, gpus: int, *, cuda_graphs: bool, vision: bool, max_num_seqs: int | None,
+             max_num_batched_tokens: int | None) -> tuple[int, int | None, str]:
+    """What the engine keeps per GPU besides weights and KV cache: (first start, restart where
+    measured, where the figure comes from). Measured for single-GPU replicas of a few models only."""
+    measured = measured_reserve(model.hf_id) if gpus == 1 else None
+    if measured is None:
+        return (ACTIVATION_RESERVE_MIB + (CUDA_GRAPH_RESERVE_MIB if cuda_graphs else 0)) * MIB, None, "estimate"
+    source = measured.source
+    if not _as_measured(measured, max_num_seqs, max_num_batched_tokens):
+        source = (f"estimate from the reserve measured at maxNumSeqs {measured.max_num_seqs}, maxNumBatchedTokens "
+                  f"{measured.max_num_batched_tokens} (larger limits raise vLLM's profile peak)")
+    return (measured.bytes(cuda_graphs=cuda_graphs, vision=vision, first_start=True),
+            measured.bytes(cuda_graphs=cuda_graphs, vision=vision, first_start=False), source)
+
+
+def _kv_capacity(budget: int, per_token: int, per_sequence: int, max_model_len: int, paging: HybridPaging | None,
+                 *, restart_budget: int | None) -> tuple[int, int, dict]:
+    """KV tokens and max_model_len sequences the replica's `budget` holds, and a hybrid model's paged
+    figures (CapacityReport's block fields; the restart's where `restart_budget` is measured)."""
+    kv_tokens, sequences = budget // per_token, budget // per_sequence
+    if paging is None:
+        return kv_tokens, sequences, {}
+    blocks = paging.blocks(budget)
+    paged: dict = {"block_size": paging.block_size, "num_blocks": blocks,
+                   "blocks_per_sequence": paging.blocks_per_sequence(max_model_len)}
+    if restart_budget is not None:
+        paged.update(kv_budget_bytes_restart=restart_budget, num_blocks_restart=paging.blocks(restart_budget),
+                     kv_tokens_restart=paging.kv_tokens(paging.blocks(restart_budget), max_model_len))
+    return paging.kv_tokens(blocks, max_model_len), blocks // paging.blocks_per_sequence(max_model_len), paged
 
 
 def _as_measured(reserve: EngineReserve, max_num_seqs: int | None, max_num_batched_tokens: int | None) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from facts.images import RAY_SERVE_CONFIG_FEATURES, VLLM_ENGINE_FEATURES, version_tuple
 from facts.instances import InstanceType
@@ -29,6 +29,7 @@ from serve_app.config import (
     KV_BACKENDS,
     PHASES,
     ROLES_FOR_PHASE,
+    EngineSettings,
     HttpFront,
     PDAppConfig,
     Phase,
@@ -461,6 +462,35 @@ def _check_paged_start(app: PDAppConfig, phase: Phase, report: CapacityReport) -
     return ()
 
 
+def _refuse_weights_that_do_not_fit(app: PDAppConfig, phase: Phase, engine: EngineSettings,
+                                    report: CapacityReport) -> NoReturn:
+    """Refuse a phase whose weights leave no room for a KV cache, naming the setting to change."""
+    # A 32-bit dtype doubles a 16-bit checkpoint: then the user's dtype is what to change.
+    if engine.dtype in FULL_PRECISION_DTYPES:
+        raise ConfigError(
+            engine_setting(app, phase, "dtype"), engine.dtype, "bfloat16, float16 or auto",
+            f"{phase}: in {engine.dtype} the weights take {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per "
+            f"GPU of {report.usable_bytes / 2**20:,.0f} MiB usable")
+    # What the engine keeps besides on a restart, where measured (the KV check's own figure).
+    reserve = report.reserve_bytes_per_gpu if report.kv_budget_bytes_restart is None else (
+        report.usable_bytes - report.weight_bytes_per_gpu - report.kv_budget_bytes_restart)
+    needed = (report.weight_bytes_per_gpu + reserve) / report.gpu_memory_bytes
+    if engine.gpu_memory_utilization < needed <= MOST_GPU_MEMORY_UTILIZATION:
+        # The model fits at a utilization the user lowered: that is the setting to change.
+        raise ConfigError(
+            engine_setting(app, phase, "gpu_memory_utilization"), engine.gpu_memory_utilization,
+            f"more than {needed:.2f} for {app.model.model_source} on {report.gpu_model}",
+            f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
+            f"{reserve / 2**20:,.0f} MiB reserve leave no KV cache")
+    raise ConfigError(
+        ServeAppSettings.key("model_source"), app.model.model_source,
+        f"a model whose weights fit {report.gpus_per_replica} × {report.usable_bytes / 2**20:,.0f} MiB "
+        f"(gpuMemoryUtilization × GPU memory), with room for the KV cache",
+        f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
+        f"{reserve / 2**20:,.0f} MiB reserve leave no KV cache; raise "
+        "tensorParallelSize on a bigger GPU node, or pick a smaller model")
+
+
 def _check_capacity(app: PDAppConfig, target: DeploymentTarget,
                     model: ModelArchitecture) -> tuple[dict[str, CapacityReport], tuple[str, ...]]:
     reports: dict[str, CapacityReport] = {}
@@ -482,30 +512,7 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget,
                 f"of {report.kv_budget_bytes / 2**20:,.0f} MiB; one sequence needs "
                 f"{report.transfer_bytes_per_max_prompt / 2**20:,.0f} MiB")
         if not report.weights_fit:
-            # A 32-bit dtype doubles a 16-bit checkpoint: then the user's dtype is what to change.
-            if engine.dtype in FULL_PRECISION_DTYPES:
-                raise ConfigError(
-                    engine_setting(app, phase, "dtype"), engine.dtype, "bfloat16, float16 or auto",
-                    f"{phase}: in {engine.dtype} the weights take {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per "
-                    f"GPU of {report.usable_bytes / 2**20:,.0f} MiB usable")
-            # What the engine keeps besides on a restart, where measured (the KV check's own figure).
-            reserve = report.reserve_bytes_per_gpu if report.kv_budget_bytes_restart is None else (
-                report.usable_bytes - report.weight_bytes_per_gpu - report.kv_budget_bytes_restart)
-            needed = (report.weight_bytes_per_gpu + reserve) / report.gpu_memory_bytes
-            if engine.gpu_memory_utilization < needed <= MOST_GPU_MEMORY_UTILIZATION:
-                # The model fits at a utilization the user lowered: that is the setting to change.
-                raise ConfigError(
-                    engine_setting(app, phase, "gpu_memory_utilization"), engine.gpu_memory_utilization,
-                    f"more than {needed:.2f} for {app.model.model_source} on {report.gpu_model}",
-                    f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
-                    f"{reserve / 2**20:,.0f} MiB reserve leave no KV cache")
-            raise ConfigError(
-                ServeAppSettings.key("model_source"), app.model.model_source,
-                f"a model whose weights fit {report.gpus_per_replica} × {report.usable_bytes / 2**20:,.0f} MiB "
-                f"(gpuMemoryUtilization × GPU memory), with room for the KV cache",
-                f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
-                f"{reserve / 2**20:,.0f} MiB reserve leave no KV cache; raise "
-                "tensorParallelSize on a bigger GPU node, or pick a smaller model")
+            _refuse_weights_that_do_not_fit(app, phase, engine, report)
         warnings += _check_paged_start(app, phase, report)
         if report.sequences_that_can_start < 1:
             raise ConfigError(

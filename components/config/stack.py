@@ -14,7 +14,7 @@ never escapes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from components.config.charts import ChartSettings
 from components.config.cluster import ClusterSettings, documentation_placeholders
@@ -83,20 +83,14 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     system_nodes = from_stack_keys(SystemNodeSettings, typed, texts)
     gpu_nodes = from_stack_keys(GpuNodeSettings, typed, texts)
     phase_gpu_nodes = from_stack_keys(PhaseGpuNodeSettings, typed, texts)
-    zone = gpu_nodes.availability_zone
-    if zone and AVAILABILITY_ZONE.match(zone) and not zone.startswith(region):
-        raise gpu_nodes.field("availability_zone").refuse(zone, f"an AZ of {region}, or \"\"")
+    _check_gpu_zone_in_region(gpu_nodes, region)
     charts = from_stack_keys(ChartSettings, typed, texts)
     ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
     app_settings = from_stack_keys(ServeAppSettings, typed, texts)
     workload = from_stack_keys(WorkloadSettings, typed, texts)
     observability = from_stack_keys(ObservabilitySettings, typed, texts)
 
-    cloud = ask_cloud(CloudQuery(
-        region=region, region_setting=RegionSettings.field("region"),
-        gpu_node_type=NodeTypeQuestion(gpu_nodes.field("instance_type"), gpu_nodes.instance_type),
-        system_node_type=NodeTypeQuestion(system_nodes.field("instance_type"), system_nodes.instance_type),
-        phase_gpu_node_types=phase_gpu_nodes.questions()))
+    cloud = ask_cloud(_cloud_query(region, system_nodes, gpu_nodes, phase_gpu_nodes))
     system_nodes.check(cloud.system_instance)
     gpu_instance = gpu_nodes.check(cloud.gpu_instance)
     phase_groups = phase_gpu_nodes.targets(cloud.phase_gpu_instances)
@@ -108,19 +102,24 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
                                hf_token_configured, region)
     targets = Targets(observability.ttft_slo_seconds, observability.tpot_slo_seconds, observability.slo_objective)
     slo = stack_slo(workload, targets, serving.app, {p: serving.node_group(p).instance for p in PHASES})
-    settings = StackSettings(
-        project=project,
-        stack=stack,
-        region=region,
-        network=network,
-        cluster=cluster,
-        system_nodes=system_nodes,
-        gpu_nodes=gpu_nodes,
-        charts=charts,
-        zones=plan_availability_zones(network.az_count, gpu_nodes, cloud),
-        serving=serving,
-        observability=observability,
-        hf_token_configured=hf_token_configured,
-        slo=slo,
-    )
-    return replace(settings, findings=tuple(str(p) for p in placeholders))
+    return StackSettings(
+        project=project, stack=stack, region=region, network=network, cluster=cluster, system_nodes=system_nodes,
+        gpu_nodes=gpu_nodes, charts=charts, zones=plan_availability_zones(network.az_count, gpu_nodes, cloud),
+        serving=serving, observability=observability, hf_token_configured=hf_token_configured, slo=slo,
+        findings=tuple(str(p) for p in placeholders))
+
+
+def _check_gpu_zone_in_region(gpu_nodes: GpuNodeSettings, region: str) -> None:
+    zone = gpu_nodes.availability_zone
+    if zone and AVAILABILITY_ZONE.match(zone) and not zone.startswith(region):
+        raise gpu_nodes.field("availability_zone").refuse(zone, f"an AZ of {region}, or \"\"")
+
+
+def _cloud_query(region: str, system_nodes: SystemNodeSettings, gpu_nodes: GpuNodeSettings,
+                 phase_gpu_nodes: PhaseGpuNodeSettings) -> CloudQuery:
+    """What to ask EC2: the region, and each node type the settings name."""
+    return CloudQuery(
+        region=region, region_setting=RegionSettings.field("region"),
+        gpu_node_type=NodeTypeQuestion(gpu_nodes.field("instance_type"), gpu_nodes.instance_type),
+        system_node_type=NodeTypeQuestion(system_nodes.field("instance_type"), system_nodes.instance_type),
+        phase_gpu_node_types=phase_gpu_nodes.questions())

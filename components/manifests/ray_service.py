@@ -19,6 +19,7 @@ from typing import Any
 import pulumi
 import yaml
 
+from components.config.nodes import GpuNodeGroupSpec
 from components.config.ray_service import INITIALIZING_TIMEOUT_ANNOTATION
 from components.config.serving import ServingSettings
 from components.scheduling import GPU_TOLERATION, PHASE_LABEL, SYSTEM_NODE_SELECTOR
@@ -320,11 +321,8 @@ def _autoscaler_options(serving: ServingSettings) -> dict[str, Any]:
     }
 
 
-def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input[str] | None) -> dict[str, Any]:
-    # The phase's pods are sized for, and pinned to, the node group they run on (its own, if it has one).
-    node_group = serving.node_group(phase)
-    sizing = node_group.worker
-    nodes = serving.app.nodes[phase]
+def _worker_container(serving: ServingSettings, sizing: WorkerResources,
+                      role_arn: pulumi.Input[str] | None) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         # The image sets it too; stating it keeps libfabric on EFA if the image changes.
         {"name": "FI_PROVIDER", "value": "efa"},
@@ -338,7 +336,7 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
     env.extend(_hf_token_env(hf_token_ref(serving)))
     env.extend(_model_reader_env(role_arn, serving.region))
     env.extend(_http_front_env(serving))
-    container = {
+    return {
         "name": WORKER_CONTAINER,
         "image": serving.image,
         "ports": [_metrics_port()],
@@ -356,8 +354,12 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
         ],
         "lifecycle": _ray_stop_on_termination(),
     }
-    volumes = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{sizing.shm_gib}Gi"}},
+
+
+def _worker_volumes(serving: ServingSettings, node_group: GpuNodeGroupSpec,
+                    role_arn: pulumi.Input[str] | None) -> list[dict[str, Any]]:
+    return [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{node_group.worker.shm_gib}Gi"}},
         # A hostPath, not an emptyDir, so the cache outlives the pod: a recreated worker on the same
         # node downloads nothing and finds its compiled graphs. Acceptable here because the worker
         # is already privileged for EFA (a privileged container can reach every host path anyway)
@@ -371,6 +373,13 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
         *_hf_token_volumes(hf_token_ref(serving)),
         *_model_reader_volumes(role_arn),
     ]
+
+
+def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input[str] | None) -> dict[str, Any]:
+    # The phase's pods are sized for, and pinned to, the node group they run on (its own, if it has one).
+    node_group = serving.node_group(phase)
+    sizing = node_group.worker
+    nodes = serving.app.nodes[phase]
     return {
         "groupName": WORKER_GROUP_NAMES[phase],
         # One pod per GPU node, as many as the phase's replicas need (serve_app.checks.phase_nodes):
@@ -393,7 +402,8 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
                 "labels": {**ray_pod_labels(serving.name), PHASE_POD_LABEL: phase},
                 "annotations": {SAFE_TO_EVICT_ANNOTATION: "false"},
             },
-            "spec": _pod_spec(node_group.labels, container, volumes, [dict(GPU_TOLERATION)],
+            "spec": _pod_spec(node_group.labels, _worker_container(serving, sizing, role_arn),
+                              _worker_volumes(serving, node_group, role_arn), [dict(GPU_TOLERATION)],
                               service_account=MODEL_READER_SERVICE_ACCOUNT if role_arn is not None else None,
                               init_containers=[_node_cache_init_container(serving)]),
         },
