@@ -23,7 +23,6 @@ from facts.charts import (
     NVIDIA_DEVICE_PLUGIN,
     HelmChart,
 )
-from serve_app.checks import phase_nodes
 from serve_app.settings import ServeAppSettings, engine_setting
 
 # ChartSettings' fields → the chart each pins.
@@ -51,7 +50,7 @@ def idle_gpus(serving: ServingSettings) -> list[str]:
         instance = spec.target.instance
         for phase in spec.phases:
             engine = app.engine_for(phase)
-            nodes = phase_nodes(app, phase, instance.gpus)
+            nodes = serving.app.nodes[phase]
             taken = nodes.min_nodes * instance.gpus
             used = app.phase(phase).replicas.min_replicas * engine.gpus_per_replica
             if taken > used:
@@ -65,10 +64,9 @@ def idle_gpus(serving: ServingSettings) -> list[str]:
 def idle_nodes(serving: ServingSettings) -> list[str]:
     """Per GPU node group: nodes no replica takes at the fewest replicas."""
     found = []
-    app = serving.app.config
     for spec in serving.node_groups:
         target = spec.target
-        needed = sum(phase_nodes(app, phase, target.gpus_per_node).min_nodes for phase in spec.phases)
+        needed = sum(serving.app.nodes[phase].min_nodes for phase in spec.phases)
         if target.node_count > needed:
             found.append(f"{target.settings.count.key}: {target.node_count - needed} of {target.node_count} "
                          f"{target.instance.name} nodes run no replica; lower it to {needed}")
