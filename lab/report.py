@@ -183,28 +183,7 @@ def side_by_side_table(app: str, result: dict[str, Any]) -> str:
 
 
 def markdown_report(data: dict[str, Any]) -> str:
-    gpu = data.get("host", {}).get("gpu", {})
-    versions = data.get("versions", {})
-    parts = [
-        f"Run {data.get('started_at')} → {data.get('finished_at')} ({data.get('wall_s')} s), "
-        f"GPU {gpu.get('name')} ({gpu.get('memory_total')}, driver {gpu.get('driver')}); "
-        + ", ".join(f"{k} {v}" for k, v in versions.items() if v),
-        "",
-        f"Serve config: {data.get('stack', {}).get('source')}",
-        "",
-        f"Topology: {data.get('topology', {}).get('gpus', 1)} GPU(s), "
-        f"{data.get('topology', {}).get('engines_on_gpu', '?')} engine(s) per GPU; HTTP front: "
-        f"{data.get('topology', {}).get('http_front', 'serve proxy')}; stages "
-        f"{data.get('topology', {}).get('stages')}",
-        "",
-        "Apps ready after (s): " + ", ".join(
-            f"{name} {entry.get('ready_after_s', entry.get('status'))}"
-            for name, entry in data.get("apps", {}).items()),
-        "",
-        checks_table(data),
-        "",
-        timing_table(data),
-    ]
+    parts = [*_run_summary(data), "", checks_table(data), "", timing_table(data)]
     if any(row.get("variant") or row.get("repeat", 1) > 1 for row in data.get("timing", [])):
         parts += ["", "Per app and concurrency, over the timed passes: TTFT and TPOT over every request of "
                       "every pass (pooled), with the per-pass values' min–max; ITL: means of the passes' "
@@ -213,6 +192,40 @@ def markdown_report(data: dict[str, Any]) -> str:
                   variant_table(data)]
     for app, result in data.get("side_by_side", {}).items():
         parts += ["", side_by_side_table(app, result)]
+    parts += _pd_checks(data)
+    interference = interference_table(data)
+    if interference:
+        parts += ["", "Interference: short requests decoding while long prompts arrive "
+                      f"({data.get('workload', {}).get('interference')})", "", interference]
+    if data.get("not_done"):
+        parts += ["", "Not done: " + "; ".join(data["not_done"])]
+    return "\n".join(parts) + "\n"
+
+
+def _run_summary(data: dict[str, Any]) -> list[str]:
+    """When, on which GPU and versions, which serve config, the topology and when each app was ready."""
+    gpu = data.get("host", {}).get("gpu", {})
+    versions = data.get("versions", {})
+    topology = data.get("topology", {})
+    return [
+        f"Run {data.get('started_at')} → {data.get('finished_at')} ({data.get('wall_s')} s), "
+        f"GPU {gpu.get('name')} ({gpu.get('memory_total')}, driver {gpu.get('driver')}); "
+        + ", ".join(f"{k} {v}" for k, v in versions.items() if v),
+        "",
+        f"Serve config: {data.get('stack', {}).get('source')}",
+        "",
+        f"Topology: {topology.get('gpus', 1)} GPU(s), {topology.get('engines_on_gpu', '?')} engine(s) per GPU; "
+        f"HTTP front: {topology.get('http_front', 'serve proxy')}; stages {topology.get('stages')}",
+        "",
+        "Apps ready after (s): " + ", ".join(
+            f"{name} {entry.get('ready_after_s', entry.get('status'))}"
+            for name, entry in data.get("apps", {}).items()),
+    ]
+
+
+def _pd_checks(data: dict[str, Any]) -> list[str]:
+    """Greedy PD against colocated, and NIXL's KV transfer counters (per PD stage where there were several)."""
+    parts: list[str] = []
     for model, result in data.get("checks", {}).get("greedy_equivalence", {}).items():
         parts += ["", f"Greedy PD vs colocated ({model}): {result.get('sequences')} sequences, "
                       f"{result.get('clear_positions_compared')} clear-margin positions identical, "
@@ -227,10 +240,4 @@ def markdown_report(data: dict[str, Any]) -> str:
         totals = data.get("checks", {}).get("nixl_metrics", {}).get("totals", {})
         if totals.get("ray_vllm_nixl_xfer_time_seconds_count"):
             parts += ["", nixl_metrics_line("all PD apps", totals)]
-    interference = interference_table(data)
-    if interference:
-        parts += ["", "Interference: short requests decoding while long prompts arrive "
-                      f"({data.get('workload', {}).get('interference')})", "", interference]
-    if data.get("not_done"):
-        parts += ["", "Not done: " + "; ".join(data["not_done"])]
-    return "\n".join(parts) + "\n"
+    return parts

@@ -170,34 +170,50 @@ def run_in_cluster(api_client, *, namespace: str, ray_service: dict, ray_cluster
         core.patch_namespaced_config_map(name, namespace, {"metadata": {"ownerReferences": [
             {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}]}}, _preload_content=False)
         log(f"Job {namespace}/{name} ({image}) started")
-        waited = 0.0
-        while True:
-            status = json.loads(batch.read_namespaced_job_status(name, namespace, _preload_content=False).data)
-            state = status.get("status") or {}
-            if state.get("succeeded") or state.get("failed"):
-                break
-            if waited > deadline_s + 60:
-                raise BenchJobError(f"Job {namespace}/{name} did not finish in {deadline_s} s")
-            sleep(poll_s)
-            waited += poll_s
-        pods = json.loads(core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={name}",
-                                                   _preload_content=False).data)["items"]
-        if not pods:
-            raise BenchJobError(f"Job {namespace}/{name} finished with no pod to read")
-        pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")["metadata"]["name"]
-        text = core.read_namespaced_pod_log(pod, namespace, container=CONTAINER,
-                                            _preload_content=False).data.decode("utf-8", errors="replace")
-        try:
-            return result_from_log(text)
-        except BenchJobError as exc:
-            raise BenchJobError(f"{exc}\n(Job {namespace}/{name}, pod {pod}; --keep-job keeps them)") from None
+        _wait_for_the_job(batch, name, namespace, deadline_s, poll_s, sleep)
+        return _result_from_the_pod(core, name, namespace)
     finally:
         if not keep:
-            for delete in (lambda: batch.delete_namespaced_job(name, namespace, propagation_policy="Background",
-                                                               _preload_content=False),
-                           lambda: core.delete_namespaced_config_map(name, namespace, _preload_content=False)):
-                try:
-                    delete()
-                except client.ApiException as exc:
-                    if exc.status != 404:
-                        raise
+            _delete_the_job(client, core, batch, name, namespace)
+
+
+def _wait_for_the_job(batch: Any, name: str, namespace: str, deadline_s: int, poll_s: float,
+                      sleep: Callable[[float], None]) -> None:
+    """Until the Job has succeeded or failed; past its deadline and a minute more, an error."""
+    waited = 0.0
+    while True:
+        status = json.loads(batch.read_namespaced_job_status(name, namespace, _preload_content=False).data)
+        state = status.get("status") or {}
+        if state.get("succeeded") or state.get("failed"):
+            return
+        if waited > deadline_s + 60:
+            raise BenchJobError(f"Job {namespace}/{name} did not finish in {deadline_s} s")
+        sleep(poll_s)
+        waited += poll_s
+
+
+def _result_from_the_pod(core: Any, name: str, namespace: str) -> dict:
+    """The result the Job's newest pod printed in its log."""
+    pods = json.loads(core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={name}",
+                                               _preload_content=False).data)["items"]
+    if not pods:
+        raise BenchJobError(f"Job {namespace}/{name} finished with no pod to read")
+    pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")["metadata"]["name"]
+    text = core.read_namespaced_pod_log(pod, namespace, container=CONTAINER,
+                                        _preload_content=False).data.decode("utf-8", errors="replace")
+    try:
+        return result_from_log(text)
+    except BenchJobError as exc:
+        raise BenchJobError(f"{exc}\n(Job {namespace}/{name}, pod {pod}; --keep-job keeps them)") from None
+
+
+def _delete_the_job(client: Any, core: Any, batch: Any, name: str, namespace: str) -> None:
+    """The Job (its pods in the background) and its ConfigMap; one already gone is no error."""
+    for delete in (lambda: batch.delete_namespaced_job(name, namespace, propagation_policy="Background",
+                                                       _preload_content=False),
+                   lambda: core.delete_namespaced_config_map(name, namespace, _preload_content=False)):
+        try:
+            delete()
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise

@@ -159,6 +159,16 @@ def from_ray_endpoints(pages_before: list[Samples], pages_after: list[Samples], 
 
     for p in PHASES:
         snapshot.phases[p]["replicas"] = float(sum(1 for v in phase_of.values() if v == p))
+    _engine_gauges(snapshot, after, phase)
+    _request_rates(snapshot, before, after, phase, window)
+    _latency_quantiles(snapshot, before, after, phase)
+    _kv_transfer(snapshot.kv_transfer, before, after, window)
+    snapshot.unmapped_replicas = sorted(unmapped)
+    return snapshot
+
+
+def _engine_gauges(snapshot: Snapshot, after: Samples, phase: Callable[[dict[str, str]], str | None]) -> None:
+    """Running and waiting requests summed per phase, KV cache use at its fullest engine."""
     for figure, metric, combine in (("running", rules.VLLM_RUNNING, sum), ("waiting", rules.VLLM_WAITING, sum),
                                     ("kv_cache_usage", rules.VLLM_KV_CACHE_USAGE, max)):
         values: dict[str, list[float]] = defaultdict(list)
@@ -167,13 +177,23 @@ def from_ray_endpoints(pages_before: list[Samples], pages_after: list[Samples], 
                 values[found_phase].append(value)
         for name, found in values.items():
             snapshot.phases[name][figure] = combine(found)
+
+
+def _request_rates(snapshot: Snapshot, before: Samples, after: Samples,
+                   phase: Callable[[dict[str, str]], str | None], window: float) -> None:
+    """Finished requests per second, for each phase that has a replica."""
     requests: dict[str, float] = defaultdict(float)
     for labels, grown in _deltas(before, after, rules.VLLM_REQUEST_SUCCESS):
         if (found_phase := phase(labels)) is not None:
             requests[found_phase] += grown
     for p in PHASES:
-        if any(phase_of.get(r) == p for r in phase_of):
+        if snapshot.phases[p]["replicas"]:
             snapshot.phases[p]["requests_per_second"] = requests[p] / window
+
+
+def _latency_quantiles(snapshot: Snapshot, before: Samples, after: Samples,
+                       phase: Callable[[dict[str, str]], str | None]) -> None:
+    """TTFT and TPOT p50/p90 per phase, from the histogram buckets that grew in the window."""
     for prefix, histogram in (("ttft", rules.VLLM_TTFT), ("tpot", rules.VLLM_TPOT)):
         buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
         for labels, grown in _deltas(before, after, f"{histogram}_bucket"):
@@ -182,20 +202,21 @@ def from_ray_endpoints(pages_before: list[Samples], pages_after: list[Samples], 
         for name, counts in buckets.items():
             snapshot.phases[name][f"{prefix}_p50_seconds"] = histogram_quantile(0.5, counts)
             snapshot.phases[name][f"{prefix}_p90_seconds"] = histogram_quantile(0.9, counts)
+
+
+def _kv_transfer(kv: dict[str, float | None], before: Samples, after: Samples, window: float) -> None:
+    """NIXL's KV transfers in the window: rate, bytes, time per transfer, link speed, failures."""
     totals = {name: sum(g for _, g in _deltas(before, after, name))
               for name in (f"{rules.NIXL_XFER_TIME}_count", f"{rules.NIXL_XFER_TIME}_sum", f"{rules.NIXL_BYTES}_sum",
                            rules.NIXL_FAILED)}
     transfers, seconds = totals[f"{rules.NIXL_XFER_TIME}_count"], totals[f"{rules.NIXL_XFER_TIME}_sum"]
     moved = totals[f"{rules.NIXL_BYTES}_sum"]
-    kv = snapshot.kv_transfer
     kv["transfers_per_second"] = transfers / window
     kv["bytes_per_second"] = moved / window
     kv["seconds_per_transfer"] = seconds / transfers if transfers else None
     # As recorded: bytes per second of in-flight time, in-flight time per second capped at 1.
     kv["link_bytes_per_second"] = (moved / window) / min(seconds / window, 1) if seconds else None
     kv["failed_transfers"] = totals[rules.NIXL_FAILED]
-    snapshot.unmapped_replicas = sorted(unmapped)
-    return snapshot
 
 
 def scrape(urls: list[str], get_text: Callable[[str], str]) -> list[Samples]:
