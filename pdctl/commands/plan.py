@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 import typer
 from rich.markup import escape
@@ -25,9 +26,6 @@ from pdctl.commands.common import (
     read_plan_document,
     text_console,
 )
-
-if TYPE_CHECKING:
-    from pdctl.plan import Plan
 
 
 def plan(
@@ -51,22 +49,30 @@ def plan(
     a rule of the policy pack (policy/) refuses a resource, as `pulumi preview --policy-pack policy`
     would; with --strict, also on a warning."""
     from pdctl.plan import build_plan
+    from pdctl.views import render_plan
 
     base = read_plan_document(diff) if diff is not None else None
     run = offline_run(stack, overrides_from_set(set_), project)
     document = build_plan(run, stack=stack, config_region=run.config.get("aws:region"))
     if base is not None:
-        _print_diff(base, document, output)
-    _print_plan(document, output, width)
-    _report_problems(document, strict)
+        _print_diff(base, document.to_dict(), output)
+    if output is OutputFormat.json:
+        sys.stdout.write(json.dumps(document.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+    else:
+        out = text_console(width)
+        with out.capture() as captured:
+            render_plan(out, document)
+        # Wrapping leaves the spaces it broke at: no line ends in them (diff and review noise).
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    _report_problems(document.warnings, document.policy_violations, strict)
 
 
-def _print_diff(base: dict, document: Plan, output: OutputFormat) -> NoReturn:
-    """What changes from `base`, then exit with the diff's status."""
+def _print_diff(base: dict, plan: dict, output: OutputFormat) -> NoReturn:
+    """What changes from `base` to `plan`, then exit with the diff's status."""
     from pdctl.plan_diff import EXIT_CHANGED, diff_plans, render_diff
 
     # Compared as the JSON a reviewer saved: the same types (lists, not tuples) on both sides.
-    head = json.loads(json.dumps(document.to_dict(), sort_keys=True, default=str))
+    head = json.loads(json.dumps(plan, sort_keys=True, default=str))
     changes = diff_plans(base, head)
     if output is OutputFormat.json:
         sys.stdout.write(json.dumps(changes.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
@@ -75,29 +81,16 @@ def _print_diff(base: dict, document: Plan, output: OutputFormat) -> NoReturn:
     raise typer.Exit(EXIT_CHANGED if changes.changed else 0)
 
 
-def _print_plan(document: Plan, output: OutputFormat, width: int | None) -> None:
-    if output is OutputFormat.json:
-        sys.stdout.write(json.dumps(document.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
-        return
-    from pdctl.views import render_plan
-
-    out = text_console(width)
-    with out.capture() as captured:
-        render_plan(out, document)
-    # Wrapping leaves the spaces it broke at: no line ends in them (diff and review noise).
-    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
-
-
-def _report_problems(document: Plan, strict: bool) -> None:
+def _report_problems(warnings: Sequence[str], violations: Sequence[object], strict: bool) -> None:
     """Warnings and policy violations on stderr; exit 1 on a violation, and with --strict on a warning."""
-    for warning in document.warnings:
+    for warning in warnings:
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
-    for violation in document.policy_violations:
+    for violation in violations:
         err.print(f"[bold red]error:[/] {escape(str(violation))}", highlight=False, soft_wrap=True)
-    if document.policy_violations:
+    if violations:
         raise typer.Exit(1)
-    if strict and document.warnings:
-        raise fail(f"--strict: {len(document.warnings)} warning(s) above")
+    if strict and warnings:
+        raise fail(f"--strict: {len(warnings)} warning(s) above")
 
 
 def render(
