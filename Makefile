@@ -56,11 +56,11 @@ zizmor: $(VENV)/.installed-dev
 test: lint typecheck promtool zizmor
 	$(VENV)/bin/python -m pytest -q --durations=15
 
-# The product's own tests, in under a minute: settings, components, the offline program, the CLI.
+# The product's own tests, spread over every core: settings, components, the offline program, the CLI.
 # No Ray, vLLM or network; nothing marked slow (a wheel build, real engines). promtool is set up first.
 FAST_TESTS := tests/serve_app tests/components tests/offline tests/pdctl tests/measure tests/test_layers.py tests/test_wording.py tests/test_make_targets.py
 test-fast: $(VENV)/.installed-dev promtool
-	$(VENV)/bin/python -m pytest -q -m "not slow" --durations=10 $(FAST_TESTS)
+	$(VENV)/bin/python -m pytest -q -m "not slow" -n auto --durations=10 $(FAST_TESTS)
 
 # The generated tables: docs/SETTINGS.md, docs/OUTPUTS.md, docs/PRICES.md and README.md's cost table.
 docs: $(VENV)/.installed-cli
