@@ -36,7 +36,7 @@ def _manifest(resource) -> dict:
     return canonical({key: resource.inputs[key] for key in MANIFEST_KEYS if key in resource.inputs})
 
 
-def ray_service_manifest(run) -> dict:
+def registered_ray_service(run) -> dict:
     """The registered RayService CustomResource in the shape `kubectl apply` takes."""
     found = [r for r in run.resources if r.type == RAY_SERVICE_TYPE]
     if len(found) != 1:
@@ -48,7 +48,7 @@ def serving_manifests(run) -> list[dict]:
     """For `kubectl apply` on an existing cluster (KubeRay and the device plugins installed): the
     serving Namespace, its NetworkPolicies and the RayService, in the order the stack creates them.
     The Hugging Face token Secret is left out: its value is a secret (create it yourself if needed)."""
-    namespace = ray_service_manifest(run)["metadata"]["namespace"]
+    namespace = registered_ray_service(run)["metadata"]["namespace"]
     apply_order = (NAMESPACE_TYPE, NETWORK_POLICY_TYPE, RAY_SERVICE_TYPE)
     found = []
     for resource in run.resources:

@@ -105,7 +105,7 @@ def render(
 
     run = offline_run(stack, overrides_from_set(set_), project)
     if serve_config:
-        sys.stdout.write(rendering.to_yaml(rendering.serve_config(rendering.ray_service_manifest(run))))
+        sys.stdout.write(rendering.to_yaml(rendering.serve_config(rendering.registered_ray_service(run))))
     else:
         sys.stdout.write(rendering.to_yaml_documents(rendering.serving_manifests(run)))
 

@@ -314,10 +314,10 @@ def test_transport_problems_flags_ucx_next_to_libfabric():
 @pytest.fixture
 def deployed(api, offline_run):
     """The RayService as the stack applies it (dev, rendered offline) with a running status."""
-    from pdctl.render import ray_service_manifest
+    from pdctl.render import registered_ray_service
 
     running = fixture("rayservice_running.json")
-    api.ray_service = {**ray_service_manifest(offline_run("dev")), "status": running["status"]}
+    api.ray_service = {**registered_ray_service(offline_run("dev")), "status": running["status"]}
     return api
 
 

@@ -16,7 +16,7 @@ from facts import durations, prices
 from offline import run_offline
 from pdctl.cli import PIPED_WIDTH, app
 from pdctl.plan import build_plan
-from pdctl.render import ray_service_manifest, to_yaml
+from pdctl.render import registered_ray_service, to_yaml
 from pdctl.views import RULE_WIDTH
 
 CLUSTER = "eks:index:Cluster"
@@ -315,7 +315,7 @@ def test_render_prints_the_serving_namespace_in_apply_order(dev_run, cached_dev,
     assert len(kinds) == 7
     assert all(d["metadata"].get("namespace") == "inference" for d in documents[1:])
     manifest = documents[-1]
-    assert manifest == ray_service_manifest(dev_run)
+    assert manifest == registered_ray_service(dev_run)
     assert (manifest["apiVersion"], manifest["kind"]) == ("ray.io/v1", "RayService")
     assert manifest["metadata"]["name"] == "ray-llm"
     assert manifest["metadata"]["namespace"] == "inference"
@@ -331,7 +331,7 @@ def test_render_serve_config_only(dev_run, cached_dev):
     result = invoke("render", "--serve-config")
     assert result.exit_code == 0, result.output
     serve = yaml.safe_load(result.stdout)
-    assert serve == yaml.safe_load(ray_service_manifest(dev_run)["spec"]["serveConfigV2"])
+    assert serve == yaml.safe_load(registered_ray_service(dev_run)["spec"]["serveConfigV2"])
 
 
 def test_multiline_strings_render_as_blocks():

@@ -72,12 +72,12 @@ def deployed_config(stack: str, overrides: tuple[tuple[str, str], ...] = ()) -> 
     `overrides` of its keys, per session)."""
     from components.config.declared import project_name
     from offline.harness import run_offline
-    from pdctl.render import ray_service_manifest
+    from pdctl.render import registered_ray_service
 
     run = run_offline(stack, overrides=dict(overrides))
     prefix = project_name() + ":"
     settings = {key[len(prefix):]: value for key, value in run.config.items() if key.startswith(prefix)}
-    return DeployedConfig(stack, ray_service_manifest(run), settings)
+    return DeployedConfig(stack, registered_ray_service(run), settings)
 
 
 @pytest.fixture(scope="session", params=STACKS)
