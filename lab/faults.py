@@ -194,10 +194,12 @@ def engine_core_pid(replica_pid: int) -> int | None:
 
 
 def deployment_names(app_args: dict[str, Any]) -> dict[str, str]:
-    from serve_app.render import serve_deployment_id
+    """The prefill and decode Serve deployments of an app as the lab holds it, its serveConfigV2 args
+    (serve_app.render.deployment_names reads the typed config instead)."""
+    from serve_app.render import PHASE_DEPLOYMENT_PREFIX, serve_deployment_id
 
-    model_id = app_args["decode_config"]["model_loading_config"]["model_id"]
-    return {"prefill": f"Prefill:{serve_deployment_id(model_id)}", "decode": f"Decode:{serve_deployment_id(model_id)}"}
+    deployment_id = serve_deployment_id(app_args["decode_config"]["model_loading_config"]["model_id"])
+    return {phase: f"{prefix}{deployment_id}" for phase, prefix in PHASE_DEPLOYMENT_PREFIX.items()}
 
 
 def inject(fault: str, app: str, names: dict[str, str]) -> dict[str, Any]:
