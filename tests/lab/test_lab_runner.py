@@ -8,6 +8,7 @@ import copy
 import hashlib
 import itertools
 import json
+import logging
 import os
 
 import pytest
@@ -602,3 +603,13 @@ def test_cpus_wanted_counts_engine_bundles_replica_actors_and_ingresses(dev_args
     apps = lab_apps(dev_args, _models("llama3-8b-shape"), variants=matrix)
     assert lab_runner.cpus_wanted(apps) == 6 * 2 + 5
     assert lab_runner.cpus_wanted(apps[:4]) <= 16
+
+
+def test_the_lab_s_requests_leave_no_line_each_in_the_run_log(caplog):
+    # The run log is Ray's, at INFO: httpx's per-request line would bury the lab's own lines.
+    import httpx
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"data": []}))
+    with caplog.at_level(logging.INFO), httpx.Client(transport=transport) as client:
+        assert client.get(f"http://lab.invalid/v1/models?timeout={workload.REQUEST_TIMEOUT_S}").status_code == 200
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("httpx")] == []
