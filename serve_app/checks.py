@@ -441,16 +441,20 @@ def _check_paged_start(app: PDAppConfig, phase: Phase, report: CapacityReport) -
     per_sequence = report.blocks_per_sequence
     warm = report.num_blocks_restart if report.num_blocks_restart is not None else report.num_blocks
     where = f"{phase} on {report.instance_type}'s {report.gpu_model}"
+    # The vision encoder takes most of the blocks on an L4 (17 left of a restart's 173, measured): a user
+    # who just turned it on must read that turning it off is the other way out.
+    without_vision = (f", or {engine_setting(app, phase, 'vision_inputs')} false (the vision encoder's memory)"
+                      if engine.vision_inputs else "")
     if not engine.enforce_eager and warm < engine.max_num_seqs:
         raise ConfigError(
             engine_setting(app, phase, "max_num_seqs"), engine.max_num_seqs,
-            f"at most {warm} ({where} holds {warm} KV blocks), or enforceEager true",
+            f"at most {warm} ({where} holds {warm} KV blocks), or enforceEager true{without_vision}",
             "vLLM captures CUDA graphs only with one Mamba cache block per sequence "
             f"(\"max_num_seqs ({engine.max_num_seqs}) exceeds available Mamba cache blocks ({warm})\")")
     if warm < per_sequence:
         raise ConfigError(
             engine_setting(app, phase, "max_model_len"), engine.max_model_len,
-            f"a length whose blocks fit: {warm} blocks of {report.block_size} tokens on {where}",
+            f"a length whose blocks fit: {warm} blocks of {report.block_size} tokens on {where}{without_vision}",
             f"one {engine.max_model_len}-token sequence takes {per_sequence} blocks; "
             "lower maxModelLen or raise gpuMemoryUtilization")
     first = report.num_blocks

@@ -189,6 +189,7 @@ def check_outcome(stack: str, overrides: dict[str, str], full_graph: dict[str, s
 @example(("prod", {"gpuNodeType": "g6.xlarge"}))               # no EFA interface
 @example(("dev", {"kvBackends": '["UCX"]'}))                   # UCX on EFA without the acknowledgement
 @example(("dev", {"hfToken": "hf_plaintexttoken"}))            # a plaintext secret
+@example(("dev", {"visionInputs": "true"}))                    # the encoder leaves fewer blocks than maxNumSeqs
 def test_generated_configs_build_the_graph_or_name_the_bad_setting(full_graph, config):
     stack, overrides = config
     check_outcome(stack, overrides, full_graph)
