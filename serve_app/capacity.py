@@ -304,8 +304,9 @@ def _kv_capacity(budget: int, per_token: int, per_sequence: int, max_model_len: 
     paged: dict = {"block_size": paging.block_size, "num_blocks": blocks,
                    "blocks_per_sequence": paging.blocks_per_sequence(max_model_len)}
     if restart_budget is not None:
-        paged.update(kv_budget_bytes_restart=restart_budget, num_blocks_restart=paging.blocks(restart_budget),
-                     kv_tokens_restart=paging.kv_tokens(paging.blocks(restart_budget), max_model_len))
+        restart_blocks = paging.blocks(restart_budget)
+        paged.update(kv_budget_bytes_restart=restart_budget, num_blocks_restart=restart_blocks,
+                     kv_tokens_restart=paging.kv_tokens(restart_blocks, max_model_len))
     return paging.kv_tokens(blocks, max_model_len), blocks // paging.blocks_per_sequence(max_model_len), paged
 
 

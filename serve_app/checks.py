@@ -410,8 +410,9 @@ def _kv_cache_dtype(app: PDAppConfig, phase: Phase) -> str:
     return str(app.engine_for(phase).extra_engine_kwargs.get("kv_cache_dtype", "auto"))
 
 
-def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget,
-                   model: ModelArchitecture) -> CapacityReport:
+def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget, model: ModelArchitecture, *,
+                   vision_inputs: bool | None = None) -> CapacityReport:
+    """`phase`'s capacity on its node group; `vision_inputs` overrides the engine's (None: as set)."""
     engine = app.engine_for(phase)
     # The KV leaves prefill's node and enters decode's: the slower network of the two bounds it.
     network = min(target.node_group(p).instance.network_bytes_per_second for p in PHASES)
@@ -420,7 +421,8 @@ def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget,
         dtype=engine.dtype, max_model_len=engine.max_model_len,
         gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
         tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
-        kv_cache_dtype=_kv_cache_dtype(app, phase), vision_inputs=engine.vision_inputs,
+        kv_cache_dtype=_kv_cache_dtype(app, phase),
+        vision_inputs=engine.vision_inputs if vision_inputs is None else vision_inputs,
         max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
     )
 
@@ -430,31 +432,42 @@ FULL_PRECISION_DTYPES = ("float32", "float")
 MOST_GPU_MEMORY_UTILIZATION = 0.95
 
 
-def _check_paged_start(app: PDAppConfig, phase: Phase, report: CapacityReport) -> tuple[str, ...]:
+def _check_paged_start(app: PDAppConfig, phase: Phase, report: CapacityReport,
+                       text_only: CapacityReport | None = None) -> tuple[str, ...]:
     """A hybrid engine vLLM would refuse to start: fewer blocks than CUDA graphs capture sequences
     (vLLM 0.26 compilation.py: one Mamba cache block per decoding sequence), or than one maxModelLen
     sequence takes. Refused when even a restart (warm compile caches, the larger KV cache) cannot start;
-    a warning when only the first start on a new node (the smaller one) cannot."""
+    a warning when only the first start on a new node (the smaller one) cannot. `text_only`: the same
+    engine without its vision encoder, whose blocks say whether turning it off is a way out."""
     engine = app.engine_for(phase)
     if report.num_blocks is None or report.blocks_per_sequence is None:
         return ()
     per_sequence = report.blocks_per_sequence
     warm = report.num_blocks_restart if report.num_blocks_restart is not None else report.num_blocks
     where = f"{phase} on {report.instance_type}'s {report.gpu_model}"
-    # The vision encoder takes most of the blocks on an L4 (17 left of a restart's 173, measured): a user
-    # who just turned it on must read that turning it off is the other way out.
-    without_vision = (f", or {engine_setting(app, phase, 'vision_inputs')} false (the vision encoder's memory)"
-                      if engine.vision_inputs else "")
+    # What a restart of the same engine without the encoder holds (None: the encoder is off).
+    without_vision_blocks = None if text_only is None else (
+        text_only.num_blocks_restart if text_only.num_blocks_restart is not None else text_only.num_blocks)
+
+    def or_without_vision(blocks_needed: int) -> str:
+        # The encoder takes most of the blocks on an L4 (17 left of a restart's 173, measured): a user who
+        # just turned it on reads that turning it off is a way out, where the text-only engine has the blocks.
+        if without_vision_blocks is None or without_vision_blocks < blocks_needed:
+            return ""
+        return f", or {engine_setting(app, phase, 'vision_inputs')} false (the vision encoder's memory)"
+
     if not engine.enforce_eager and warm < engine.max_num_seqs:
         raise ConfigError(
             engine_setting(app, phase, "max_num_seqs"), engine.max_num_seqs,
-            f"at most {warm} ({where} holds {warm} KV blocks), or enforceEager true{without_vision}",
+            f"at most {warm} ({where} holds {warm} KV blocks), or enforceEager true"
+            f"{or_without_vision(engine.max_num_seqs)}",
             "vLLM captures CUDA graphs only with one Mamba cache block per sequence "
             f"(\"max_num_seqs ({engine.max_num_seqs}) exceeds available Mamba cache blocks ({warm})\")")
     if warm < per_sequence:
         raise ConfigError(
             engine_setting(app, phase, "max_model_len"), engine.max_model_len,
-            f"a length whose blocks fit: {warm} blocks of {report.block_size} tokens on {where}{without_vision}",
+            f"a length whose blocks fit: {warm} blocks of {report.block_size} tokens on {where}"
+            f"{or_without_vision(per_sequence)}",
             f"one {engine.max_model_len}-token sequence takes {per_sequence} blocks; "
             "lower maxModelLen or raise gpuMemoryUtilization")
     first = report.num_blocks
@@ -517,7 +530,8 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget,
                 f"{report.transfer_bytes_per_max_prompt / 2**20:,.0f} MiB")
         if not report.weights_fit:
             _refuse_weights_that_do_not_fit(app, phase, engine, report)
-        warnings += _check_paged_start(app, phase, report)
+        text_only = phase_capacity(app, phase, target, model, vision_inputs=False) if engine.vision_inputs else None
+        warnings += _check_paged_start(app, phase, report, text_only)
         if report.sequences_that_can_start < 1:
             raise ConfigError(
                 engine_setting(app, phase, "max_model_len"), engine.max_model_len,

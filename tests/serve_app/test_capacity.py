@@ -97,8 +97,13 @@ def test_the_vision_encoder_with_cuda_graphs_is_refused_as_vllm_refused_it():
     with pytest.raises(ConfigError) as refused:
         check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, **TARGET_SETTINGS))
     assert refused.value.setting == "maxNumSeqs" and "at most 16" in str(refused.value)
-    # The user who just turned the encoder on reads that turning it off is a way out too.
+    # The user who just turned the encoder on reads that turning it off is a way out too...
     assert "or visionInputs false" in refused.value.allowed
+    # ...but only where it is one: without the encoder a restart holds 173 blocks, not 200.
+    app = PDAppConfig(engine=EngineSettings(vision_inputs=True, max_num_seqs=200))
+    with pytest.raises(ConfigError) as refused:
+        check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, **TARGET_SETTINGS))
+    assert refused.value.setting == "maxNumSeqs" and "visionInputs" not in refused.value.allowed
 
 
 def test_the_vision_encoder_eager_starts_but_warns_about_a_new_nodes_first_start():
