@@ -23,6 +23,7 @@ requests are scheduled on, and one a test can control. This module needs only th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import platform
 import random
@@ -227,16 +228,13 @@ async def run_bench(client, model: str, spec: BenchSpec, prompts: Sequence[str],
     `client` is an `openai.AsyncOpenAI`; `rng` draws Poisson gaps (default: seeded by the spec)."""
     rng = rng or random.Random(spec.seed)
     clock = asyncio.get_running_loop().time
-    gate = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
+    # Without a concurrency cap nothing waits: nullcontext stands in for the semaphore.
+    gate = asyncio.Semaphore(spec.concurrency) if spec.concurrency else contextlib.nullcontext()
     samples: list[RequestSample] = []
 
     async def one(prompt: str) -> None:
-        body = chat_body(model, prompt, spec.output_tokens, spec.ignore_eos)
-        if gate is None:
-            sample = await stream_sample(client, body)
-        else:
-            async with gate:
-                sample = await stream_sample(client, body)
+        async with gate:
+            sample = await stream_sample(client, chat_body(model, prompt, spec.output_tokens, spec.ignore_eos))
         samples.append(sample)
         if on_done is not None:
             on_done(sample)
