@@ -28,6 +28,7 @@ from components.config.serving import ServingSettings, serving_settings
 from components.config.workload import StackSlo, WorkloadSettings, stack_slo
 from components.config.zones import AvailabilityZonePlan, RegionSettings, plan_availability_zones
 from components.discovery import CloudFacts, CloudQuery, NodeTypeQuestion, discover
+from components.findings import stack_findings
 from serve_app.config import PHASES
 from serve_app.settings import ServeAppSettings
 from serve_app.slo_sizing import Targets
@@ -63,10 +64,8 @@ class StackSettings:
     def warnings(self) -> tuple[str, ...]:
         """What the preview could not check, found wasteful or short of the SLO, and says so
         (pulumi.log.warn; `pdctl plan --strict` fails)."""
-        from components.findings import stack_findings  # it reads these settings' types: imported here
-
         return (*self.serving.app.warnings, *(self.slo.warnings if self.slo else ()), *self.findings,
-                *stack_findings(self))
+                *stack_findings(self.serving, self.charts))
 
 def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
                          ask_cloud: Callable[[CloudQuery], CloudFacts] = discover) -> StackSettings:
