@@ -19,9 +19,12 @@ import pulumi
 import pulumi_aws as aws
 
 from deploy_permissions import (
+    BOOTSTRAP_TAG_VALUE,
     BOUNDARY_POLICY_NAME,
     ROLE_PATH,
+    STACK_TAG,
     deploy_policies,
+    service_linked_role_services,
     workload_boundary_policy,
 )
 from policies import (
@@ -46,12 +49,16 @@ cluster_entries = config.get_object("deployClusters") or ["dev=ray-llm-multinode
 region = pulumi.Config("aws").require("region")
 administrator = config.get_bool("deployWithAdministratorAccess") or False
 model_mirror_buckets = config.get_object("modelMirrorBuckets") or []
+service_linked_roles = config.get_object("serviceLinkedRoles")
 partition = aws.get_partition().partition
 account_id = aws.get_caller_identity().account_id
 # Checked before anything is registered: a bad repository or environment list stops the run here.
 preview_trust = preview_subjects(repository)
 deploy_trust = {environment: deploy_subjects(repository, [environment]) for environment in environments}
 clusters = deploy_clusters(cluster_entries, environments)
+linked_services = service_linked_role_services(
+    ["eks.amazonaws.com", "eks-nodegroup.amazonaws.com", "elasticache.amazonaws.com"]
+    if service_linked_roles is None else service_linked_roles)
 
 # Losing state orphans every resource of a stack, and losing the key every stack secret: keep
 # both out of `pulumi destroy`.
@@ -61,6 +68,8 @@ state_key = aws.kms.Key(
     description="Encrypts eks-pd-llm Pulumi state and stack secrets (awskms:// secrets provider)",
     enable_key_rotation=True,
     deletion_window_in_days=30,
+    # A value no cluster name has: no deploy role's key statements (by this tag) reach it.
+    tags={STACK_TAG: BOOTSTRAP_TAG_VALUE},
     opts=keep,
 )
 state_key_alias = aws.kms.Alias("pulumi-state", name="alias/eks-pd-llm-pulumi", target_key_id=state_key.key_id)
@@ -131,6 +140,14 @@ def github_role(name: str, purpose: str, subjects: list[str], session_seconds: i
 # Pull requests run code anyone with branch push rights wrote: they get a role that can look, not touch.
 preview_role = github_role(
     "github-preview", "preview", preview_trust, PREVIEW_SESSION_SECONDS, [PREVIEW_POLICY_ARN], write_stack=None)
+# The service-linked roles of EKS, EKS node groups and ElastiCache, made here once per account so that
+# the deploy role needs no iam:CreateServiceLinkedRole. Kept when the bootstrap is destroyed: the
+# account's clusters and caches use them.
+for service in linked_services:
+    aws.iam.ServiceLinkedRole(
+        f"service-linked-{service.split('.', 1)[0]}", aws_service_name=service,
+        opts=pulumi.ResourceOptions(retain_on_delete=True))
+
 # The most a role the stack creates may do; the deploy role can create roles only with it attached.
 boundary = aws.iam.Policy(
     "workload-boundary",

@@ -411,11 +411,12 @@ def bootstrap_run(tmp_path_factory) -> Callable[..., OfflineRun]:
         if key in runs:
             return runs[key]
         project = tmp_path_factory.mktemp("bootstrap")
-        sources = [*sorted((REPO / "bootstrap").glob("*.py")), REPO / "bootstrap" / "Pulumi.yaml"]
+        sources = [*sorted((REPO / "bootstrap").glob("*.py")), *sorted((REPO / "bootstrap").glob("*.json")),
+                   REPO / "bootstrap" / "Pulumi.yaml"]
         with pytest.MonkeyPatch.context() as monkeypatch:
             monkeypatch.syspath_prepend(str(project))  # the Pulumi Python host puts the program's folder there
             for source in sources:
-                if source.stem != "__main__":  # its modules (policies, …), fresh for this run
+                if source.suffix == ".py" and source.stem != "__main__":  # its modules, fresh for this run
                     monkeypatch.delitem(sys.modules, source.stem, raising=False)
                 (project / source.name).write_text(source.read_text())
             (project / "Pulumi.ci.yaml").write_text(yaml.safe_dump({"config": {
