@@ -315,7 +315,7 @@ def run_preflight(settings: Any, principal_arn: str | None) -> tuple[list[str], 
     """Preflight against the account of the usual AWS credentials, in the stack's region: the lines
     to print and the exit status. No credentials, or a read AWS refuses: one error line."""
     import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
     session = boto3.Session(region_name=settings.region)
     clients = Clients(*(session.client(name) for name in ("iam", "sts", "ec2", "service-quotas")))

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from policy_sentry.querying.actions import get_action_data
+from policy_sentry.querying.actions import get_action_data  # type: ignore[import-not-found]  # .venv-iam only
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "bootstrap" / "service_authorization.json"
@@ -60,7 +60,8 @@ def main() -> None:
     text = json.dumps(extract(), indent=1) + "\n"
     if "--check" in sys.argv:
         if OUTPUT.read_text() != text:
-            sys.exit(f"{OUTPUT.relative_to(REPO)} is out of date: run .venv-iam/bin/python tools/service_authorization.py")
+            sys.exit(f"{OUTPUT.relative_to(REPO)} is out of date: "
+                     "run .venv-iam/bin/python tools/service_authorization.py")
         return
     OUTPUT.write_text(text)
 

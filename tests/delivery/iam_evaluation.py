@@ -88,7 +88,7 @@ def decision(statements: list[dict[str, Any]], action: str, resource: str, conte
 class SimulatingIam:
     """What preflight asks of the IAM client, answered from `statements` (the principal's policies)."""
 
-    class exceptions:  # noqa: N801 - the shape of a boto3 client's exceptions attribute
+    class exceptions:
         class NoSuchEntityException(Exception):
             pass
 
@@ -106,12 +106,12 @@ class SimulatingIam:
              "EvalDecision": decision(self.statements, action, resource, context)}
             for action in request["ActionNames"] for resource in resources]}
 
-    def get_role(self, RoleName: str) -> dict[str, Any]:  # noqa: N803 - boto3's parameter name
+    def get_role(self, RoleName: str) -> dict[str, Any]:
         if RoleName not in self.roles:
             raise self.exceptions.NoSuchEntityException(RoleName)
         return {"Role": {"RoleName": RoleName}}
 
-    def get_policy(self, PolicyArn: str) -> dict[str, Any]:  # noqa: N803 - boto3's parameter name
+    def get_policy(self, PolicyArn: str) -> dict[str, Any]:
         if PolicyArn not in self.policies:
             raise self.exceptions.NoSuchEntityException(PolicyArn)
         return {"Policy": {"Arn": PolicyArn}}

@@ -94,7 +94,8 @@ def test_a_grant_narrower_than_the_calls_is_caught_on_the_resource_it_misses():
 @pytest.mark.parametrize(("action", "resource", "context"), [
     ("eks:DeleteCluster", f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{PROD}", {}),
     ("eks:CreateAccessEntry", f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{PROD}", {}),
-    ("kms:ScheduleKeyDeletion", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/prod", {"aws:ResourceTag/eks-pd-llm/cluster": PROD}),
+    ("kms:ScheduleKeyDeletion", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/prod",
+     {"aws:ResourceTag/eks-pd-llm/cluster": PROD}),
     ("kms:PutKeyPolicy", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/prod", {"aws:ResourceTag/eks-pd-llm/cluster": PROD}),
     # The state key: its tag names no cluster; retagging it is refused too.
     ("kms:ScheduleKeyDeletion", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/state",

@@ -206,7 +206,7 @@ def test_every_caller_checked_action_is_granted_for_the_stacks_that_need_it(stac
     assert grant["Resource"] == f"arn:aws:kms:*:{ACCOUNT}:key/*"
     assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
     # The node-group service-linked role is read, never created: the bootstrap makes it.
-    slr = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks-nodegroup.amazonaws.com/AWSServiceRoleForAmazonEKSNodegroup"
+    slr = permissions.service_linked_role_arn("aws", ACCOUNT, "eks-nodegroup.amazonaws.com")
     assert {a for s in policy["Statement"] if s["Resource"] == slr for a in actions_of(s)} == {
         "iam:GetRole", "iam:ListAttachedRolePolicies"}
     assert statements(policy, "iam:CreateServiceLinkedRole") == []
