@@ -326,7 +326,8 @@ class CallerCheck:
 
     actions: what the deploy role must be allowed.
     needed_by: the resource types whose create makes AWS check it (one of them in a stack means it is needed).
-    resource: the ARN pattern granted (`{partition}`, `{account}` filled in), "*" where the action takes none.
+    resource: the ARN pattern granted (`{partition}`, `{account}`, `{cluster}` filled in), "*" where the
+        action takes none.
     condition: narrows the grant to the use AWS checks; {} for none.
     source: the page that says the caller needs it.
     """
@@ -337,9 +338,9 @@ class CallerCheck:
     condition: dict
     source: str
 
-    def calls(self, partition: str, account_id: str) -> list[Call]:
+    def calls(self, partition: str, account_id: str, cluster_name: str) -> list[Call]:
         fill = json.dumps([self.resource, self.condition]).replace("{partition}", partition).replace(
-            "{account}", account_id)
+            "{account}", account_id).replace("{cluster}", cluster_name)
         resource, condition = json.loads(fill)
         return [Call(action, resource, condition) for action in self.actions]
 
@@ -375,10 +376,11 @@ CALLER_CHECKS = (
     CallerCheck(
         ("iam:GetRole", "iam:ListAttachedRolePolicies"), (NODE_GROUP,), _NODEGROUP_SLR, {},
         "https://github.com/terraform-aws-modules/terraform-aws-eks/issues/823"),
-    # Secrets encryption with a customer key: EKS creates a grant on it as the cluster's creator.
+    # Secrets encryption with a customer key: EKS creates a grant on it as the cluster's creator; the
+    # key is the environment's own (tagged with its cluster before the cluster is made).
     CallerCheck(
         ("kms:CreateGrant",), (EKS_CLUSTER,), "arn:{partition}:kms:*:{account}:key/*",
-        {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+        {"Bool": {"kms:GrantIsForAWSResource": "true"}, "StringEquals": {f"aws:ResourceTag/{STACK_TAG}": "{cluster}"}},
         "https://docs.aws.amazon.com/eks/latest/userguide/enable-kms.html"),
 )
 
@@ -501,7 +503,8 @@ def deploy_calls(*, partition: str, account_id: str, cluster_name: str) -> list[
     actions |= dependent_actions(actions)
     calls = [call for action in sorted(actions) for call in _scoped_calls(action, partition, account_id, cluster_name)]
     calls += _iam_calls(partition, account_id)
-    calls += [call for check in caller_checks_for(RESOURCE_ACTIONS) for call in check.calls(partition, account_id)]
+    calls += [call for check in caller_checks_for(RESOURCE_ACTIONS)
+              for call in check.calls(partition, account_id, cluster_name)]
     return list({(call.action, call.key()): call for call in calls}.values())
 
 

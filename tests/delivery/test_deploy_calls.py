@@ -97,6 +97,8 @@ def test_a_grant_narrower_than_the_calls_is_caught_on_the_resource_it_misses():
     ("kms:ScheduleKeyDeletion", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/prod",
      {"aws:ResourceTag/eks-pd-llm/cluster": PROD}),
     ("kms:PutKeyPolicy", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/prod", {"aws:ResourceTag/eks-pd-llm/cluster": PROD}),
+    ("kms:CreateGrant", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/prod",
+     {"aws:ResourceTag/eks-pd-llm/cluster": PROD, "kms:GrantIsForAWSResource": "true"}),
     # The state key: its tag names no cluster; retagging it is refused too.
     ("kms:ScheduleKeyDeletion", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/state",
      {"aws:ResourceTag/eks-pd-llm/cluster": "eks-pd-llm bootstrap"}),

@@ -204,7 +204,8 @@ def test_every_caller_checked_action_is_granted_for_the_stacks_that_need_it(stac
         "ArnLike": {"ec2:LaunchTemplate": f"arn:aws:ec2:*:{ACCOUNT}:launch-template/*"}}
     [grant] = statements(policy, "kms:CreateGrant")
     assert grant["Resource"] == f"arn:aws:kms:*:{ACCOUNT}:key/*"
-    assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"},
+                                  "StringEquals": {"aws:ResourceTag/eks-pd-llm/cluster": DEV_CLUSTER}}
     # The node-group service-linked role is read, never created: the bootstrap makes it.
     slr = permissions.service_linked_role_arn("aws", ACCOUNT, "eks-nodegroup.amazonaws.com")
     assert {a for s in policy["Statement"] if s["Resource"] == slr for a in actions_of(s)} == {
