@@ -246,7 +246,9 @@ DECLINED_DEPENDENT_ACTIONS = {
                     "the node launch templates name none (EKS adds the node role's); EKS's own pass is "
                     "granted as a caller check",
 }
-# The service-linked roles the bootstrap creates (so the deploy role creates none), by service.
+# The service-linked roles the bootstrap creates where the account lacks them (so the deploy role creates
+# none), by service. IAM keeps each under the path /aws-service-role/<service>/.
+SERVICE_LINKED_ROLE_PATH = "/aws-service-role/"
 SERVICE_LINKED_ROLES = {
     "eks.amazonaws.com": "AWSServiceRoleForAmazonEKS",
     "eks-nodegroup.amazonaws.com": "AWSServiceRoleForAmazonEKSNodegroup",
@@ -259,12 +261,18 @@ def service_linked_role_services(entries: Iterable[str]) -> list[str]:
     services = list(entries)
     if len(set(services)) != len(services) or not set(services) <= set(SERVICE_LINKED_ROLES):
         raise ValueError(f"serviceLinkedRoles: got {services!r}; allowed: any of {sorted(SERVICE_LINKED_ROLES)}, "
-                         "each once (leave out a service whose role the account already has)")
+                         "each once (or unset it: the bootstrap then creates only the roles the account lacks)")
     return services
 
 
+def missing_service_linked_role_services(account_role_names: Iterable[str]) -> list[str]:
+    """The services of SERVICE_LINKED_ROLES whose role is not among the account's `account_role_names`."""
+    existing = set(account_role_names)
+    return [service for service, name in SERVICE_LINKED_ROLES.items() if name not in existing]
+
+
 def service_linked_role_arn(partition: str, account_id: str, service: str) -> str:
-    return _arn(partition, account_id, f"role/aws-service-role/{service}/{SERVICE_LINKED_ROLES[service]}")
+    return _arn(partition, account_id, f"role{SERVICE_LINKED_ROLE_PATH}{service}/{SERVICE_LINKED_ROLES[service]}")
 
 
 def _arn(partition: str, account_id: str, resource: str) -> str:

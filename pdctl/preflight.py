@@ -264,8 +264,9 @@ def service_linked_role_findings(clients: Clients, roles: dict[str, str], servic
         try:
             clients.iam.get_role(RoleName=name)
         except clients.iam.exceptions.NoSuchEntityException:
-            findings.append(Finding("error", f"{name} does not exist: run the bootstrap with {service} in "
-                                             "serviceLinkedRoles (the deploy role may not create it)"))
+            findings.append(Finding("error", f"{name} does not exist: run the bootstrap, which creates it (if "
+                                             f"serviceLinkedRoles is set, with {service} in it; the deploy "
+                                             "role may not create it)"))
         else:
             findings.append(Finding("info", f"{name} exists"))
     return findings

@@ -148,12 +148,58 @@ def test_the_deploy_role_creates_no_service_linked_role_and_the_bootstrap_does(b
     granted = {c.action for c in permissions.deploy_calls(partition="aws", account_id=ACCOUNT, cluster_name=DEV)}
     assert "iam:CreateServiceLinkedRole" not in granted
     run = bootstrap_run()
-    made = {r.inputs["awsServiceName"] for r in run.all("aws:iam/serviceLinkedRole:ServiceLinkedRole")}
-    assert made == set(permissions.SERVICE_LINKED_ROLES)
-    assert {r.inputs["awsServiceName"] for r in bootstrap_run(serviceLinkedRoles=json.dumps(
-        ["elasticache.amazonaws.com"])).all("aws:iam/serviceLinkedRole:ServiceLinkedRole")} == {
-        "elasticache.amazonaws.com"}
-    with pytest.raises(Exception, match="serviceLinkedRoles"):
-        bootstrap_run(serviceLinkedRoles=json.dumps(["autoscaling.amazonaws.com"]))
+    assert linked_roles_made(run) == set(permissions.SERVICE_LINKED_ROLES)
     [state_key] = [k for k in run.all("aws:kms/key:Key") if k.name == "pulumi-state"]
     assert state_key.inputs["tags"] == {permissions.STACK_TAG: permissions.BOOTSTRAP_TAG_VALUE}
+
+
+# The three service-linked roles as IAM lists them (path /aws-service-role/<service>/, then the name).
+EKS_ROLES = ("/aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS",
+             "/aws-service-role/eks-nodegroup.amazonaws.com/AWSServiceRoleForAmazonEKSNodegroup",
+             "/aws-service-role/elasticache.amazonaws.com/AWSServiceRoleForElastiCache")
+# Roles every account has besides: a service-linked role of another service, and an ordinary role.
+OTHER_ROLES = ("/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling", "/github-preview")
+
+
+def linked_roles_made(run) -> set[str]:
+    return {r.inputs["awsServiceName"] for r in run.all("aws:iam/serviceLinkedRole:ServiceLinkedRole")}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_bootstrap_creates_only_the_service_linked_roles_the_account_lacks_and_deletes_none(bootstrap_run):
+    fresh = bootstrap_run(account_roles=OTHER_ROLES)
+    assert linked_roles_made(fresh) == {"eks.amazonaws.com", "eks-nodegroup.amazonaws.com",
+                                        "elasticache.amazonaws.com"}
+    assert "aws:iam/getRoles:getRoles" in fresh.invokes
+    # An account that ran EKS and ElastiCache before: creating any of them would fail the first up.
+    ran_eks = bootstrap_run(account_roles=EKS_ROLES + OTHER_ROLES)
+    assert linked_roles_made(ran_eks) == set()
+    only_nodegroup_missing = bootstrap_run(account_roles=(EKS_ROLES[0], EKS_ROLES[2]))
+    assert linked_roles_made(only_nodegroup_missing) == {"eks-nodegroup.amazonaws.com"}
+    # The fresh account's next run finds the roles it made and no longer registers them; destroy drops
+    # them too. Either deletes only what is retained: gone from state, kept in AWS.
+    made = fresh.all("aws:iam/serviceLinkedRole:ServiceLinkedRole") + only_nodegroup_missing.all(
+        "aws:iam/serviceLinkedRole:ServiceLinkedRole")
+    assert made and all(role.retain_on_delete and not role.protect for role in made)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_service_linked_roles_set_explicitly_are_created_without_asking_iam(bootstrap_run):
+    named = bootstrap_run(account_roles=EKS_ROLES, serviceLinkedRoles=json.dumps(["elasticache.amazonaws.com"]))
+    assert linked_roles_made(named) == {"elasticache.amazonaws.com"}
+    assert "aws:iam/getRoles:getRoles" not in named.invokes
+    none = bootstrap_run(account_roles=RuntimeError("AccessDenied"), serviceLinkedRoles="[]")
+    assert linked_roles_made(none) == set()
+    with pytest.raises(Exception, match="serviceLinkedRoles"):
+        bootstrap_run(serviceLinkedRoles=json.dumps(["autoscaling.amazonaws.com"]))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_role_listing_iam_refuses_stops_the_bootstrap_with_one_line_naming_the_setting(bootstrap_run):
+    refusal = RuntimeError("operation error IAM: ListRoles, AccessDenied: not authorized to perform: "
+                           "iam:ListRoles\nsecond line of the provider's error")
+    with pytest.raises(Exception) as raised:
+        bootstrap_run(account_roles=refusal)
+    message = str(raised.value)
+    assert message.startswith("set serviceLinkedRoles to the services whose role the account lacks")
+    assert "iam:ListRoles" in message and "\n" not in message and "second line" not in message

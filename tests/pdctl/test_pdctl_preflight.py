@@ -146,8 +146,9 @@ def test_what_the_account_would_refuse_comes_first_one_line_each_and_exits_5(per
     assert any("L-DB2E81BA" in e and "is 64 vCPUs" in e and "need 128" in e and "2 during a node update" in e
                for e in errors)
     assert any(e.startswith("error: gpuAvailabilityZone: us-west-2c does not offer g6.8xlarge") for e in errors)
-    assert ("error: AWSServiceRoleForAmazonEKSNodegroup does not exist: run the bootstrap with "
-            "eks-nodegroup.amazonaws.com in serviceLinkedRoles (the deploy role may not create it)") in errors
+    assert ("error: AWSServiceRoleForAmazonEKSNodegroup does not exist: run the bootstrap, which creates it "
+            "(if serviceLinkedRoles is set, with eks-nodegroup.amazonaws.com in it; the deploy role may not "
+            "create it)") in errors
     assert any(e.startswith(f"error: iamPermissionsBoundaryArn: {BOUNDARY} does not exist") for e in errors)
     assert len(errors) == 5
     assert checks.exit_status(findings) == 5
