@@ -52,6 +52,7 @@ class RegisteredResource:
     custom: bool
     secret_paths: frozenset[str] = frozenset()
     protect: bool = False  # `pulumi destroy` refuses while set
+    retain_on_delete: bool = False  # a delete (destroy, or gone from the program) only drops it from state
     replace_on_changes: tuple[str, ...] = ()
     ignore_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
@@ -267,6 +268,7 @@ def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
                     custom=bool(request.custom),
                     secret_paths=frozenset(secret_paths),
                     protect=bool(request.protect),
+                    retain_on_delete=bool(request.retainOnDelete),
                     replace_on_changes=tuple(request.replaceOnChanges),
                     ignore_changes=tuple(request.ignoreChanges),
                     delete_before_replace=bool(request.deleteBeforeReplace),

@@ -113,7 +113,8 @@ def render(
 
 def preflight(stack: str = STACK_OPTION, set_: list[str] = SET_OPTION, principal: str = typer.Option(
         None, "--principal", help="IAM ARN of the deploy role to check (default: the caller's).")) -> None:
-    """Ask the AWS account, read-only, what it would refuse: deploy permissions, quotas, GPU offerings."""
+    """Ask the AWS account, read-only, what it would refuse: the deploy's calls, the permissions boundary,
+    quotas with a node update's surge, GPU offerings, service-linked roles."""
     from pdctl.preflight import run_preflight
 
     lines, status = run_preflight(offline_run(stack, overrides_from_set(set_)).program["settings"], principal)
