@@ -14,6 +14,7 @@ imported only when AWS is asked: the data classes travel where Pulumi is not ins
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -228,7 +229,7 @@ def deployed_stack(cluster: NodeTypeQuestion) -> DeployedStack | None:
 
     found = ask(lambda: aws.ec2.get_subnets(filters=[aws.ec2.GetSubnetsFilterArgs(
         name=f"tag:{cluster_tag(name)}", values=["shared"])]))
-    subnets = {subnet_id: ask(lambda subnet_id=subnet_id: aws.ec2.get_subnet(id=subnet_id))
+    subnets = {subnet_id: ask(functools.partial(aws.ec2.get_subnet, id=subnet_id))
                for subnet_id in sorted(found.ids or ())}
     zone_of = {subnet_id: s.availability_zone_id for subnet_id, s in subnets.items()}
     public = sorted(i for i, s in subnets.items() if PUBLIC_ELB_TAG in (s.tags or {}))
@@ -237,14 +238,13 @@ def deployed_stack(cluster: NodeTypeQuestion) -> DeployedStack | None:
         nats = ask(lambda: aws.ec2.get_nat_gateways(filters=[
             aws.ec2.GetNatGatewaysFilterArgs(name="subnet-id", values=public),
             aws.ec2.GetNatGatewaysFilterArgs(name="state", values=["pending", "available"])]))
-        nat_zones = {zone_of[ask(lambda nat_id=nat_id: aws.ec2.get_nat_gateway(id=nat_id)).subnet_id]
+        nat_zones = {zone_of[ask(functools.partial(aws.ec2.get_nat_gateway, id=nat_id)).subnet_id]
                      for nat_id in nats.ids or ()}
     role_arn, gpu_zones = None, set()
     if name in (ask(aws.eks.get_clusters).names or ()):
         role_arn = ask(lambda: aws.eks.get_cluster(name=name)).role_arn
         for group_name in ask(lambda: aws.eks.get_node_groups(cluster_name=name)).names or ():
-            group = ask(lambda group_name=group_name: aws.eks.get_node_group(cluster_name=name,
-                                                                            node_group_name=group_name))
+            group = ask(functools.partial(aws.eks.get_node_group, cluster_name=name, node_group_name=group_name))
             if (group.labels or {}).get(ROLE_LABEL) == GPU_ROLE:
                 gpu_zones |= {zone_of[i] for i in group.subnet_ids or () if i in zone_of}
     if not subnets and role_arn is None:

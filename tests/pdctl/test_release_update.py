@@ -13,6 +13,7 @@ from pdctl.plan import build_plan
 from pdctl.plan_diff import diff_plans, render_diff
 from pdctl.release_update import PREVIOUS_RELEASE, intended_replacements, release_plan, unintended_stateful_replacements
 
+
 @pytest.fixture(scope="module")
 def release_workdir(tmp_path_factory):
     return tmp_path_factory.mktemp("releases")
