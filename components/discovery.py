@@ -207,9 +207,19 @@ def _zones_offering(question: NodeTypeQuestion, region: str) -> frozenset[str]:
     return frozenset(offerings.locations)
 
 
-# What reading the deployed stack asks of AWS: the preview's role needs these (read-only) actions.
-DEPLOYED_STACK_ACTIONS = ("ec2:DescribeSubnets", "ec2:DescribeNatGateways", "eks:ListClusters",
-                          "eks:DescribeCluster", "eks:ListNodegroups", "eks:DescribeNodegroup")
+# What reading the deployed stack asks of AWS, by provider function: read-only actions the roles that
+# run the program (preview and deploy) need. A new stack calls the two list functions only.
+DEPLOYED_STACK_INVOKES: dict[str, tuple[str, ...]] = {
+    "aws:ec2/getSubnets:getSubnets": ("ec2:DescribeSubnets",),
+    "aws:ec2/getSubnet:getSubnet": ("ec2:DescribeSubnets",),
+    "aws:ec2/getNatGateways:getNatGateways": ("ec2:DescribeNatGateways",),
+    "aws:ec2/getNatGateway:getNatGateway": ("ec2:DescribeNatGateways",),
+    "aws:eks/getClusters:getClusters": ("eks:ListClusters",),
+    "aws:eks/getCluster:getCluster": ("eks:DescribeCluster",),
+    "aws:eks/getNodeGroups:getNodeGroups": ("eks:ListNodegroups",),
+    "aws:eks/getNodeGroup:getNodeGroup": ("eks:DescribeNodegroup",),
+}
+DEPLOYED_STACK_ACTIONS = tuple(dict.fromkeys(a for actions in DEPLOYED_STACK_INVOKES.values() for a in actions))
 
 
 def deployed_stack(cluster: NodeTypeQuestion) -> DeployedStack | None:
@@ -224,8 +234,8 @@ def deployed_stack(cluster: NodeTypeQuestion) -> DeployedStack | None:
     name = cluster.name
 
     def ask(call: Callable[[], Answer]) -> Answer:
-        return _ask(cluster.setting, name, "a cluster whose deployed resources the caller may describe ("
-                    + ", ".join(DEPLOYED_STACK_ACTIONS) + ")", call)
+        return _ask(cluster.setting, name, "credentials that may describe the stack as deployed: grant "
+                    + ", ".join(DEPLOYED_STACK_ACTIONS), call)
 
     found = ask(lambda: aws.ec2.get_subnets(filters=[aws.ec2.GetSubnetsFilterArgs(
         name=f"tag:{cluster_tag(name)}", values=["shared"])]))

@@ -13,7 +13,13 @@ import pytest
 from components.config.declared import project_name
 from components.config.stack import settings_from_config
 from components.config.zones import RegionSettings
-from components.discovery import CloudQuery, DeployedStack, DeployedSubnet, NodeTypeQuestion
+from components.discovery import (
+    DEPLOYED_STACK_INVOKES,
+    CloudQuery,
+    DeployedStack,
+    DeployedSubnet,
+    NodeTypeQuestion,
+)
 from offline import ask_recorded_cloud, run_offline, stack_config
 from offline.mock_cloud import CloudMocks
 from serve_app.errors import ConfigError
@@ -65,6 +71,14 @@ def test_the_deployed_stack_is_read_back_from_ec2_and_eks_answers():
     other = CloudQuery(**{**query.__dict__, "cluster": NodeTypeQuestion(RegionSettings.field("region"), "other")})
     assert ask_recorded_cloud(other, mocks=CloudMocks("us-west-2", deployed=EARLIER_DEV)).deployed is None
     assert ask_recorded_cloud(query).deployed is None
+
+
+def test_the_program_asks_aws_of_its_deployed_stack_only_what_the_listed_actions_allow():
+    new, deployed = run_offline("dev"), run_offline("dev", deployed=EARLIER_DEV)
+    listing = {"aws:ec2/getSubnets:getSubnets", "aws:eks/getClusters:getClusters"}
+    # A new stack only lists: nothing of its own is there to describe.
+    assert set(new.invokes) & set(DEPLOYED_STACK_INVOKES) == listing
+    assert (set(deployed.invokes) - set(new.invokes)) | listing == set(DEPLOYED_STACK_INVOKES)
 
 
 # ── Subnet CIDRs ─────────────────────────────────────────────────────────────────────────────
@@ -157,3 +171,20 @@ def test_the_retired_role_setting_is_refused_in_one_line_saying_what_to_do():
     said = str(caught.value)
     assert said.startswith("keepEarlierIamRoles: ") and "\n" not in said
     assert "delete it from the stack file" in said
+
+
+class DescribeSubnetsDenied(CloudMocks):
+    def call(self, args):
+        if args.token == "aws:ec2/getSubnets:getSubnets":
+            return {}, [("filters", "UnauthorizedOperation: You are not authorized to perform this operation.")]
+        return super().call(args)
+
+
+def test_a_caller_that_may_not_describe_the_stack_is_told_which_actions_in_one_line():
+    raw, _ = stack_config("dev")
+    with pytest.raises(ConfigError) as caught:
+        settings_from_config(raw, project=project_name(), stack="dev", ask_cloud=lambda query: ask_recorded_cloud(
+            query, mocks=DescribeSubnetsDenied(query.region)))
+    said = str(caught.value)
+    assert caught.value.setting == "clusterName" and "\n" not in said
+    assert "ec2:DescribeSubnets" in said and "eks:DescribeNodegroup" in said and "UnauthorizedOperation" in said
