@@ -228,7 +228,7 @@ def deployed_stack(cluster: NodeTypeQuestion) -> DeployedStack | None:
     subnets of its GPU node groups (by their role label)."""
     import pulumi_aws as aws
 
-    from components.network import PUBLIC_ELB_TAG, cluster_tag
+    from components.config.names import PUBLIC_ELB_TAG, cluster_tag
     from components.scheduling import GPU_ROLE, ROLE_LABEL
 
     name = cluster.name

@@ -16,16 +16,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.config.names import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG, cluster_tag
 from components.config.network import NetworkSettings, SubnetCidrs
-
-# Subnet tags the AWS Load Balancer Controller and EKS use to find subnets
-# (https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html).
-PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
-INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
-
-
-def cluster_tag(cluster_name: str) -> str:
-    return f"kubernetes.io/cluster/{cluster_name}"
 
 
 @dataclass(frozen=True)

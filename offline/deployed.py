@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from components.config.names import PUBLIC_ELB_TAG
 from components.discovery import DeployedStack, DeployedSubnet
-from components.network import PUBLIC_ELB_TAG
 from components.scheduling import GPU_ROLE, ROLE_LABEL
 from offline.mock_cloud import ACCOUNT_ID, CloudMocks, ec2_id, role_name
 

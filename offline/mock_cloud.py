@@ -40,8 +40,8 @@ from typing import Any
 
 import pulumi
 
+from components.config.names import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG, cluster_tag
 from components.discovery import DeployedStack
-from components.network import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG, cluster_tag
 from components.scheduling import GPU_NODE_SELECTOR
 from facts.aws import OFFLINE_ACCOUNT_ID, OFFLINE_REFUSAL
 from facts.instances import RECORDED_AS_OF, RECORDED_EC2_ANSWERS, Ec2InstanceType
