@@ -192,6 +192,16 @@ INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
     "aws:index/getRegions:getRegions": ("ec2:DescribeRegions",),
     # STS GetCallerIdentity needs no permission (AWS STS API reference); nothing to grant.
     "aws:index/getCallerIdentity:getCallerIdentity": (),
+    # components/discovery.py DEPLOYED_STACK_INVOKES: what of the stack is deployed (subnets, NAT,
+    # the cluster's role, the GPU node groups' subnets), so an update keeps it.
+    "aws:ec2/getSubnets:getSubnets": ("ec2:DescribeSubnets",),
+    "aws:ec2/getSubnet:getSubnet": ("ec2:DescribeSubnets",),
+    "aws:ec2/getNatGateways:getNatGateways": ("ec2:DescribeNatGateways",),
+    "aws:ec2/getNatGateway:getNatGateway": ("ec2:DescribeNatGateways",),
+    "aws:eks/getClusters:getClusters": ("eks:ListClusters",),
+    "aws:eks/getCluster:getCluster": ("eks:DescribeCluster",),
+    "aws:eks/getNodeGroups:getNodeGroups": ("eks:ListNodegroups",),
+    "aws:eks/getNodeGroup:getNodeGroup": ("eks:DescribeNodegroup",),
     # Answered from the provider's own configuration and endpoint data: no AWS call.
     "aws:index/getPartition:getPartition": (),
     "aws:index/getRegion:getRegion": (),
@@ -428,7 +438,7 @@ def pack_policies(statements: list[dict], max_chars: int = MANAGED_POLICY_MAX_CH
 # Authorization Reference lists no resource type for it). Every other EKS action is granted on the
 # ARN formats the reference lists for it, with the environment's cluster name filled in, so one
 # environment's deploy role cannot touch another's cluster.
-EKS_ACCOUNT_WIDE_ACTIONS = ("eks:CreateCluster", "eks:DescribeAddonVersions")
+EKS_ACCOUNT_WIDE_ACTIONS = ("eks:CreateCluster", "eks:DescribeAddonVersions", "eks:ListClusters")
 # The kinds of EKS resource the stack makes (the reference lists tagging on every kind EKS has).
 EKS_RESOURCE_KINDS = ("cluster/", "nodegroup/", "addon/", "access-entry/")
 # EKS cluster names (EKS API reference, CreateCluster `name`).

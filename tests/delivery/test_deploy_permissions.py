@@ -18,6 +18,7 @@ from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICI
 from components.model_access import read_policy
 from components.node_autoscaler import READ_ACTIONS, WRITE_ACTIONS
 from components.storage import EBS_CSI_POLICY
+from components.discovery import DeployedStack, DeployedSubnet
 from offline import run_offline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,9 +55,20 @@ OPTIONS = {"modelSource": f"s3://{MIRROR_BUCKET}/mirror/Qwen/Qwen3.5-9B", "rayIm
            "iamPermissionsBoundaryArn": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"}
 
 
+# Dev as this release deploys it, for the update's questions (what of the stack is deployed).
+DEPLOYED_DEV = DeployedStack(
+    cluster_name="ray-llm-multinode",
+    subnets=(DeployedSubnet("usw2-az1", "10.0.0.0/19", False), DeployedSubnet("usw2-az1", "10.0.224.0/22", True),
+             DeployedSubnet("usw2-az2", "10.0.32.0/19", False), DeployedSubnet("usw2-az2", "10.0.228.0/22", True)),
+    gpu_zone_ids=frozenset({"usw2-az2"}), nat_zone_ids=frozenset({"usw2-az2"}),
+    cluster_role_arn=f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/ray-llm-multinode-cluster")
+
+
 @pytest.fixture(scope="module")
 def stacks(offline_run):
-    return [offline_run("dev"), offline_run("prod"), run_offline("dev", overrides=OPTIONS)]
+    # The run with OPTIONS last: the tests of its roles read stacks[-1].
+    return [offline_run("dev"), offline_run("prod"), run_offline("dev", deployed=DEPLOYED_DEV),
+            run_offline("dev", overrides=OPTIONS)]
 
 
 def registered_types(run) -> set[str]:
@@ -225,8 +237,9 @@ def test_an_environments_deploy_role_may_change_its_own_cluster_only(policy):
     or access entries (EKS access entries are where cluster-admin comes from)."""
     eks = {a for s in policy["Statement"] for a in actions_of(s) if a.startswith("eks:")}
     anywhere = {a for s in policy["Statement"] if s["Resource"] == "*" for a in actions_of(s) if a.startswith("eks:")}
-    # Those two take no resource: the cluster does not exist yet, the versions are EKS's.
-    assert anywhere == {"eks:CreateCluster", "eks:DescribeAddonVersions"}
+    # These take no resource: the cluster does not exist yet, the versions are EKS's, the list is the
+    # account's (an update asks it whether the stack's cluster exists: only names, no cluster's details).
+    assert anywhere == {"eks:CreateCluster", "eks:DescribeAddonVersions", "eks:ListClusters"}
     base = f"arn:aws:eks:*:{ACCOUNT}:"
     scoped = {s["Resource"] for s in policy["Statement"] if set(actions_of(s)) & (eks - anywhere)}
     assert scoped == {f"{base}cluster/{DEV_CLUSTER}", f"{base}nodegroup/{DEV_CLUSTER}/*/*",
