@@ -78,6 +78,11 @@ H200_QWEN35_9B = Calibration(
 
 CALIBRATION = H200_QWEN35_9B
 
+# What a decode step run eager (a batch above the largest CUDA graph captured) adds to it: the kernel
+# launches a graph replays at once. H200, Llama-3-8B shape, TPOT p50 at concurrency 1: 22.02 ms eager
+# against 4.59 ms with graphs (docs/PROVEN.md#serving-defaults); at 8 and 32 the gap is 21.7 and 22.0 ms.
+EAGER_STEP_OVERHEAD_SECONDS = 0.0174
+
 
 def label_for(gpu_name: str, calibration: Calibration = CALIBRATION) -> str:
     """How a figure computed for `gpu_name` with `calibration` must be labelled."""

@@ -27,7 +27,7 @@ What the estimate covers, and what it does not:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from facts.engine_memory import EngineReserve, measured_reserve
 from facts.instances import InstanceType
@@ -150,6 +150,7 @@ class CapacityReport:
     kv_budget_bytes_restart: int | None = None
     num_blocks_restart: int | None = None
     kv_tokens_restart: int | None = None
+    paging: HybridPaging | None = field(default=None, repr=False)  # how the block figures follow
 
     @property
     def weights_fit(self) -> bool:
@@ -173,6 +174,7 @@ class CapacityReport:
 
     def to_dict(self) -> dict:
         data = asdict(self)
+        del data["paging"]  # its figures are the block fields
         data["weights_fit"] = self.weights_fit
         data["max_concurrency"] = self.max_concurrency
         return data
@@ -301,7 +303,7 @@ def _kv_capacity(budget: int, per_token: int, per_sequence: int, max_model_len: 
     if paging is None:
         return kv_tokens, sequences, {}
     blocks = paging.blocks(budget)
-    paged: dict = {"block_size": paging.block_size, "num_blocks": blocks,
+    paged: dict = {"paging": paging, "block_size": paging.block_size, "num_blocks": blocks,
                    "blocks_per_sequence": paging.blocks_per_sequence(max_model_len)}
     if restart_budget is not None:
         restart_blocks = paging.blocks(restart_budget)

@@ -10,7 +10,10 @@ Time to first token, at the objective's percentile, of a typical request:
 Time per output token, at the percentile: one decode step at the percentile of the decode batch.
 The batch's mean follows from Little's law, B = λ/n · output tokens · step(B) (a fixed point), its
 percentile from M/G/∞ (Poisson); sequences are at the typical prompt plus half the typical output.
-A decode replica also must hold that percentile batch in its KV cache, at the typical prompt + output.
+The engine decodes at most its cap at once (maxNumSeqs, and what its KV cache holds at the typical
+prompt + output). The replicas' slots are an M/G/c queue (replicas × cap slots, each held for the
+output's steps): at the percentile a request must find a free one (Erlang C ≤ 1 − objective), and the
+step is timed at the batch the engine runs (padded to a CUDA graph, or eager above them).
 The long case sets the floors: its prefill and hand-over, unqueued.
 
 Floors come two ways: at the datasheet peaks (nothing beats them: a target below is refused) and
@@ -19,15 +22,16 @@ with the calibration (what the stack is predicted to reach: a target below is a 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from serve_app.performance import ReplicaModel
-from serve_app.queueing import mdc_wait_percentile, poisson_quantile
+from serve_app.queueing import erlang_c, mdc_wait_percentile, poisson_quantile
+from serve_app.settings import ServeAppSettings
 
 # Largest replica count searched: a GPU node group holds at most 64 nodes.
 MAX_REPLICAS = 64
+MAX_NUM_SEQS_KEY = ServeAppSettings.key("max_num_seqs")
 
 
 @dataclass(frozen=True)
@@ -65,10 +69,33 @@ class Floors:
 
 @dataclass(frozen=True)
 class DecodeLoad:
-    mean_batch: float  # sequences decoding at once per replica, on average (inf: it never drains)
-    batch_at_percentile: int
-    tpot_seconds: float  # at the percentile batch
-    sequences_that_fit: int  # in one replica's KV cache at the typical prompt + output
+    """The decode replicas' batch at peak, as their engines run it."""
+
+    mean_batch: float | None  # sequences in flight per replica on average, the cap aside; None: never drains
+    batch_at_percentile: int | None  # the same at the objective's percentile; None: never drains
+    cap: int  # most sequences one engine decodes at once: maxNumSeqs and its KV cache
+    cap_reason: str  # which of the two binds, in the user's words
+    tpot_seconds: float  # one step at the batch an engine runs at the percentile (its cap at most)
+    replicas: int
+    sequences_in_flight: float  # what the arrivals keep decoding over all replicas, on average
+    waiting_share: float  # of requests that find every sequence slot taken (1: the queue never drains)
+    objective: float
+
+    @property
+    def fits(self) -> bool:
+        """At the objective's percentile a request finds a free sequence slot on arrival."""
+        return self.waiting_share <= 1 - self.objective
+
+    def shortfall(self) -> str | None:
+        """Why the replicas fall short on sequence slots, in a user's words; None when they do not."""
+        slots = f"{self.replicas} replica{'s' if self.replicas > 1 else ''} × {self.cap} sequences ({self.cap_reason})"
+        if self.sequences_in_flight >= self.replicas * self.cap:
+            return (f"the peak keeps about {self.sequences_in_flight:,.0f} sequences decoding, more than {slots}: "
+                    "the decode queue grows without bound")
+        if not self.fits:
+            return (f"{self.waiting_share:.0%} of requests would wait for a free sequence slot on {slots}, more than "
+                    f"the {1 - self.objective:.0%} the objective allows")
+        return None
 
 
 def floors(prefill: ReplicaModel, decode: ReplicaModel, workload: Workload) -> Floors:
@@ -99,20 +126,25 @@ def ttft_at_percentile(prefill: ReplicaModel, decode: ReplicaModel, workload: Wo
 
 def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> DecodeLoad:
     context = workload.decode_context_tokens
-    fit = decode.sequences_that_fit(workload.typical_prompt_tokens + workload.typical_output_tokens)
+    tokens = workload.typical_prompt_tokens + workload.typical_output_tokens
+    fit, cap = decode.sequences_that_fit(tokens), decode.batch_cap(tokens)
+    cap_reason = f"{MAX_NUM_SEQS_KEY} {cap}" if cap < fit else f"what its KV cache holds at {tokens:,} tokens each"
     # Little's law, B = k · step(B) with k = λ/n · O and step(B) = max(f + m·B, c·B): its least
     # fixed point is k·f / (1 - k·m) when k·m < 1 and k·c < 1; otherwise the batch never drains.
     k = workload.requests_per_second / replicas * workload.typical_output_tokens
     fixed, memory, compute = decode.decode_step_terms(context)
-    if k * memory >= 1 or k * compute >= 1:
-        return DecodeLoad(math.inf, 2**31, math.inf, fit)
-    batch = k * fixed / (1 - k * memory)
-    at_percentile = max(1, poisson_quantile(batch, targets.objective))
-    return DecodeLoad(batch, at_percentile, decode.decode_step_seconds(at_percentile, context), fit)
+    batch = k * fixed / (1 - k * memory) if k * memory < 1 and k * compute < 1 else None
+    at_percentile = None if batch is None else max(1, poisson_quantile(batch, targets.objective))
+    # Past the cap an engine runs the cap and the rest wait: the step is the cap's.
+    tpot = decode.decode_step_seconds(cap if at_percentile is None else min(at_percentile, cap), context)
+    # Sequence slots as M/G/c: replicas × cap slots, each held for the output's steps.
+    in_flight = workload.requests_per_second * workload.typical_output_tokens * tpot
+    return DecodeLoad(batch, at_percentile, cap, cap_reason, tpot, replicas, in_flight,
+                      erlang_c(replicas * cap, in_flight), targets.objective)
 
 
 def decode_meets(load: DecodeLoad, targets: Targets) -> bool:
-    return load.tpot_seconds <= targets.tpot_seconds and load.batch_at_percentile <= load.sequences_that_fit
+    return load.fits and load.tpot_seconds <= targets.tpot_seconds
 
 
 def fewest_replicas(meets: Callable[[int], bool]) -> int | None:

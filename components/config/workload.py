@@ -33,7 +33,6 @@ from serve_app.performance import ReplicaModel
 from serve_app.settings import ServeAppSettings
 from serve_app.slo_sizing import (
     MAX_REPLICAS,
-    DecodeLoad,
     Floors,
     Targets,
     Workload,
@@ -105,7 +104,7 @@ class PhaseSlo:
     floor_datasheet_seconds: float  # decode: TPOT at batch 1; prefill: the long prompt's TTFT, unqueued
     floor_predicted_seconds: float
     calibration: str  # how the predicted figures are labelled
-    kv_bound: str | None = None  # decode: why the KV cache, not the time, limits it at the configured maximum
+    batch_bound: str | None = None  # decode: why its sequence cap, not the time, limits it at the configured maximum
 
     @property
     def meets_at_max(self) -> bool:
@@ -149,7 +148,8 @@ def replica_models(serving_app: CheckedApp, instances: dict[Phase, InstanceType]
         if spec is None:
             return (f"no vendor figures for the {instances[phase].gpu_model} GPU (facts/gpus.py), "
                     "so the SLO is not sized")
-        models[phase] = ReplicaModel.from_capacity(serving_app.capacity[phase], serving_app.model, spec)
+        models[phase] = ReplicaModel.from_capacity(serving_app.capacity[phase], serving_app.model, spec,
+                                                   engine=serving_app.config.engine_for(phase))
     return models
 
 
@@ -215,17 +215,11 @@ def stack_slo(settings: WorkloadSettings, targets: Targets, serving_app: Checked
             predicted_at_min_seconds=metric(replicas.min_replicas), predicted_at_max_seconds=metric(replicas.most),
             floor_datasheet_seconds=datasheet_floor[phase], floor_predicted_seconds=predicted_floor[phase],
             calibration=label_for(models[phase].gpu.name),
-            kv_bound=_kv_bound(decode_load(decode, workload, targets, replicas.most)) if phase == "decode" else None)
+            batch_bound=(decode_load(decode, workload, targets, replicas.most).shortfall()
+                         if phase == "decode" else None))
         phases.append(result)
         warnings.extend(_shortfall(result, settings))
     return StackSlo(workload, targets, tuple(phases), warnings=tuple(warnings))
-
-
-def _kv_bound(load: DecodeLoad) -> str | None:
-    if load.batch_at_percentile <= load.sequences_that_fit:
-        return None
-    return (f"{load.batch_at_percentile} sequences decode at once at the percentile, {load.sequences_that_fit} fit "
-            "a replica's KV cache")
 
 
 def _shortfall(result: PhaseSlo, settings: WorkloadSettings) -> list[str]:
@@ -245,6 +239,6 @@ def _shortfall(result: PhaseSlo, settings: WorkloadSettings) -> list[str]:
     most_key = ServeAppSettings.key(f"{result.phase}_max_replicas")
     return [f"{result.phase}: {result.needed_replicas} replicas needed for {result.target_key} "
             f"{result.target_seconds:g} at {rate}, the stack has at most {result.configured_max_replicas} "
-            f"({result.kv_bound or f'predicted {result.predicted_at_max_seconds * 1000:.0f} ms at the percentile'}; "
+            f"({result.batch_bound or f'predicted {result.predicted_at_max_seconds * 1000:.0f} ms at the percentile'}; "
             f"{result.calibration}): "
             f"raise {most_key}"]

@@ -122,3 +122,18 @@ def test_a_stack_that_autoscales_to_what_the_peak_needs_meets_it_once_scaled(cac
     result = invoke("plan", "--stack", "dev", "--strict")
     assert result.exit_code == 0, result.output
     assert "meets once scaled to 2" in result.stdout
+
+
+def test_decode_replicas_grow_as_max_num_seqs_shrinks():
+    # 20 req/s of 1,024 → 256 tokens on L40S: about 140 sequences decode at once at peak; an engine
+    # that runs 4 of them needs many more replicas than one that runs 32 or 256.
+    needed = {}
+    for cap in (256, 32, 4):
+        run = run_offline("dev", overrides={"gpuNodeType": "g6e.8xlarge", "peakRequestsPerSecond": "20",
+                                            "ttftSloSeconds": "1", "tpotSloSeconds": "0.1", "maxNumSeqs": str(cap)})
+        plan = build_plan(run, stack="dev", config_region="us-west-2").to_dict()
+        decode = plan["slo"]["phases"]["decode"]
+        needed[cap] = decode["needed_replicas"]
+        assert "sequences" in decode["batch_bound"] and "2147483648" not in decode["batch_bound"]
+    assert needed[256] < needed[32] < needed[4]
+    assert needed[4] * 4 >= 140  # enough slots for what the peak keeps decoding

@@ -11,14 +11,22 @@ import pytest
 from facts.gpus import GPU_SPECS, GpuSpec, gpu_spec
 from facts.instances import RECORDED_EC2_ANSWERS, instance_type
 from facts.models import ModelArchitecture, known_model
-from facts.slo_calibration import CALIBRATION, STAND_IN_H200_LLAMA3_8B, Calibration, label_for
+from facts.slo_calibration import (
+    CALIBRATION,
+    EAGER_STEP_OVERHEAD_SECONDS,
+    STAND_IN_H200_LLAMA3_8B,
+    Calibration,
+    label_for,
+)
 from serve_app.capacity import capacity_report
+from serve_app.config import EngineSettings
 from serve_app.performance import ReplicaModel
 from serve_app.queueing import erlang_c, mdc_wait_percentile, poisson_quantile
 from serve_app.slo_sizing import (
     Targets,
     Workload,
     decode_load,
+    decode_meets,
     decode_replicas_needed,
     floors,
     prefill_replicas_needed,
@@ -134,9 +142,56 @@ def test_decode_batch_follows_littles_law_and_its_percentile_is_poisson():
         load.mean_batch / 2, rel=0.01)
 
 
-def test_decode_that_never_drains_is_infinite():
-    load = decode_load(toy_replica(), Workload(100.0, 1_000, 100, 1_000, 100), Targets(1, 1, 0.99), replicas=1)
-    assert load.mean_batch == math.inf and load.tpot_seconds == math.inf
+def test_decode_that_never_drains_runs_at_its_cap_and_says_the_queue_grows():
+    replica = toy_replica()
+    load = decode_load(replica, Workload(100.0, 1_000, 100, 1_000, 100), Targets(1, 1, 0.99), replicas=1)
+    # 10 MB of KV holds 9 sequences of 1,100 tokens: the engine runs 9 and the rest queue.
+    assert load.mean_batch is None and load.cap == 9
+    assert load.tpot_seconds == pytest.approx(replica.decode_step_seconds(9, 1_050))
+    assert not decode_meets(load, Targets(1, 1, 0.99))
+    assert "grows without bound" in (load.shortfall() or "")
+    assert "inf" not in (load.shortfall() or "") and "2147483648" not in (load.shortfall() or "")
+
+
+def test_max_num_seqs_caps_the_batch_and_decode_replicas_grow_as_it_shrinks():
+    replica = toy_replica(kv_budget_bytes=10**12)  # the KV cache is no bound here
+    workload, targets = Workload(5.0, 1_000, 100, 1_000, 100), Targets(1.0, 0.05, 0.99)
+    needed = [decode_replicas_needed(replace(replica, max_num_seqs=cap), workload, targets) for cap in (256, 8, 2)]
+    assert needed[0] is not None and needed[1] is not None and needed[2] is not None
+    assert needed[0] < needed[1] < needed[2]
+    # What the cap lets in flight: replicas × cap at least the mean the arrivals keep decoding.
+    load = decode_load(replace(replica, max_num_seqs=2), workload, targets, needed[2])
+    assert load.replicas * load.cap >= load.sequences_in_flight and load.cap_reason == "maxNumSeqs 2"
+    short = decode_load(replace(replica, max_num_seqs=2), workload, targets, needed[2] - 1)
+    assert not short.fits and "wait for a free sequence slot" in (short.shortfall() or "")
+
+
+def test_a_paged_kv_cache_bounds_the_batch_in_blocks_on_its_smaller_start():
+    model = known_model("Qwen/Qwen3.5-9B")
+    assert model is not None
+    node = instance_type(RECORDED_EC2_ANSWERS["g6.8xlarge"])
+    report = capacity_report(model, node, dtype="bfloat16", max_model_len=4096, gpu_memory_utilization=0.9,
+                             enforce_eager=False, max_num_seqs=32, max_num_batched_tokens=2048)
+    assert report.num_blocks is not None and report.num_blocks_restart is not None and report.paging is not None
+    engine = EngineSettings()
+    replica = ReplicaModel.from_capacity(report, model, GPU_SPECS["L4"], engine=engine)
+    smaller = min(report.num_blocks, report.num_blocks_restart)
+    # 1,280 tokens take 3 attention blocks of 528 tokens and one state block per group.
+    assert replica.sequences_that_fit(1_280) == smaller // report.paging.blocks_per_sequence(1_280)
+    assert replica.batch_cap(1_280) == min(engine.max_num_seqs, replica.sequences_that_fit(1_280))
+
+
+def test_a_decode_step_runs_as_the_captured_cuda_graph_or_eager_above_them():
+    graphs = toy_replica(cuda_graph_sizes=(1, 2, 4, 8))
+    bare = toy_replica()
+    # A batch of 3 runs padded to the graph of 4; a batch of 9 runs eager, a measured fixed time more.
+    assert graphs.decode_step_seconds(3, 1_000) == pytest.approx(bare.decode_step_seconds(4, 1_000))
+    assert graphs.decode_step_seconds(9, 1_000) == pytest.approx(
+        bare.decode_step_seconds(9, 1_000) + EAGER_STEP_OVERHEAD_SECONDS)
+    assert toy_replica(cuda_graph_sizes=()).decode_step_seconds(1, 1_000) == pytest.approx(
+        bare.decode_step_seconds(1, 1_000) + EAGER_STEP_OVERHEAD_SECONDS)
+    # The datasheet floor is the batch itself, no engine overhead.
+    assert graphs.decode_step_seconds(9, 1_000, datasheet=True) == bare.decode_step_seconds(9, 1_000, datasheet=True)
 
 
 def test_ttft_adds_overhead_wait_prefill_hand_over_and_one_decode_step():
