@@ -117,7 +117,7 @@ def accepted_gpu_types() -> list[InstanceType]:
 def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     """What `question`'s workload needs of `instance` for both phases, or why it cannot."""
     from components.config.nodes import GpuNodeSettings
-    from components.config.workload import refuse_unreachable
+    from components.config.workload import refuse_unreachable, unknown_link
     from components.sizing import worker_resources
 
     option = SizeOption(instance.name, instance.gpu_model or "none", instance.gpus,
@@ -126,6 +126,9 @@ def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     engine = question.app.engine_for("decode")
     if question.model is None or spec is None:
         return _refused(option, "no model facts" if question.model is None else "no vendor GPU figures")
+    link = unknown_link(instance)
+    if link is not None:
+        return _refused(option, link)
     if engine.gpus_per_replica > instance.gpus:
         return _refused(option, f"a replica takes {engine.gpus_per_replica} GPUs, a node has {instance.gpus}")
     try:

@@ -239,7 +239,8 @@ def _render_outputs(console: Console, plan) -> None:
             console.print(f"[cyan]{key}[/] = {escape(_value(value))}{mark}", highlight=False)
 
 def _slo_ms(seconds: float | None) -> str:
-    return "never" if seconds is None else f"{seconds * 1000:,.0f} ms"
+    """A predicted time; None is a queue that grows without bound (the warnings say which and why)."""
+    return "unbounded" if seconds is None else f"{seconds * 1000:,.0f} ms"
 
 
 def _render_slo(console: Console, slo: dict | None) -> None:

@@ -197,6 +197,12 @@ class CapacityReport:
                          f"{self.num_blocks_restart} blocks, {self.kv_tokens_restart:,} KV tokens")
         return lines
 
+    def _efa_transfer_text(self) -> str:
+        if self.network_bytes_per_second <= 0:
+            return "time unknown over LIBFABRIC/EFA (no network bandwidth on record for the node)"
+        gbps = self.network_bytes_per_second * 8 / 1e9
+        return f"{self.transfer_seconds * 1000:,.0f} ms at {gbps:g} Gbps (LIBFABRIC/EFA)"
+
     def render_text(self) -> str:
         graphs = " and CUDA graphs"
         lines = [
@@ -217,9 +223,7 @@ class CapacityReport:
             f" {self.max_concurrent_sequences}",
             *self._paging_lines(),
             f"One {self.max_model_len}-token prompt moves {self.transfer_bytes_per_max_prompt / MIB:,.1f} MiB"
-            f" prefill→decode: {self.transfer_seconds * 1000:,.0f} ms"
-            f" at {self.network_bytes_per_second * 8 / 1e9:g} Gbps"
-            f" (LIBFABRIC/EFA), {self.transfer_seconds_ucx_on_efa * 1000:,.0f} ms at"
+            f" prefill→decode: {self._efa_transfer_text()}, {self.transfer_seconds_ucx_on_efa * 1000:,.0f} ms at"
             f" {UCX_ON_EFA_BYTES_PER_SECOND / 1e9:g} GB/s (UCX on EFA)",
             f"vLLM's 'GPU KV cache size' log line wins over this. Model facts: {self._facts_source()}",
         ]

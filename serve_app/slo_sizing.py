@@ -124,6 +124,23 @@ def ttft_at_percentile(prefill: ReplicaModel, decode: ReplicaModel, workload: Wo
             + decode.decode_step_seconds(1, prompt))
 
 
+def ttft_unbounded(prefill: ReplicaModel, workload: Workload, replicas: int) -> str | None:
+    """What makes the time to first token grow without bound at `replicas` prefill replicas, in a
+    user's words (the prefill queue, or the hand-over queue on the KV link); None when neither does."""
+    prompt, rate = workload.typical_prompt_tokens, workload.requests_per_second
+    plural, verb = ("s", "finish") if replicas > 1 else ("", "finishes")
+    prefills = replicas / prefill.prefill_seconds(prompt)
+    if rate >= prefills:
+        return (f"{replicas} prefill replica{plural} {verb} at most {prefills:,.1f} prompts of {prompt:,} tokens a "
+                f"second, the peak brings {rate:g}: the prefill queue grows without bound")
+    hand_overs = replicas / prefill.transfer_seconds(prompt)
+    if rate >= hand_overs:
+        return (f"the KV link of {replicas} prefill node{plural} at {prefill.network_bytes_per_second / 1e9:g} GB/s "
+                f"hands over at most {hand_overs:,.1f} prompts of {prompt:,} tokens a second, the peak brings "
+                f"{rate:g}: the hand-over queue grows without bound")
+    return None
+
+
 def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> DecodeLoad:
     context = workload.decode_context_tokens
     tokens = workload.typical_prompt_tokens + workload.typical_output_tokens

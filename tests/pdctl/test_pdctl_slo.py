@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import time
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -134,6 +136,50 @@ def test_decode_replicas_grow_as_max_num_seqs_shrinks():
         plan = build_plan(run, stack="dev", config_region="us-west-2").to_dict()
         decode = plan["slo"]["phases"]["decode"]
         needed[cap] = decode["needed_replicas"]
-        assert "sequences" in decode["batch_bound"] and "2147483648" not in decode["batch_bound"]
+        assert "sequences" in decode["bound"] and "2147483648" not in decode["bound"]
     assert needed[256] < needed[32] < needed[4]
     assert needed[4] * 4 >= 140  # enough slots for what the peak keeps decoding
+
+
+# What must never reach a user: an infinite time, a 2³¹ stand-in for "unbounded", a NaN.
+NOT_FOR_USERS = re.compile(r"\binf\b|\binfinity\b|\bnan\b|2147483648|2\*\*31", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("settings", [
+    {"peakRequestsPerSecond": "500"},  # both queues grow without bound on one L4 each
+    {"peakRequestsPerSecond": "3", "maxNumSeqs": "2"},  # decode short on sequence slots
+    {"gpuNodeType": "g6e.8xlarge", "peakRequestsPerSecond": "20", "ttftSloSeconds": "1", "tpotSloSeconds": "0.1",
+     "maxNumSeqs": "4"},
+    {"peakRequestsPerSecond": "0.5", "sloObjective": "0.5", "enforceEager": "true"},
+    {"tpotSloSeconds": "0.01"},  # refused: below the datasheet floor
+    {"ttftSloSeconds": "0.1"},  # refused: below the long prompt's floor
+])
+def test_no_plan_text_shows_an_infinite_or_made_up_number(settings):
+    result = invoke("plan", "--stack", "dev", *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")])
+    assert result.exit_code in (0, 2), result.output
+    text = result.stdout + result.stderr
+    assert not NOT_FOR_USERS.search(text), NOT_FOR_USERS.search(text)
+    if "500" in settings.values():
+        assert "the prefill queue grows without bound" in text and "unbounded" in text
+
+
+@pytest.mark.parametrize("flags", [
+    ("--rate", "0.1"), ("--rate", "5", "--tpot", "0.05"), ("--rate", "500", "--ttft", "0.25"), ("--rate", "40"),
+])
+def test_no_size_text_shows_an_infinite_or_made_up_number(flags):
+    for output in ("text", "json"):
+        result = invoke("size", "--stack", "dev", *flags, "--output", output)
+        assert result.exit_code == 0, result.output
+        assert not NOT_FOR_USERS.search(result.stdout + result.stderr)
+
+
+def test_a_node_without_network_figures_says_what_is_unknown_instead_of_an_infinite_hand_over():
+    from facts.instances import RECORDED_EC2_ANSWERS, instance_type
+    from offline import stack_config
+    from pdctl.size import size_on, size_question
+
+    raw, _ = stack_config("dev")
+    unknown = replace(instance_type(RECORDED_EC2_ANSWERS["g6.8xlarge"]), network_gbps=0.0)
+    option = size_on(unknown, size_question(raw))
+    assert option.refused is not None and "no network bandwidth on record" in option.refused
+    assert not NOT_FOR_USERS.search(option.refused)
