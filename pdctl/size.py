@@ -12,21 +12,26 @@ is listed with why. Settings come from the stack file, overridden per run as `pd
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from facts.gpus import gpu_spec
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import ModelArchitecture, known_model
 from facts.slo_calibration import label_for
+from pdctl.commands.common import PROJECT_OPTION, fail, text_console, use_project
 from pdctl.slo_cost import phase_nodes_cost
+from pdctl.views import Footnotes
 from serve_app.capacity import capacity_report
 from serve_app.config import PDAppConfig
 from serve_app.errors import ConfigError
@@ -146,10 +151,11 @@ def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
                                 f"{report.gpus_per_replica} × {report.usable_bytes / 2**30:.1f} GiB")
     replica = ReplicaModel.from_capacity(report, question.model, spec, engine=engine)
     try:
+        # Every type with this GPU shares the floor: one note for them all.
         bounds = refuse_unreachable(replica, replica, question.workload, question.targets,
-                                    {"prefill": instance.name, "decode": instance.name})
+                                    {"prefill": "any type with it", "decode": "any type with it"})
     except ConfigError as error:
-        return _refused(option, f"{error.setting} {error.value:g} is below the floor: {error.allowed}")
+        return _refused(option, f"{_flag_for(error.setting)} {error.value:g} is below the floor: {error.allowed}")
     option = replace(option, tpot_floor_seconds=round(bounds.tpot_datasheet_seconds, 4),
                      long_ttft_floor_seconds=round(bounds.long_ttft_datasheet_seconds, 4))
     prefill = prefill_replicas_needed(replica, replica, question.workload, question.targets)
@@ -201,25 +207,57 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:,.0f} ms"
 
 
+# The table fits this many columns whole (each long text goes to a numbered note under it).
+SIZE_TABLE_WIDTH = 100
+
+
+def size_table(options: list[SizeOption], notes: Footnotes) -> Table:
+    """One row per GPU node type; a refusal or the calibration's label as a note."""
+    table = Table("GPU node type", "GPU", "replicas P+D", "nodes", "USD/h", "TPOT floor", "TTFT floor", "note")
+    for option in options:
+        replicas = ("-" if option.refused else f"{option.prefill_replicas} + {option.decode_replicas}")
+        price = ("-" if option.refused else "unpriced" if option.cost_per_hour is None
+                 else f"${option.cost_per_hour:,.2f}")
+        note = notes.cite(f"cannot: {option.refused}" if option.refused else option.calibration)
+        table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}", replicas,
+                      str(option.nodes or "-"), price, _seconds(option.tpot_floor_seconds),
+                      _seconds(option.long_ttft_floor_seconds), f"[yellow]{escape(note)}[/]" if option.refused
+                      else escape(note))
+    return table
+
+
 def render_size(console: Console, question: SizeQuestion, options: list[SizeOption]) -> None:
     workload, targets = question.workload, question.targets
-    console.print(f"[bold]{question.app.model.model_source}[/] at {workload.requests_per_second:g} req/s peak, "
-                  f"prompt → output {workload.typical_prompt_tokens} → {workload.typical_output_tokens} tokens "
+    console.print(f"[bold]{escape(question.app.model.model_source)}[/] at {workload.requests_per_second:g} req/s "
+                  f"peak, prompt → output {workload.typical_prompt_tokens} → {workload.typical_output_tokens} tokens "
                   f"(long {workload.long_prompt_tokens} → {workload.long_output_tokens}); p{targets.objective * 100:g} "
                   f"TTFT ≤ {_seconds(targets.ttft_seconds)}, TPOT ≤ {_seconds(targets.tpot_seconds)}; "
                   f"{question.region}, on-demand", highlight=False)
-    table = Table("GPU node type", "GPU", "prefill replicas", "decode replicas", "GPU nodes", "USD / h",
-                  "TPOT floor", "long-prompt TTFT floor", "")
-    for option in options:
-        price = "n/a (unpriced)" if option.cost_per_hour is None else f"${option.cost_per_hour:,.2f}"
-        table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}",
-                      str(option.prefill_replicas or "-"), str(option.decode_replicas or "-"),
-                      str(option.nodes or "-"), "-" if option.refused else price,
-                      _seconds(option.tpot_floor_seconds), _seconds(option.long_ttft_floor_seconds),
-                      f"[yellow]cannot: {option.refused}[/]" if option.refused else option.calibration)
-    console.print(table)
-    console.print("[dim]floors at the datasheet peaks; replicas predicted with efficiencies fitted to the lab's "
-                  "measurements (labelled per row). Each type runs both phases. Model: docs/SIZING.md[/]")
+    notes = Footnotes()
+    console.print(size_table(options, notes))
+    notes.render(console)
+    console.print("[dim]replicas P+D: prefill + decode; floors at the datasheet peaks (TTFT: the long prompt's, "
+                  "unqueued); replicas predicted with efficiencies fitted to the lab's "
+                  "measurements (each row's note says how). Each type runs both phases. Model: docs/SIZING.md[/]")
+
+
+def _flag_for(setting: str) -> str:
+    """The flag that overrides `setting` (`--tpot` for tpotSloSeconds); the setting where none does."""
+    flags = {field.key: f"--{name.replace('_', '-')}" for name, field in flag_settings().items()}
+    return flags.get(setting.rpartition(":")[2], setting)
+
+
+def flag_error(error: ConfigError, flags: Mapping[str, str | None]) -> str:
+    """`error` in the words the user typed: the flag (`--ttft`) where a flag set the refused key."""
+    typed = {field.key: name for name, field in flag_settings().items() if flags.get(name) is not None}
+    name = typed.get(error.setting.rpartition(":")[2])
+    if name is None:
+        return str(error)
+    text = f"{_flag_for(error.setting)}: got {flags[name]}; allowed: {error.allowed}" + (
+        f" ({error.why})" if error.why else "")
+    for key in typed:  # another key the refusal names, set by a flag too (≥ typicalPromptTokens)
+        text = re.sub(rf"\b{key}\b", _flag_for(key), text)
+    return text
 
 
 def size_command(
@@ -234,27 +272,31 @@ def size_command(
     objective: str | None = typer.Option(None, "--objective", help="Share of requests meeting both (sloObjective)."),
     region: str | None = typer.Option(None, "--region", help="AWS region to price in (aws:region)."),
     output: SizeOutput = typer.Option(SizeOutput.text, "--output", "-o"),
+    project: Path | None = PROJECT_OPTION,
 ) -> None:
     """The cheapest GPU node types for a workload and its latency targets, each with its replicas, GPU
     nodes and price per hour; offline, from the stack's settings and these flags."""
+    import yaml
+
     from offline import stack_config
 
     flags = {"rate": rate, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
              "long_prompt_tokens": long_prompt_tokens, "long_output_tokens": long_output_tokens,
              "ttft": ttft, "tpot": tpot, "objective": objective, "region": region}
-    err = Console(stderr=True)
+    project_dir = use_project(project)
     try:
-        raw, _secret_keys = stack_config(stack)
+        raw, _secret_keys = stack_config(stack, project_dir)
         overridden = flag_settings()
         raw.update({overridden[name].key: value for name, value in flags.items() if value is not None})
         question = size_question(raw)
     except ConfigError as error:
-        err.print(f"[bold red]error:[/] stack {stack!r}: {error}", highlight=False, markup=False)
-        raise typer.Exit(2) from None
+        raise fail(f"stack {stack!r}: {flag_error(error, flags)}", 2) from None
+    except yaml.YAMLError as error:
+        raise fail(f"stack {stack!r}: the stack file is not valid YAML: {error}", 2) from None
     options = size_options(question)
     if output is SizeOutput.json:
         sys.stdout.write(json.dumps({"workload": asdict(question.workload), "targets": asdict(question.targets),
                                      "region": question.region, "options": [o.to_dict() for o in options]},
                                     indent=2) + "\n")
     else:
-        render_size(Console(width=200) if not sys.stdout.isatty() else Console(), question, options)
+        render_size(text_console(None), question, options)

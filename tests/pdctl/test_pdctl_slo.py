@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -102,10 +106,10 @@ def test_size_leaves_out_a_gpu_whose_floor_is_above_the_target_and_says_why():
     result = invoke("size", "--tpot", "0.05", "--output", "json")
     assert result.exit_code == 0, result.output
     options = {o["instance_type"]: o for o in json.loads(result.stdout)["options"]}
-    assert "tpotSloSeconds 0.05 is below the floor" in options["g6.8xlarge"]["refused"]
+    assert "--tpot 0.05 is below the floor" in options["g6.8xlarge"]["refused"]
     assert options["g5.8xlarge"]["refused"] is None  # the A10G's 600 GB/s read the weights in 32 ms
     text = invoke("size", "--tpot", "0.05")
-    assert "cannot: tpotSloSeconds 0.05" in text.stdout and "g5.8xlarge" in text.stdout
+    assert "cannot: --tpot 0.05" in text.stdout and "g5.8xlarge" in text.stdout
 
 
 def test_size_grows_replicas_with_the_rate_and_refuses_a_bad_flag_naming_its_key():
@@ -113,7 +117,7 @@ def test_size_grows_replicas_with_the_rate_and_refuses_a_bad_flag_naming_its_key
     l4 = next(o for o in options if o["instance_type"] == "g6.8xlarge")
     assert l4["decode_replicas"] > 1
     bad = invoke("size", "--rate", "abc")
-    assert bad.exit_code == 2 and "peakRequestsPerSecond" in bad.stderr
+    assert bad.exit_code == 2 and "--rate: got abc" in bad.stderr
 
 
 def test_a_stack_that_autoscales_to_what_the_peak_needs_meets_it_once_scaled(cached):
@@ -183,3 +187,71 @@ def test_a_node_without_network_figures_says_what_is_unknown_instead_of_an_infin
     option = size_on(unknown, size_question(raw))
     assert option.refused is not None and "no network bandwidth on record" in option.refused
     assert not NOT_FOR_USERS.search(option.refused)
+
+
+# ── `pdctl size` through the real entry point ──────────────────────────────────────────────────
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def pdctl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`python -m pdctl ARGS` as a user runs it, from `cwd`, this checkout's code on the path."""
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "COLUMNS": "100"}
+    env.pop("EKS_PD_LLM_PROJECT", None)
+    return subprocess.run([sys.executable, "-m", "pdctl", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_size_reads_the_project_named_by_project_from_anywhere(tmp_path):
+    result = pdctl("size", "--project", str(CHECKOUT), "--rate", "1", "-o", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["workload"]["requests_per_second"] == 1
+    wrong = pdctl("size", "--project", str(tmp_path), cwd=tmp_path)
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
+    assert wrong.stderr.strip().startswith("error: set --project") and len(wrong.stderr.strip().splitlines()) == 1
+
+
+def test_size_outside_a_checkout_says_to_pass_project_without_a_traceback(tmp_path, monkeypatch):
+    # Installed away from a checkout (pip, pipx): nothing to find from the working directory or the code.
+    monkeypatch.setattr("components.project._IMPORTED_FROM", tmp_path)
+    monkeypatch.delenv("EKS_PD_LLM_PROJECT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("size")
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)  # an exit, not a crash
+    assert "pass --project DIR" in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (("--ttft", "0.3"), "--ttft: got 0.3; allowed: one of"),
+    (("--rate", "-1"), "--rate: got -1; allowed:"),
+    (("--objective", "2"), "--objective: got 2; allowed:"),
+    (("--prompt-tokens", "4096", "--long-prompt-tokens", "1024"),
+     "--long-prompt-tokens: got 1024; allowed: ≥ --prompt-tokens (4096)"),
+])
+def test_size_errors_are_one_line_naming_the_flag_typed(flags, said, tmp_path):
+    result = pdctl("size", *flags, cwd=CHECKOUT)
+    assert result.returncode == 2, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], result.stderr
+    assert "[bold" not in result.stderr and "[/]" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_size_table_fits_100_columns_whole():
+    from rich.console import Console
+
+    from offline import stack_config
+    from pdctl.size import render_size, size_options, size_question
+
+    raw, _ = stack_config("dev")
+    raw["eks-pd-llm:tpotSloSeconds"] = "0.05"  # refusals too: their reasons are notes under the table
+    question = size_question(raw)
+    options = size_options(question)
+    rendered = {}
+    for width in (100, 200):
+        console = Console(width=width, record=True, color_system=None)
+        render_size(console, question, options)
+        text = console.export_text()
+        rendered[width] = text[text.index("┏"):text.index("┘") + 1]
+    assert rendered[100] == rendered[200]  # nothing wrapped or cut at 100 columns
+    assert max(len(line) for line in rendered[100].splitlines()) <= 100
+    assert "…" not in rendered[100] and "g6.8xlarge" in rendered[100]
