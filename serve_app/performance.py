@@ -22,7 +22,9 @@ the next CUDA graph captured at or above it (vLLM pads it); above the largest on
 measured fixed time per step more (facts/slo_calibration.py).
 
 The KV hand-over moves P · KV bytes per token + the state over the network the capacity report names
-(serve_app/capacity.py): a lower bound that ignores NIXL's per-request overhead.
+(serve_app/capacity.py): a lower bound that ignores NIXL's per-request overhead. The decode engine
+takes each hand-over in between its steps, stalling them for a calibrated share of its time on the
+link (`ingest_seconds`).
 
 `datasheet=True` gives the same times at 100 % of the peaks with no fixed overhead: floors no
 engine can beat, which is what a preview may refuse a target on.
@@ -137,6 +139,11 @@ class ReplicaModel:
     def transfer_seconds(self, tokens: int) -> float:
         moved = tokens * self.kv_bytes_per_token + self.state_bytes_per_sequence
         return moved / self.network_bytes_per_second if self.network_bytes_per_second else float("inf")
+
+    def ingest_seconds(self, tokens: int) -> float:
+        """What taking in one `tokens`-token prompt's KV and state costs the decode engine between its
+        steps: the calibrated share of the hand-over's time on the link."""
+        return self.calibration.decode_ingest_share * self.transfer_seconds(tokens)
 
     def sequences_that_fit(self, tokens: int) -> int:
         """Sequences of `tokens` tokens whose KV (+ state) the replica's KV cache holds at once: in

@@ -22,8 +22,9 @@ with the calibration (what the stack is predicted to reach: a target below is a 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from serve_app.performance import ReplicaModel
 from serve_app.queueing import erlang_c, mdc_wait_percentile, poisson_quantile
@@ -80,6 +81,8 @@ class DecodeLoad:
     sequences_in_flight: float  # what the arrivals keep decoding over all replicas, on average
     waiting_share: float  # of requests that find every sequence slot taken (1: the queue never drains)
     objective: float
+    stall_share: float  # of an engine's time its steps stall for what arrives (≥ 1: all of it)
+    stall_for: str  # what it stalls for: taking in KV hand-overs (PD), prefilling prompts (colocated)
 
     @property
     def fits(self) -> bool:
@@ -88,6 +91,9 @@ class DecodeLoad:
 
     def shortfall(self) -> str | None:
         """Why the replicas fall short on sequence slots, in a user's words; None when they do not."""
+        if self.stall_share >= 1:
+            return (f"{self.stall_for} alone would keep each engine busy ({self.stall_share:.0%} of its time): "
+                    "it never gets to a decode step")
         slots = f"{self.replicas} replica{'s' if self.replicas > 1 else ''} × {self.cap} sequences ({self.cap_reason})"
         if self.sequences_in_flight >= self.replicas * self.cap:
             return (f"the peak keeps about {self.sequences_in_flight:,.0f} sequences decoding, more than {slots}: "
@@ -141,27 +147,73 @@ def ttft_unbounded(prefill: ReplicaModel, workload: Workload, replicas: int) -> 
     return None
 
 
-def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> DecodeLoad:
+def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, replicas: int,
+                hand_overs_per_second: float | None = None, *, colocated: bool = False) -> DecodeLoad:
+    """`hand_overs_per_second`: KV hand-overs reaching the decode replicas (None: the arrival rate,
+    each request's as it comes; fewer where a saturated link holds them back). `colocated`: the engine
+    prefills the prompts too, in chunks between its decode steps, instead of taking in hand-overs."""
     context = workload.decode_context_tokens
     tokens = workload.typical_prompt_tokens + workload.typical_output_tokens
     fit, cap = decode.sequences_that_fit(tokens), decode.batch_cap(tokens)
     cap_reason = f"{MAX_NUM_SEQS_KEY} {cap}" if cap < fit else f"what its KV cache holds at {tokens:,} tokens each"
+    # What arrives stalls the engine's steps while it is taken in: the steps get 1 - ρ of its time.
+    arriving = workload.requests_per_second if hand_overs_per_second is None else hand_overs_per_second
+    prompt = workload.typical_prompt_tokens
+    stall_for = "prefilling the prompts" if colocated else "taking in the KV hand-overs"
+    stall = arriving / replicas * (decode.prefill_seconds(prompt) if colocated else decode.ingest_seconds(prompt))
+    if stall >= 1:
+        return DecodeLoad(None, None, cap, cap_reason, math.inf, replicas, math.inf, 1.0, targets.objective, stall,
+                          stall_for)
+    stretch = 1 / (1 - stall)
     # Little's law, B = k · step(B) with k = λ/n · O and step(B) = max(f + m·B, c·B): its least
     # fixed point is k·f / (1 - k·m) when k·m < 1 and k·c < 1; otherwise the batch never drains.
     k = workload.requests_per_second / replicas * workload.typical_output_tokens
-    fixed, memory, compute = decode.decode_step_terms(context)
+    fixed, memory, compute = (term * stretch for term in decode.decode_step_terms(context))
     batch = k * fixed / (1 - k * memory) if k * memory < 1 and k * compute < 1 else None
     at_percentile = None if batch is None else max(1, poisson_quantile(batch, targets.objective))
     # Past the cap an engine runs the cap and the rest wait: the step is the cap's.
-    tpot = decode.decode_step_seconds(cap if at_percentile is None else min(at_percentile, cap), context)
+    tpot = stretch * decode.decode_step_seconds(cap if at_percentile is None else min(at_percentile, cap), context)
     # Sequence slots as M/G/c: replicas × cap slots, each held for the output's steps.
     in_flight = workload.requests_per_second * workload.typical_output_tokens * tpot
     return DecodeLoad(batch, at_percentile, cap, cap_reason, tpot, replicas, in_flight,
-                      erlang_c(replicas * cap, in_flight), targets.objective)
+                      erlang_c(replicas * cap, in_flight), targets.objective, stall, stall_for)
 
 
 def decode_meets(load: DecodeLoad, targets: Targets) -> bool:
     return load.fits and load.tpot_seconds <= targets.tpot_seconds
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """A typical prompt's KV hand-over on the stack's link, and what the peak gets if NIXL falls back
+    to a slower path (UCX on EFA: a failure mode, not a configuration)."""
+
+    bytes_moved: int  # one typical prompt's KV and state
+    link_bytes_per_second: float
+    link_seconds: float
+    per_node_per_second: float  # hand-overs one prefill node's link carries a second
+    fallback_bytes_per_second: float
+    fallback_seconds: float
+    fallback_per_node_per_second: float
+    fallback_ttft_seconds: float  # at the configured prefill replicas, at peak (inf: the queue never drains)
+    fallback_tpot_seconds: float  # at the configured decode replicas, at peak, ingest included
+
+
+def hand_over(prefill: ReplicaModel, decode: ReplicaModel, workload: Workload, targets: Targets,
+              replicas: tuple[int, int], fallback_bytes_per_second: float) -> HandOver:
+    """The hand-over at `replicas` (prefill, decode) on the stack's link and on the fallback's."""
+    prompt = workload.typical_prompt_tokens
+    slow = {phase: replace(model, network_bytes_per_second=fallback_bytes_per_second)
+            for phase, model in (("prefill", prefill), ("decode", decode))}
+    seconds, fallback = prefill.transfer_seconds(prompt), slow["prefill"].transfer_seconds(prompt)
+    return HandOver(
+        bytes_moved=prompt * prefill.kv_bytes_per_token + prefill.state_bytes_per_sequence,
+        link_bytes_per_second=prefill.network_bytes_per_second, link_seconds=seconds,
+        per_node_per_second=1 / seconds, fallback_bytes_per_second=fallback_bytes_per_second,
+        fallback_seconds=fallback, fallback_per_node_per_second=1 / fallback,
+        fallback_ttft_seconds=ttft_at_percentile(slow["prefill"], slow["decode"], workload, targets, replicas[0]),
+        fallback_tpot_seconds=decode_load(slow["decode"], workload, targets, replicas[1],
+                                          min(workload.requests_per_second, replicas[0] / fallback)).tpot_seconds)
 
 
 def fewest_replicas(meets: Callable[[int], bool]) -> int | None:
