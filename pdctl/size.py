@@ -30,14 +30,14 @@ from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import ModelArchitecture, known_model
 from facts.slo_calibration import label_for
 from pdctl.commands.common import PROJECT_OPTION, fail, text_console, use_project
-from pdctl.slo_cost import phase_nodes_cost
+from pdctl.slo_cost import choose_shape
 from pdctl.views import Footnotes
 from serve_app.capacity import capacity_report
 from serve_app.config import PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.model_facts import read_model_facts
 from serve_app.performance import ReplicaModel
-from serve_app.slo_sizing import MAX_REPLICAS, Targets, Workload, decode_replicas_needed, prefill_replicas_needed
+from serve_app.slo_sizing import MAX_REPLICAS, Targets, Workload
 from serve_app.stack_keys import StackField
 
 
@@ -52,11 +52,20 @@ class SizeOption:
     decode_replicas: int | None = None
     prefill_nodes: int | None = None
     decode_nodes: int | None = None
-    cost_per_hour: float | None = None  # None: unpriced in the region (or refused)
+    cost_per_hour: float | None = None  # PD's; None: unpriced in the region (or refused)
+    colocated_replicas: int | None = None  # engines doing both phases
+    colocated_nodes: int | None = None
+    colocated_cost_per_hour: float | None = None
+    recommended: str | None = None  # "PD" or "colocated"
+    why: str = ""  # why that one
     tpot_floor_seconds: float | None = None  # at the datasheet's bandwidth
     long_ttft_floor_seconds: float | None = None
     calibration: str = ""
     refused: str | None = None  # why this type cannot meet the workload
+
+    @property
+    def recommended_cost_per_hour(self) -> float | None:
+        return self.colocated_cost_per_hour if self.recommended == "colocated" else self.cost_per_hour
 
     @property
     def nodes(self) -> int | None:
@@ -158,16 +167,27 @@ def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
         return _refused(option, f"{_flag_for(error.setting)} {error.value:g} is below the floor: {error.allowed}")
     option = replace(option, tpot_floor_seconds=round(bounds.tpot_datasheet_seconds, 4),
                      long_ttft_floor_seconds=round(bounds.long_ttft_datasheet_seconds, 4))
-    prefill = prefill_replicas_needed(replica, replica, question.workload, question.targets)
-    decode = decode_replicas_needed(replica, question.workload, question.targets)
-    if prefill is None or decode is None:
-        missing = "prefill (TTFT)" if prefill is None else "decode (TPOT)"
-        return _refused(option, f"no {missing} replica count up to {MAX_REPLICAS} meets the target")
     per_node = instance.gpus // engine.gpus_per_replica
-    nodes = -(-prefill // per_node), -(-decode // per_node)
-    cost = phase_nodes_cost(question.region, instance.name, sum(nodes), question.disk_gib)
-    return replace(option, prefill_replicas=prefill, decode_replicas=decode, prefill_nodes=nodes[0],
-                   decode_nodes=nodes[1], cost_per_hour=None if cost is None else round(cost, 4))
+    choice = choose_shape(replica, replica, question.workload, question.targets,
+                          instance_types={"prefill": instance.name, "decode": instance.name},
+                          replicas_per_node={"prefill": per_node, "decode": per_node}, region=question.region,
+                          disk_gib=question.disk_gib)
+    if choice.recommended is None:
+        return _refused(option, f"neither PD nor colocated meets the targets with up to {MAX_REPLICAS} replicas")
+    pd, colocated = choice.pd.replicas, choice.colocated.replicas
+    return replace(option, prefill_replicas=None if pd is None else pd[0],
+                   decode_replicas=None if pd is None else pd[1],
+                   prefill_nodes=None if pd is None else -(-pd[0] // per_node),
+                   decode_nodes=None if pd is None else -(-pd[1] // per_node),
+                   cost_per_hour=_cents(choice.pd.cost_per_hour),
+                   colocated_replicas=None if colocated is None else colocated[0],
+                   colocated_nodes=choice.colocated.nodes,
+                   colocated_cost_per_hour=_cents(choice.colocated.cost_per_hour),
+                   recommended=choice.recommended, why=choice.why)
+
+
+def _cents(cost: float | None) -> float | None:
+    return None if cost is None else round(cost, 4)
 
 
 def _refused(option: SizeOption, why: str) -> SizeOption:
@@ -175,10 +195,11 @@ def _refused(option: SizeOption, why: str) -> SizeOption:
 
 
 def size_options(question: SizeQuestion) -> list[SizeOption]:
-    """Every accepted type: priced options cheapest first, then unpriced ones by nodes, then refused."""
+    """Every accepted type: priced options cheapest first (at the shape each recommends), then unpriced
+    ones by nodes, then refused."""
     options = [size_on(instance, question) for instance in accepted_gpu_types()]
-    return sorted(options, key=lambda o: (o.refused is not None, o.cost_per_hour is None,
-                                          o.cost_per_hour or 0.0, o.nodes or 0, o.instance_type))
+    return sorted(options, key=lambda o: (o.refused is not None, o.recommended_cost_per_hour is None,
+                                          o.recommended_cost_per_hour or 0.0, o.nodes or 0, o.instance_type))
 
 
 # ── The command ────────────────────────────────────────────────────────────────────────────────
@@ -212,18 +233,27 @@ SIZE_TABLE_WIDTH = 100
 
 
 def size_table(options: list[SizeOption], notes: Footnotes) -> Table:
-    """One row per GPU node type; a refusal or the calibration's label as a note."""
-    table = Table("GPU node type", "GPU", "replicas P+D", "nodes", "USD/h", "TPOT floor", "TTFT floor", "note")
+    """One row per GPU node type, PD and colocated side by side; a refusal, the recommendation's
+    reason and the calibration's label as notes."""
+    table = Table("GPU node type", "GPU", "PD P+D\n→ nodes", "PD\nUSD/h", "colocated\n→ nodes", "colocated\nUSD/h",
+                  "pick", "note")
     for option in options:
-        replicas = ("-" if option.refused else f"{option.prefill_replicas} + {option.decode_replicas}")
-        price = ("-" if option.refused else "unpriced" if option.cost_per_hour is None
-                 else f"${option.cost_per_hour:,.2f}")
-        note = notes.cite(f"cannot: {option.refused}" if option.refused else option.calibration)
-        table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}", replicas,
-                      str(option.nodes or "-"), price, _seconds(option.tpot_floor_seconds),
-                      _seconds(option.long_ttft_floor_seconds), f"[yellow]{escape(note)}[/]" if option.refused
-                      else escape(note))
+        if option.refused:
+            table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}", "-", "-", "-", "-", "-",
+                          f"[yellow]{notes.cite(f'cannot: {option.refused}')}[/]")
+            continue
+        pd = "-" if option.prefill_replicas is None else \
+            f"{option.prefill_replicas}+{option.decode_replicas} → {option.nodes}"
+        colocated = "-" if option.colocated_replicas is None else \
+            f"{option.colocated_replicas} → {option.colocated_nodes}"
+        table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}", pd, _price(option.cost_per_hour),
+                      colocated, _price(option.colocated_cost_per_hour), option.recommended or "-",
+                      notes.cite(option.calibration))
     return table
+
+
+def _price(cost: float | None) -> str:
+    return "unpriced" if cost is None else f"${cost:,.2f}"
 
 
 def render_size(console: Console, question: SizeQuestion, options: list[SizeOption]) -> None:
@@ -236,9 +266,14 @@ def render_size(console: Console, question: SizeQuestion, options: list[SizeOpti
     notes = Footnotes()
     console.print(size_table(options, notes))
     notes.render(console)
-    console.print("[dim]replicas P+D: prefill + decode; floors at the datasheet peaks (TTFT: the long prompt's, "
-                  "unqueued); replicas predicted with efficiencies fitted to the lab's "
-                  "measurements (each row's note says how). Each type runs both phases. Model: docs/SIZING.md[/]")
+    cheapest = next((option for option in options if not option.refused), None)
+    if cheapest is not None:
+        console.print(f"cheapest: [bold]{cheapest.instance_type}, {cheapest.recommended}[/]: {escape(cheapest.why)}",
+                      highlight=False)
+    console.print("[dim]PD P+D: prefill + decode replicas, then GPU nodes (the phases never share a node); "
+                  "colocated: engines doing both phases, then GPU nodes; each row's pick says why in JSON "
+                  "(-o json, with the floors at the datasheet peaks). Replicas predicted with efficiencies fitted "
+                  "to the lab's measurements (each row's note says how). Model: docs/SIZING.md[/]")
 
 
 def _flag_for(setting: str) -> str:

@@ -59,6 +59,7 @@ class ReplicaModel:
     # The engine's limits (None: not modelled, a bare replica): its sequence cap, the decode batches it
     # captures as CUDA graphs (() with enforceEager), and a paged KV cache's blocks on its smaller start.
     max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None  # a step's token budget: how a colocated prefill is chunked
     cuda_graph_sizes: tuple[int, ...] | None = None
     kv_blocks: int | None = None
     paging: HybridPaging | None = None
@@ -75,7 +76,9 @@ class ReplicaModel:
                    state_bytes_per_sequence=report.state_bytes_per_sequence,
                    kv_budget_bytes=max(report.kv_budget_bytes, 0),
                    network_bytes_per_second=report.network_bytes_per_second, calibration=calibration,
-                   max_num_seqs=None if engine is None else engine.max_num_seqs, cuda_graph_sizes=graphs,
+                   max_num_seqs=None if engine is None else engine.max_num_seqs,
+                   max_num_batched_tokens=None if engine is None else engine.max_num_batched_tokens,
+                   cuda_graph_sizes=graphs,
                    kv_blocks=blocks, paging=report.paging)
 
     # ── FLOPs and bytes ─────────────────────────────────────────────────────────────────────

@@ -16,6 +16,10 @@ output's steps): at the percentile a request must find a free one (Erlang C ≤ 
 step is timed at the batch the engine runs (padded to a CUDA graph, or eager above them).
 The long case sets the floors: its prefill and hand-over, unqueued.
 
+Colocated (one engine doing both phases, chunked prefill): the prompts' prefill stalls the decode
+steps for its share of the engine's time, as the hand-overs' ingest does in PD (`decode_load(...,
+colocated=True)`); TTFT has no hand-over but its chunks ride decode steps (`colocated_ttft`).
+
 Floors come two ways: at the datasheet peaks (nothing beats them: a target below is refused) and
 with the calibration (what the stack is predicted to reach: a target below is a warning).
 """
@@ -183,6 +187,29 @@ def decode_meets(load: DecodeLoad, targets: Targets) -> bool:
     return load.fits and load.tpot_seconds <= targets.tpot_seconds
 
 
+def colocated_ttft(engine: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> float:
+    """TTFT at the percentile when each engine does both phases: no hand-over; the prompt is prefilled in
+    chunks of what a step's token budget leaves beside the decode batch, each chunk riding one decode step.
+    Engines as M/D/c over that service time."""
+    prompt = workload.typical_prompt_tokens
+    load = decode_load(engine, workload, targets, replicas, colocated=True)
+    batch = load.cap if load.batch_at_percentile is None else min(load.batch_at_percentile, load.cap)
+    chunk = max(1, (engine.max_num_batched_tokens or prompt) - batch)
+    step = engine.decode_step_seconds(batch, workload.decode_context_tokens)
+    service = engine.prefill_seconds(prompt) + -(-prompt // chunk) * step
+    wait = mdc_wait_percentile(workload.requests_per_second, service, replicas, targets.objective)
+    return engine.request_overhead_seconds + wait + service + engine.decode_step_seconds(1, prompt)
+
+
+def colocated_meets(engine: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> bool:
+    return (colocated_ttft(engine, workload, targets, replicas) <= targets.ttft_seconds
+            and decode_meets(decode_load(engine, workload, targets, replicas, colocated=True), targets))
+
+
+def colocated_replicas_needed(engine: ReplicaModel, workload: Workload, targets: Targets) -> int | None:
+    return fewest_replicas(lambda n: colocated_meets(engine, workload, targets, n))
+
+
 @dataclass(frozen=True)
 class HandOver:
     """A typical prompt's KV hand-over on the stack's link, and what the peak gets if NIXL falls back
@@ -229,3 +256,22 @@ def prefill_replicas_needed(prefill: ReplicaModel, decode: ReplicaModel, workloa
 
 def decode_replicas_needed(decode: ReplicaModel, workload: Workload, targets: Targets) -> int | None:
     return fewest_replicas(lambda n: decode_meets(decode_load(decode, workload, targets, n), targets))
+
+
+def highest_rate(meets: Callable[[float], bool], most: float = 10_000.0) -> float:
+    """The highest request rate (to 2 significant figures) at which `meets` holds, 0 if none does:
+    `meets` must hold below a rate and fail above it."""
+    low, high = 0.0, most
+    if not meets(1e-6):
+        return 0.0
+    while high - low > max(low, 1e-3) * 0.005:
+        middle = (low + high) / 2
+        low, high = (middle, high) if meets(middle) else (low, middle)
+    return low
+
+
+def pd_meets(prefill: ReplicaModel, decode: ReplicaModel, workload: Workload, targets: Targets,
+             replicas: tuple[int, int]) -> bool:
+    """Whether `replicas` (prefill, decode) meet both targets at the workload's peak."""
+    return (ttft_at_percentile(prefill, decode, workload, targets, replicas[0]) <= targets.ttft_seconds
+            and decode_meets(decode_load(decode, workload, targets, replicas[1]), targets))

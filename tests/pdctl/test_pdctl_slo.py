@@ -96,9 +96,13 @@ def test_size_answers_offline_in_seconds_cheapest_first():
     assert time.monotonic() - started < 5
     assert result.exit_code == 0, result.output
     options = json.loads(result.stdout)["options"]
-    priced = [o["cost_per_hour"] for o in options if o["cost_per_hour"] is not None]
+    # Cheapest first at the shape each recommends: the default's one L4 node, colocated.
+    picked = [o["colocated_cost_per_hour"] if o["recommended"] == "colocated" else o["cost_per_hour"]
+              for o in options if o["refused"] is None]
+    priced = [cost for cost in picked if cost is not None]
     assert priced == sorted(priced)
     assert options[0]["instance_type"] == "g6.8xlarge" and options[0]["nodes"] == 2
+    assert options[0]["colocated_nodes"] == 1 and options[0]["recommended"] == "colocated"
     assert {o["gpu"] for o in options} >= {"L4", "A10G", "H100", "H200"}
 
 
@@ -255,3 +259,56 @@ def test_the_size_table_fits_100_columns_whole():
     assert rendered[100] == rendered[200]  # nothing wrapped or cut at 100 columns
     assert max(len(line) for line in rendered[100].splitlines()) <= 100
     assert "…" not in rendered[100] and "g6.8xlarge" in rendered[100]
+
+
+# ── PD against colocated ───────────────────────────────────────────────────────────────────────
+
+def test_the_plan_prices_pd_and_colocated_and_recommends_one_saying_why(dev_plan, dev_run, cached):
+    shapes = dev_plan["slo"]["shapes"]
+    pd, colocated = shapes["pd"], shapes["colocated"]
+    assert pd["replicas"] == [1, 1] and pd["nodes"] == 2 and colocated["replicas"] == [1] and colocated["nodes"] == 1
+    assert colocated["cost_per_hour"] == pytest.approx(pd["cost_per_hour"] / 2, rel=0.01)
+    # At 0.1 req/s the prompts' prefill takes a few percent of one engine: colocated meets for half the price.
+    assert shapes["recommended"] == "colocated"
+    assert colocated["tpot_seconds"] <= dev_plan["slo"]["targets"]["tpot_seconds"]
+    cached(dev_run)
+    text = invoke("plan", "--stack", "dev").stdout
+    assert "colocated (one engine, both phases)" in text and "recommended: colocated: 1 node at $2.04/h" in text
+
+
+def test_size_recommends_pd_where_colocated_prefill_costs_more_and_colocated_where_it_does_not():
+    # Long prompts, short answers, 5 req/s: on 4-GPU L4 nodes the prompts' prefill starves colocated
+    # decode (24 engines, 6 nodes) where PD needs 6 + 6 replicas on 4 nodes; on L40S colocated is cheaper.
+    result = invoke("size", "--rate", "5", "--prompt-tokens", "3072", "--output-tokens", "64", "--tpot", "0.1",
+                    "-o", "json")
+    assert result.exit_code == 0, result.output
+    options = {o["instance_type"]: o for o in json.loads(result.stdout)["options"]}
+    l4 = options["g6.12xlarge"]
+    assert l4["recommended"] == "PD" and l4["cost_per_hour"] < l4["colocated_cost_per_hour"]
+    assert "stalls its decode steps" in l4["why"]
+    l40s = options["g6e.12xlarge"]
+    assert l40s["recommended"] == "colocated" and l40s["colocated_cost_per_hour"] < l40s["cost_per_hour"]
+    text = invoke("size", "--rate", "5", "--prompt-tokens", "3072", "--output-tokens", "64", "--tpot", "0.1")
+    assert "cheapest: " in text.stdout and "PD P+D" in text.stdout and "colocated" in text.stdout
+
+
+def test_a_colocated_engine_pays_for_prefill_in_its_decode_steps():
+    from facts.gpus import gpu_spec
+    from facts.instances import RECORDED_EC2_ANSWERS, instance_type
+    from facts.models import known_model
+    from serve_app.capacity import capacity_report
+    from serve_app.config import EngineSettings
+    from serve_app.performance import ReplicaModel
+    from serve_app.slo_sizing import Targets, Workload, decode_load
+
+    model = known_model("Qwen/Qwen3.5-9B")
+    node = instance_type(RECORDED_EC2_ANSWERS["g6e.8xlarge"])
+    report = capacity_report(model, node, dtype="bfloat16", max_model_len=4096, gpu_memory_utilization=0.9,
+                             enforce_eager=False, max_num_seqs=32, max_num_batched_tokens=2048)
+    engine = ReplicaModel.from_capacity(report, model, gpu_spec("L40S"), engine=EngineSettings())
+    workload, targets = Workload(2.0, 1024, 256, 3072, 1024), Targets(2.5, 0.1, 0.99)
+    pd = decode_load(engine, workload, targets, 1)
+    colocated = decode_load(engine, workload, targets, 1, colocated=True)
+    # 2 prompts a second of 1,024 tokens, each prefilled in about 60 ms on an L40S: about 12 % of the engine.
+    assert colocated.stall_share == pytest.approx(2 * engine.prefill_seconds(1024))
+    assert colocated.tpot_seconds > pd.tpot_seconds * (1 + colocated.stall_share) * 0.99
