@@ -18,8 +18,8 @@ scale both peaks linearly (its all-reduces are not modelled).
 
 The engine bounds a decode batch: at most `maxNumSeqs` sequences, and no more than its KV cache holds
 (blocks on a first start, the smaller of the two starts, for a paged hybrid model). A batch runs as
-the next CUDA graph captured at or above it (vLLM pads it); above the largest one it runs eager, a
-measured fixed time per step more (facts/slo_calibration.py).
+the next CUDA graph captured at or above it (vLLM pads it: docs/SOURCES.md#cuda-graph-padding); above
+the largest one it runs eager, a measured fixed time per step more (facts/slo_calibration.py).
 
 The KV hand-over moves P · KV bytes per token + the state over the network the capacity report names
 (serve_app/capacity.py): a lower bound that ignores NIXL's per-request overhead. The decode engine
