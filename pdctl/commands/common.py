@@ -43,6 +43,19 @@ def overrides_from_set(pairs: list[str]) -> dict[str, str]:
 
 
 
+def use_project(project: Path | None) -> Path:
+    """The project directory: `project`, else found from the working directory (components/project.py);
+    none found exits 2 with one line saying what to pass."""
+    from components.project import ProjectNotFound, find_project_dir
+
+    try:
+        if project is not None:
+            os.environ[PROJECT_ENV] = str(project)
+        return find_project_dir()
+    except ProjectNotFound as exc:
+        raise fail(str(exc), 2) from None
+
+
 def offline_run(stack: str, overrides: dict[str, str], project: Path | None = None, deployed: Any = None):
     """Run the real program under mocks; a user mistake exits 2 with the config error, no traceback.
     The project is `project`, else found from the working directory (components/project.py); the
@@ -50,15 +63,9 @@ def offline_run(stack: str, overrides: dict[str, str], project: Path | None = No
     import yaml
 
     import offline
-    from components.project import ProjectNotFound, find_project_dir
     from serve_app.errors import ConfigError
 
-    try:
-        if project is not None:
-            os.environ[PROJECT_ENV] = str(project)
-        find_project_dir()
-    except ProjectNotFound as exc:
-        raise fail(str(exc), 2) from None
+    use_project(project)
     try:
         return offline.run_offline(stack, overrides=overrides or None, deployed=deployed)
     except ConfigError as exc:
