@@ -128,7 +128,9 @@ def gpu_node_group_name_prefix(cluster_name: str, own_phase: Phase | None = None
 def node_group_name(prefix: str, new_group_inputs: Mapping[str, Any]) -> str:
     """`<prefix>-<8 hex digits of the inputs that force a new group>`: the name changes exactly when EKS
     needs a new group, so Pulumi's replacement creates the new group (under its new name) before it
-    deletes the old one, and keeps it otherwise. At most 61 characters (clusterName ≤ 40); EKS allows 63."""
+    deletes the old one, where a fixed name fails with "NodeGroup already exists"
+    (docs/SOURCES.md#node-group-replacement), and keeps it otherwise. At most 61 characters
+    (clusterName ≤ 40); EKS allows 63."""
     digest = hashlib.sha256(json.dumps(dict(new_group_inputs), sort_keys=True, default=str).encode()).hexdigest()
     return f"{prefix}-{digest[:8]}"
 
