@@ -22,17 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
 
-from facts.charts import (
-    CLUSTER_AUTOSCALER,
-    DCGM_EXPORTER,
-    EFA_DEVICE_PLUGIN,
-    KUBE_PROMETHEUS_STACK,
-    KUBERAY_OPERATOR,
-    NVIDIA_DEVICE_PLUGIN,
-    HelmChart,
-)
+from components.config.charts import ChartSettings
+from components.findings import CHART_OF_SETTING
 from facts.durations import create_duration
 from facts.images import DLC_TAG, PUBLIC_DLC_REPOSITORY
+from pdctl.node_rollout import REPLACE, REPLACE_WITH_GAP, ROLL
 from pdctl.plan_diff import PlanDiff, ResourceChange, diff_plans
 
 STACK = "dev"
@@ -83,10 +77,16 @@ def _next_patch(version: str) -> str:
     return f"{head}.{int(patch) + 1}"
 
 
-def _chart_change(chart: HelmChart, key: str, base: dict[str, str] | None = None) -> CommonChange:
-    """The chart's next patch release (whether it exists does not matter: the diff is the same)."""
-    newer = _next_patch(chart.default_version)
-    return CommonChange(f"{chart.name} chart {chart.default_version} → {newer}", {key: newer}, base or {})
+def _chart_changes() -> tuple[CommonChange, ...]:
+    """Each chart's next patch release (whether it exists does not matter: the diff is the same); the
+    Cluster Autoscaler's on a stack that has one."""
+    changes = []
+    for setting, chart in CHART_OF_SETTING.items():
+        newer = _next_patch(chart.default_version)
+        changes.append(CommonChange(f"{chart.name} chart {chart.default_version} → {newer}",
+                                    {ChartSettings.key(setting): newer},
+                                    AUTOSCALED if setting == "cluster_autoscaler" else {}))
+    return tuple(changes)
 
 
 COMMON_CHANGES: tuple[CommonChange, ...] = (
@@ -98,12 +98,7 @@ COMMON_CHANGES: tuple[CommonChange, ...] = (
     CommonChange("GPU nodes may grow (2 → 2 to 4 nodes, decode 1 to 3 replicas)",
                  {**AUTOSCALED, "decodeMaxReplicas": "3"}),
     CommonChange("Kubernetes minor (1.34 → 1.35)", {"kubernetesVersion": "1.35"}, {"kubernetesVersion": "1.34"}),
-    _chart_change(KUBERAY_OPERATOR, "kuberayChartVersion"),
-    _chart_change(NVIDIA_DEVICE_PLUGIN, "nvidiaDevicePluginChartVersion"),
-    _chart_change(EFA_DEVICE_PLUGIN, "efaDevicePluginChartVersion"),
-    _chart_change(KUBE_PROMETHEUS_STACK, "kubePrometheusStackChartVersion"),
-    _chart_change(DCGM_EXPORTER, "dcgmExporterChartVersion"),
-    _chart_change(CLUSTER_AUTOSCALER, "clusterAutoscalerChartVersion", AUTOSCALED),
+    *_chart_changes(),
     CommonChange("the Ray image (the region's ECR copy of the Ray LLM image → its public ECR one)",
                  {"rayImage": f"{PUBLIC_DLC_REPOSITORY}:{DLC_TAG}"}),
     CommonChange("GPU node user data (one more 2 MiB huge page at boot)",
@@ -200,8 +195,8 @@ def _rolls(row: ChangeRow) -> str:
         roll = r.rollout
         assert roll is not None
         quota = f", +{roll.extra_vcpus} vCPUs ({roll.peak_vcpus} at the peak)" if roll.extra_vcpus else ""
-        verb = "rolls" if roll.how.startswith("rolls") else "new group beside the old" if roll.added_nodes else \
-            "old group deleted first"
+        verb = {ROLL: "rolls", REPLACE: "new group beside the old",
+                REPLACE_WITH_GAP: "old group deleted first"}[roll.how]
         parts.append(f"`{r.name}` {verb}: {roll.nodes} × {roll.instance_type}, {roll.added_nodes} more{quota}")
     return "; ".join(parts) or "no node"
 

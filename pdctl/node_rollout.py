@@ -38,6 +38,11 @@ class NodeRollout:
     vcpus_per_node: int | None  # None: the type is not among the recorded EC2 answers
     minutes: float  # until every node of the group serves again
     minutes_why: str
+    gpu: bool = False  # a GPU group (role=gpu-worker)
+
+    @property
+    def title(self) -> str:
+        return self.how.replace("every node", "every GPU node") if self.gpu else self.how
 
     @property
     def extra_vcpus(self) -> int | None:
@@ -57,7 +62,7 @@ class NodeRollout:
             extra = f"up to {self.added_nodes} more node(s) while it runs ({self.instance_type}'s vCPUs not recorded)"
         else:
             extra = "no node beside it: nothing serves from this group in between"
-        return f"{self.how}: {size}; {extra}; about {self.minutes:.1f} min until it serves again ({self.minutes_why})"
+        return f"{self.title}: {size}; {extra}; about {self.minutes:.1f} min until it serves again ({self.minutes_why})"
 
 
 def _new_node_minutes(plan: dict, gpu: bool) -> tuple[float, str]:
@@ -85,4 +90,4 @@ def node_rollout(inputs: dict, plan: dict, how: str) -> NodeRollout:
     else:
         added = nodes if how == REPLACE else 0
         minutes = each
-    return NodeRollout(how, nodes, most, instance_type, added, answer.vcpus if answer else None, minutes, why)
+    return NodeRollout(how, nodes, most, instance_type, added, answer.vcpus if answer else None, minutes, why, gpu)

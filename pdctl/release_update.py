@@ -59,8 +59,9 @@ RELEASES: tuple[Release, ...] = (
 LAST_RELEASE = RELEASES[-1]
 
 
-def release_plan(commit: str, stack: str, workdir: Path) -> dict:
-    """The plan document (stack, tree with inputs) of `commit`'s program for `stack`."""
+def release_plan(commit: str, stack: str, workdir: Path, overrides: dict[str, str] | None = None) -> dict:
+    """The plan document (stack, tree with inputs) of `commit`'s program for `stack` (with `overrides`:
+    settings the release knows)."""
     tree = workdir / commit
     if not tree.exists():
         known = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True)
@@ -72,8 +73,8 @@ def release_plan(commit: str, stack: str, workdir: Path) -> dict:
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
         shutil.copy(DUMPER, tree / DUMPER.name)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tree)}
-    done = subprocess.run([sys.executable, "-m", DUMPER.stem, stack], cwd=tree, env=env, check=True,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", DUMPER.stem, stack, json.dumps(overrides or {})], cwd=tree, env=env,
+                          check=True, capture_output=True, text=True)
     resources = [SimpleNamespace(**r) for r in json.loads(done.stdout)]
     _version_launch_templates_by_content(resources)
     return {"stack": stack, "tree": [node.to_dict() for node in resource_tree(resources)]}
@@ -122,11 +123,11 @@ def verdict(diff: PlanDiff, stack: str, release: Release) -> tuple[str, list[str
 
 def update_diff(stack: str, release: Release, workdir: Path, overrides: dict[str, str] | None = None) -> PlanDiff:
     """What this checkout's `pulumi up` does to `stack` as `release` deployed it, with the release's
-    update settings (and `overrides`) set."""
+    update settings set; `overrides`, settings the release knows too, on both sides."""
     from offline import run_offline
     from pdctl.plan import build_plan
 
-    base = release_plan(release.commit, stack, workdir)
+    base = release_plan(release.commit, stack, workdir, overrides)
     run = run_offline(stack, overrides={**release.update_settings, **(overrides or {})})
     # Compared as JSON, as a saved base plan is: the same types on both sides.
     head = json.loads(json.dumps(build_plan(run, stack=stack).to_dict(), sort_keys=True, default=str))

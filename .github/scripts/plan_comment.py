@@ -124,20 +124,20 @@ def fence_for(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
+def _status(exit_code, known: dict[int, str], missing: str) -> str:
+    if exit_code in known:
+        return known[exit_code]
+    return missing if exit_code is None else f"pdctl failed (exit {int(exit_code)})"
+
+
 def status_of(exit_code) -> str:
-    if exit_code == EXIT_NO_CHANGE:
-        return "no change"
-    if exit_code == EXIT_CHANGED:
-        return "changes"
-    return "no diff (see below)" if exit_code is None else f"pdctl failed (exit {int(exit_code)})"
+    return _status(exit_code, {EXIT_NO_CHANGE: "no change", EXIT_CHANGED: "changes"}, "no diff (see below)")
 
 
 def update_status_of(exit_code) -> str:
-    if exit_code == EXIT_UPDATE_PASSES:
-        return "passes"
-    if exit_code == EXIT_UPDATE_REFUSED:
-        return "**refused**: it loses state no entry of pdctl/intended_replacements.yaml declares"
-    return "did not run (see below)" if exit_code is None else f"failed (exit {int(exit_code)})"
+    return _status(exit_code, {EXIT_UPDATE_PASSES: "passes", EXIT_UPDATE_REFUSED: (
+        "**refused**: it loses state no entry of pdctl/intended_replacements.yaml declares")},
+        "did not run (see below)")
 
 
 def _exit(info: dict, key: str) -> int | None:

@@ -351,7 +351,7 @@ def test_a_new_launch_template_version_rolls_every_node_with_its_surge_quota_and
     template = only(diff, "gpu-nodes-lt")
     assert template.action == "update" and "rolls every node" in template.notes[0]
     lines = render_diff(diff).splitlines()
-    assert lines[2] == ("NODES: gpu-nodes rolls every node: 2 × g6.8xlarge; up to 2 more node(s) while it runs: "
+    assert lines[2] == ("NODES: gpu-nodes rolls every GPU node: 2 × g6.8xlarge; up to 2 more node(s) while it runs: "
                         "+64 vCPUs of On-Demand quota, 128 at the peak; about 13.5 min until it serves again "
                         "(a new GPU node's cold start, 13.5 min)")
 

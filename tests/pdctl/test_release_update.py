@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pdctl.cli import app
+from pdctl.node_rollout import REPLACE
 from pdctl.plan_diff import render_diff
 from pdctl.release_update import (
     EXIT_REFUSED,
@@ -56,7 +57,7 @@ def test_the_first_release_differs_and_its_new_node_user_data_rolls_every_gpu_no
     assert roll.minutes > 10  # a new GPU node's cold start
     head, lines = verdict(diff, "dev", FIRST)
     assert head.endswith("passes: nothing that holds state is lost unless declared")
-    assert any(line.startswith("  gpu-nodes rolls every node: 2 × g6.8xlarge") and "128 at the peak" in line
+    assert any(line.startswith("  gpu-nodes rolls every GPU node: 2 × g6.8xlarge") and "128 at the peak" in line
                for line in lines)
     # The system nodes' template did not change: no roll there.
     assert "system-nodes" not in {r.name for r in diff.rollouts}
@@ -106,6 +107,19 @@ def test_a_loss_is_accepted_only_when_declared_with_a_reason_for_that_release(up
     assert len(unintended_stateful_losses(diff, "dev", FIRST, unexplained)) == 3
     # The file's own entries each say why (an entry without one would be ignored).
     assert all(str(e.get("why") or "").strip() for e in intended_replacements())
+
+
+def test_an_autoscaled_gpu_group_the_last_release_named_is_renamed_once_by_a_new_group_beside_the_old(
+        release_workdir):
+    """The day-two face of the name that follows the inputs forcing a new group: a group the last
+    release named `<cluster>-gpu` is replaced once, created beside the old one, and the check says so."""
+    diff = update_diff("dev", LAST, release_workdir, {"gpuNodeMaxCount": "4", "decodeMaxReplicas": "3"})
+    [group] = [r for r in diff.resources if r.name == "gpu-nodes"]
+    assert group.action == "replace"
+    [name] = [c for c in group.changes if c.path == "nodeGroupName"]
+    assert name.before == "ray-llm-multinode-gpu" and str(name.after).startswith("ray-llm-multinode-gpu-")
+    assert group.rollout is not None and (group.rollout.how, group.rollout.added_nodes) == (REPLACE, 2)
+    assert group in unintended_stateful_losses(diff, "dev", LAST)  # refused until declared
 
 
 def test_a_release_missing_from_a_shallow_clone_is_named_with_the_fix(tmp_path):
