@@ -121,14 +121,16 @@ def verdict(diff: PlanDiff, stack: str, release: Release) -> tuple[str, list[str
     return head, lines
 
 
-def update_diff(stack: str, release: Release, workdir: Path, overrides: dict[str, str] | None = None) -> PlanDiff:
-    """What this checkout's `pulumi up` does to `stack` as `release` deployed it, with the release's
-    update settings set; `overrides`, settings the release knows too, on both sides."""
+def update_diff(stack: str, release: Release, workdir: Path, overrides: dict[str, str] | None = None, *,
+                update_settings: dict[str, str] | None = None) -> PlanDiff:
+    """What this checkout's `pulumi up` does to `stack` as `release` deployed it, with `update_settings`
+    (default: the release's) set; `overrides`, settings the release knows too, on both sides."""
     from offline import run_offline
     from pdctl.plan import build_plan
 
     base = release_plan(release.commit, stack, workdir, overrides)
-    run = run_offline(stack, overrides={**release.update_settings, **(overrides or {})})
+    settings = release.update_settings if update_settings is None else update_settings
+    run = run_offline(stack, overrides={**settings, **(overrides or {})})
     # Compared as JSON, as a saved base plan is: the same types on both sides.
     head = json.loads(json.dumps(build_plan(run, stack=stack).to_dict(), sort_keys=True, default=str))
     return diff_plans(base, head)

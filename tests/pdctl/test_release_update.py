@@ -71,7 +71,7 @@ def test_the_last_release_is_todays_main_and_nothing_rolls_from_it(release_workd
 
 @pytest.fixture(scope="module")
 def update_without_setting(release_workdir):
-    return update_diff("dev", FIRST, release_workdir, {"keepEarlierIamRoles": "false"})
+    return update_diff("dev", FIRST, release_workdir, update_settings={})
 
 
 def test_without_the_update_setting_the_cluster_and_node_groups_would_be_replaced_and_say_so_first(
