@@ -105,7 +105,7 @@ COMMON_CHANGES: tuple[CommonChange, ...] = (
                  program_change="components.node_boot.EFA_HUGEPAGES_2MI"),
     CommonChange("GPU root volume 200 → 300 GiB", {"gpuDiskGiB": "300"}),
     CommonChange("GCS fault tolerance turned on", {"gcsFaultTolerance": "true"}),
-    CommonChange("the previous release → now (2026-12-01, with keepEarlierIamRoles)", release="2026-12-01"),
+    CommonChange("the previous release → now (2026-12-01)", release="2026-12-01"),
     CommonChange("the last release → now (2026-12-02)", release="2026-12-02"),
 )
 
@@ -126,12 +126,15 @@ class ChangeRow:
         return [r for r in self.replaced if r.type in NETWORK_AND_CLUSTER_TYPES]
 
 
-def _head_plan(settings: dict[str, str], program_change: str | None) -> dict:
-    from offline import run_offline
+def _plan(settings: dict[str, str], program_change: str | None = None, deployed_from: dict | None = None) -> dict:
+    """The dev stack's plan with `settings`; with `deployed_from`, planned as an update of what that
+    plan deployed (its subnets, zones and roles kept, as `pulumi preview` keeps them)."""
+    from offline import deployed_stack_from_plan, run_offline
     from pdctl.plan import build_plan
 
+    deployed = deployed_stack_from_plan(deployed_from) if deployed_from is not None else None
     with _program_changed(program_change):
-        run = run_offline(STACK, overrides=settings)
+        run = run_offline(STACK, overrides=settings, deployed=deployed)
     return json.loads(json.dumps(build_plan(run, stack=STACK).to_dict(), sort_keys=True, default=str))
 
 
@@ -166,10 +169,10 @@ def change_row(change: CommonChange, workdir: Path) -> ChangeRow:
     if change.release is not None:
         [release] = [r for r in RELEASES if r.name == change.release]
         diff = update_diff(STACK, release, workdir)
-        head = _head_plan(release.update_settings, None)
+        head = _plan({})  # for its cold-start figures, which what is deployed does not change
     else:
-        base = _head_plan(change.base, None)
-        head = _head_plan({**change.base, **change.settings}, change.program_change)
+        base = _plan(change.base)
+        head = _plan({**change.base, **change.settings}, change.program_change, deployed_from=base)
         diff = diff_plans(base, head)
     return ChangeRow(change, diff, _minutes(diff, head))
 

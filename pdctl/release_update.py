@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -43,17 +43,14 @@ EXIT_REFUSED = 4
 
 @dataclass(frozen=True)
 class Release:
-    """A release stacks run today: its commit, its name (the day of main it is) and the settings
-    docs/DELIVERY.md tells the operator of a stack it created to set before updating."""
+    """A release stacks run today: its commit and its name (the day of main it is)."""
 
     commit: str
     name: str
-    update_settings: dict[str, str] = field(default_factory=dict)
 
 
 RELEASES: tuple[Release, ...] = (
-    # Its node role sat at IAM's root path and pulumi-eks made the cluster role: keepEarlierIamRoles keeps them.
-    Release("cee1f90abff572fb7cc75e1fb36645e6b2b1a6ae", "2026-12-01", {"keepEarlierIamRoles": "true"}),
+    Release("cee1f90abff572fb7cc75e1fb36645e6b2b1a6ae", "2026-12-01"),
     Release("f81eec3a6557c8f212782085ef4e7d899d77b5a9", "2026-12-02"),
 )
 LAST_RELEASE = RELEASES[-1]
@@ -122,15 +119,16 @@ def verdict(diff: PlanDiff, stack: str, release: Release) -> tuple[str, list[str
 
 
 def update_diff(stack: str, release: Release, workdir: Path, overrides: dict[str, str] | None = None, *,
-                update_settings: dict[str, str] | None = None) -> PlanDiff:
-    """What this checkout's `pulumi up` does to `stack` as `release` deployed it, with `update_settings`
-    (default: the release's) set; `overrides`, settings the release knows too, on both sides."""
-    from offline import run_offline
+                as_deployed: bool = True) -> PlanDiff:
+    """What this checkout's `pulumi up` does to `stack` as `release` deployed it (its subnets, zones and
+    roles read back as `pulumi preview` reads them from AWS; not `as_deployed`: planned as a new stack);
+    `overrides`, settings the release knows too, on both sides."""
+    from offline import deployed_stack_from_plan, run_offline
     from pdctl.plan import build_plan
 
     base = release_plan(release.commit, stack, workdir, overrides)
-    settings = release.update_settings if update_settings is None else update_settings
-    run = run_offline(stack, overrides={**settings, **(overrides or {})})
+    deployed = deployed_stack_from_plan(base) if as_deployed else None
+    run = run_offline(stack, overrides=overrides or {}, deployed=deployed)
     # Compared as JSON, as a saved base plan is: the same types on both sides.
     head = json.loads(json.dumps(build_plan(run, stack=stack).to_dict(), sort_keys=True, default=str))
     return diff_plans(base, head)

@@ -8,6 +8,7 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -42,9 +43,10 @@ def overrides_from_set(pairs: list[str]) -> dict[str, str]:
 
 
 
-def offline_run(stack: str, overrides: dict[str, str], project: Path | None = None):
+def offline_run(stack: str, overrides: dict[str, str], project: Path | None = None, deployed: Any = None):
     """Run the real program under mocks; a user mistake exits 2 with the config error, no traceback.
-    The project is `project`, else found from the working directory (components/project.py)."""
+    The project is `project`, else found from the working directory (components/project.py); the
+    stack is new unless `deployed` (a DeployedStack) says how it is deployed."""
     import yaml
 
     import offline
@@ -58,7 +60,7 @@ def offline_run(stack: str, overrides: dict[str, str], project: Path | None = No
     except ProjectNotFound as exc:
         raise fail(str(exc), 2) from None
     try:
-        return offline.run_offline(stack, overrides=overrides or None)
+        return offline.run_offline(stack, overrides=overrides or None, deployed=deployed)
     except ConfigError as exc:
         raise fail(f"stack {stack!r}: {exc}", 2) from None
     except yaml.YAMLError as exc:

@@ -36,7 +36,7 @@ def dev_plan(dev_run):
 def cached(monkeypatch):
     """The CLI on a given offline run instead of a fresh one."""
     def use(run):
-        monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None: run)
+        monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None, deployed=None: run)
     return use
 
 

@@ -1,6 +1,7 @@
 """The update check: each stack is planned offline at every release stacks run today (its own program
-and harness, extracted with git archive) and at this checkout; a replacement, delete or possible
-replacement of a resource that holds state (the VPC, the cluster, node groups, KMS keys, the GCS store,
+and harness, extracted with git archive) and at this checkout as an update of what that release
+deployed (offline.deployed_stack_from_plan: what `pulumi preview` reads from AWS); a replacement, delete
+or possible replacement of a resource that holds state (the VPC, the cluster, node groups, KMS keys, the GCS store,
 Prometheus's release) is refused unless pdctl/intended_replacements.yaml declares it, with why, and a
 node group whose nodes roll is named with its extra nodes, quota and minutes."""
 
@@ -33,8 +34,11 @@ def release_workdir(tmp_path_factory):
 @pytest.mark.parametrize("release", RELEASES, ids=lambda r: r.name)
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_an_update_from_each_release_loses_nothing_that_holds_state(stack, release, release_workdir):
+    """No setting to know: the stack keeps the roles, subnets and zones its deployed resources have."""
     diff = update_diff(stack, release, release_workdir)
     assert unintended_stateful_losses(diff, stack, release) == [], render_diff(diff)
+    replaced = {r.type for r in diff.resources if r.action in ("replace", "delete")}
+    assert not replaced & {"aws:ec2/subnet:Subnet", "aws:ec2/natGateway:NatGateway", "aws:ec2/vpc:Vpc"}
 
 
 @pytest.fixture(scope="module")
@@ -71,13 +75,14 @@ def test_the_last_release_is_todays_main_and_nothing_rolls_from_it(release_workd
 
 @pytest.fixture(scope="module")
 def update_without_setting(release_workdir):
-    return update_diff("dev", FIRST, release_workdir, update_settings={})
+    return update_diff("dev", FIRST, release_workdir, as_deployed=False)
 
 
-def test_without_the_update_setting_the_cluster_and_node_groups_would_be_replaced_and_say_so_first(
+def test_planned_as_a_new_stack_the_cluster_and_node_groups_would_be_replaced_and_say_so_first(
         update_without_setting):
-    """A new cluster role replaces the cluster (EKS cannot change it), a node role under a new path
-    replaces every node group: the check refuses it, and the diff's first lines say what is lost."""
+    """The current layout's cluster role replaces the cluster (EKS cannot change it), a node role under
+    a new path replaces every node group: the check refuses it, and the diff's first lines say what is
+    lost. It is what reading the deployed cluster's role spares an update."""
     diff = update_without_setting
     refused = {(r.type, r.name) for r in unintended_stateful_losses(diff, "dev", FIRST)}
     assert refused == {("eks:index:Cluster", "cluster-eks"), ("eks:index:ManagedNodeGroup", "gpu-nodes"),
