@@ -66,7 +66,7 @@ FAST_TESTS := tests/serve_app tests/components tests/offline tests/pdctl tests/m
 test-fast: $(VENV)/.installed-dev promtool
 	$(VENV)/bin/python -m pytest -q -m "not slow" -n auto --durations=10 $(FAST_TESTS)
 
-# The generated tables: docs/SETTINGS.md, docs/OUTPUTS.md, docs/PRICES.md and README.md's cost table.
+# The generated tables: docs/SETTINGS.md, docs/OUTPUTS.md, docs/PRICES.md, docs/INSTANCE_TYPES.md, docs/CHANGES.md and README.md's cost table.
 docs: $(VENV)/.installed-cli
 	$(VENV)/bin/python -m tools.readme_tables
 

@@ -215,7 +215,7 @@ def _node_autoscaler(settings: StackSettings, cluster: Cluster, system_nodes: Sy
         ClusterAutoscalerArgs(
             cluster=cluster, cluster_name=settings.cluster.name, region=settings.region,
             kubernetes_version=settings.cluster.kubernetes_version,
-            node_group_names=tuple(group.node_group_name for group in autoscaled),
+            node_group_names=tuple(group.node_group_name for group in autoscaled if group.node_group_name),
             chart_version=settings.charts.cluster_autoscaler),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes, *autoscaled]),
     )

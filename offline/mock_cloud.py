@@ -83,6 +83,20 @@ def _digest(*parts: str, length: int = 17) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
 
 
+# A launch template's inputs that are not part of a version: its identity (a new name is a new template)
+# and what the provider sets on the template itself. Any other change makes the provider create a new
+# version (docs/SOURCES.md#launch-template-versions).
+_NOT_IN_A_VERSION = frozenset({"name", "namePrefix", "tags", "tagsAll", "defaultVersion", "updateDefaultVersion"})
+
+
+def launch_template_version(inputs: Mapping[str, Any]) -> int:
+    """The version number a launch template with these inputs stands at, offline: a number derived from
+    the version's content, so the same content gives the same number and any change another one, as a
+    new version does in EC2 (where the number counts up instead)."""
+    content = {key: value for key, value in inputs.items() if key not in _NOT_IN_A_VERSION}
+    return 1 + int(_digest(json.dumps(content, sort_keys=True, default=str), length=6), 16) % 999_999
+
+
 def ec2_id(prefix: str, resource_type: str, name: str) -> str:
     """The id these mocks give an EC2 resource (`subnet-…` for a Subnet named `name`)."""
     return f"{prefix}-{_digest(resource_type, name)}"
@@ -386,7 +400,9 @@ class CloudMocks(pulumi.runtime.Mocks):
 
     def _aws_ec2_launchTemplate_LaunchTemplate(self, args):
         lt = self._ec2_id("lt", args)
-        return lt, {"arn": self._arn("ec2", f"launch-template/{lt}"), "latestVersion": 1, "defaultVersion": 1,
+        version = launch_template_version(args.inputs)
+        return lt, {"arn": self._arn("ec2", f"launch-template/{lt}"), "latestVersion": version,
+                    "defaultVersion": version,
                     "name": args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"}
 
     def _aws_kms_key_Key(self, args):

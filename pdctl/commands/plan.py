@@ -126,9 +126,39 @@ def preflight(stack: str = STACK_OPTION, set_: list[str] = SET_OPTION, principal
     raise typer.Exit(status)
 
 
+def update_check(
+    stack: str = STACK_OPTION,
+    release: str | None = typer.Option(None, "--release", help="Only this release (its name, e.g. 2026-12-02); "
+                                       "default: every release stacks run today."),
+) -> None:
+    """Plan the stack as each release stacks run today deployed it and as this checkout would update it:
+    refuse a lost cluster, node group, KMS key or store not declared in pdctl/intended_replacements.yaml,
+    and name every node group whose nodes roll. Needs the releases' commits in the clone.
+    Exit status: 0 passes, 4 refused, 1 failure."""
+    import tempfile
+
+    from pdctl.plan_diff import render_diff
+    from pdctl.release_update import EXIT_REFUSED, RELEASES, unintended_stateful_losses, update_diff, verdict
+
+    chosen = [r for r in RELEASES if release in (None, r.name)]
+    if not chosen:
+        raise fail(f"--release {release}: not a release stacks run today ({', '.join(r.name for r in RELEASES)})", 2)
+    refused = False
+    with tempfile.TemporaryDirectory(prefix="pdctl-releases-") as workdir:
+        diffs = [(r, update_diff(stack, r, Path(workdir))) for r in chosen]
+    for r, diff in diffs:
+        head, lines = verdict(diff, stack, r)
+        sys.stdout.write("\n".join([head, *lines]) + "\n")
+        refused = refused or bool(unintended_stateful_losses(diff, stack, r))
+    for r, diff in diffs:
+        sys.stdout.write(f"\n--- from release {r.name} ---\n" + render_diff(diff))
+    raise typer.Exit(EXIT_REFUSED if refused else 0)
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the pdctl app."""
     app.command()(plan)
+    app.command("update-check")(update_check)
     app.command("size")(size.size_command)
     app.command()(render)
     app.command()(preflight)
