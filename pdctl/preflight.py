@@ -29,6 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from facts.replacements import node_roll_surge
+
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY_PERMISSIONS = REPO / "bootstrap" / "deploy_permissions.py"
 
@@ -44,9 +46,6 @@ QUOTAS = {
 }
 # The concrete stand-in a wildcard of a granted ARN becomes in a simulation.
 SIMULATED_NAME = "preflight"
-# A managed node group's update adds up to twice its number of AZs in nodes before it drains the old
-# ones (EKS user guide, managed node update behavior: docs/SOURCES.md#eks-managed-node-update-surge).
-SURGE_NODES_PER_AZ = 2
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,8 @@ class NodeGroupNeed:
 
     @property
     def surge(self) -> int:
-        return SURGE_NODES_PER_AZ * self.zones
+        """Nodes a managed node group's update adds before it drains the old ones."""
+        return node_roll_surge(self.zones)
 
 
 def exit_status(findings: Iterable[Finding]) -> int:
