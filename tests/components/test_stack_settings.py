@@ -112,6 +112,7 @@ ALTERNATIVES = {
     "maxNumSeqs": "16",
     "maxNumBatchedTokens": "4096",
     "visionInputs": "true",
+    "kvCacheFromPlan": "false",
     "streamBatchingIntervalMs": "5",
     "pdDirectStreaming": "true",
     "tensorParallelSize": "2",
@@ -149,6 +150,8 @@ COMPANIONS = {
     # The vision encoder leaves an L4 16 KV blocks: CUDA graphs of 32 sequences would not start.
     "visionInputs": {"enforceEager": "true"},
     "maxModelLen": {"longPromptTokens": "1024"},  # the long request must fit it
+    # A KV cache fixed at 0.95 of an L4 would not fit a new node's first start (refused).
+    "gpuMemoryUtilization": {"kvCacheFromPlan": "false"},
 }
 
 
