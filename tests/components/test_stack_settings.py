@@ -101,6 +101,7 @@ ALTERNATIVES = {
     "initializingTimeout": "45m",
     "upgradeStrategy": "NewCluster",
     "rayImageCarriesRunaiStreamer": "true",
+    "compileCacheInS3": "true",
     "modelId": "my-model",
     "modelSource": "acme/custom-model-7b",
     "tokenizerSource": "Qwen/Qwen3.5-9B",
@@ -152,6 +153,8 @@ COMPANIONS = {
     "maxModelLen": {"longPromptTokens": "1024"},  # the long request must fit it
     # A KV cache fixed at 0.95 of an L4 would not fit a new node's first start (refused).
     "gpuMemoryUtilization": {"kvCacheFromPlan": "false"},
+    "compileCacheInS3": {"modelSource": "s3://acme-models/mirror/Qwen/Qwen3.5-9B",
+                         "rayImageCarriesRunaiStreamer": "true"},
 }
 
 
