@@ -208,7 +208,7 @@ class CapacityReport:
                  f"{self.blocks_per_sequence} blocks per {self.max_model_len}-token sequence; "
                  f"first start on a new node: {self.num_blocks} blocks "
                  f"({self.max_concurrency:.2f}× {self.max_model_len} tokens)"]
-        if self.kv_cache_memory_bytes is not None:
+        if self.kv_cache_memory_bytes is not None and self.first_start_peak_bytes is not None:
             lines.append(f"KV cache fixed (kv_cache_memory_bytes {self.kv_cache_memory_bytes:,} B: a restart's KV "
                          f"less vLLM's {FIXED_KV_CACHE_MARGIN_BYTES // MIB} MiB margin): first start and restart "
                          f"{self.num_blocks} blocks (vLLM's profiling alone: {self.num_blocks_profiled_first_start} "
