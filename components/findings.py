@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from components.config.charts import ChartSettings
 from components.config.serving import ServingSettings
-from components.config.stack import StackSettings
 from facts.charts import (
     CLUSTER_AUTOSCALER,
     DCGM_EXPORTER,
@@ -36,9 +35,8 @@ CHART_OF_SETTING: dict[str, HelmChart] = {
 }
 
 
-def stack_findings(settings: StackSettings) -> tuple[str, ...]:
-    return (*idle_gpus(settings.serving), *idle_nodes(settings.serving), *unrecorded_charts(settings.charts),
-            *gated_without_token(settings.serving))
+def stack_findings(serving: ServingSettings, charts: ChartSettings) -> tuple[str, ...]:
+    return (*idle_gpus(serving), *idle_nodes(serving), *unrecorded_charts(charts), *gated_without_token(serving))
 
 
 def idle_gpus(serving: ServingSettings) -> list[str]:

@@ -139,9 +139,11 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
     """Register the whole graph for validated `settings`; `hf_token` is a Pulumi secret or None."""
     zones = settings.zones
 
-    network = Network("network", NetworkArgs(settings.network, [z.name for z in zones.network_zones]))
+    network = Network("network", NetworkArgs(settings.network, [z.name for z in zones.network_zones],
+                                             zones.subnet_cidrs, [z.name for z in zones.nat_zones]))
     cluster = Cluster("cluster", ClusterArgs(
-        settings.cluster, network, control_plane_zones=tuple(z.name for z in zones.control_plane_zones)))
+        settings.cluster, network, control_plane_zones=tuple(z.name for z in zones.control_plane_zones),
+        earlier_iam_roles=settings.earlier_iam_roles))
     gcs_store = GcsStore("gcs-store", GcsStoreArgs(settings.cluster.name, network)) \
         if settings.serving.gcs_fault_tolerance else None
     system_nodes = SystemNodeGroup("system-nodes", SystemNodeGroupArgs(

@@ -78,6 +78,7 @@ class ModelArchitecture:
     # Parts of the checkpoint a text-only engine does not load (None: not known, counted as loaded).
     vision_encoder_bytes: int | None = None
     mtp_bytes: int | None = None  # multi-token-prediction layers: loaded only for speculative decoding
+    gated: bool = False  # the Hub repository is gated: a download needs a token whose account accepted its terms
 
     @property
     def hybrid(self) -> bool:
@@ -148,7 +149,9 @@ KNOWN_MODELS: Mapping[str, ModelArchitecture] = {m.hf_id: m for m in (
         checkpoint_dtype="bfloat16", checkpoint_bytes=16_060_522_496,
         max_position_embeddings=131_072,
         source=("huggingface.co/meta-llama/Llama-3.1-8B-Instruct config.json and model.safetensors.index.json "
-                "(total_size 16060522496 = 8030261248 params × 2 B). Read 2026-11."),
+                "(total_size 16060522496 = 8030261248 params × 2 B). Read 2026-11. The repository is gated "
+                "(its page asks to accept the Llama 3.1 Community License before the files can be read)."),
+        gated=True,
     ),
     ModelArchitecture(
         hf_id="Qwen/Qwen3-8B",

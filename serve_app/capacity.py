@@ -32,7 +32,7 @@ What the estimate covers, and what it does not:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from facts.engine_memory import EngineReserve, measured_reserve
 from facts.instances import InstanceType
@@ -168,6 +168,7 @@ class CapacityReport:
     first_start_peak_bytes: int | None = None
     num_blocks_profiled_first_start: int | None = None
     fixed_kv_cache_off: str | None = None  # why a fixed KV cache was asked for and not set
+    paging: HybridPaging | None = field(default=None, repr=False)  # how the block figures follow
 
     @property
     def weights_fit(self) -> bool:
@@ -191,6 +192,7 @@ class CapacityReport:
 
     def to_dict(self) -> dict:
         data = asdict(self)
+        del data["paging"]  # its figures are the block fields
         data["weights_fit"] = self.weights_fit
         data["max_concurrency"] = self.max_concurrency
         return data
@@ -220,6 +222,12 @@ class CapacityReport:
                          f"{self.num_blocks_restart} blocks, {self.kv_tokens_restart:,} KV tokens")
         return lines
 
+    def _efa_transfer_text(self) -> str:
+        if self.network_bytes_per_second <= 0:
+            return "time unknown over LIBFABRIC/EFA (no network bandwidth on record for the node)"
+        gbps = self.network_bytes_per_second * 8 / 1e9
+        return f"{self.transfer_seconds * 1000:,.0f} ms at {gbps:g} Gbps (LIBFABRIC/EFA)"
+
     def render_text(self) -> str:
         graphs = " and CUDA graphs"
         lines = [
@@ -241,9 +249,7 @@ class CapacityReport:
             *self._paging_lines(),
             *([f"KV cache not fixed: {self.fixed_kv_cache_off}"] if self.fixed_kv_cache_off else []),
             f"One {self.max_model_len}-token prompt moves {self.transfer_bytes_per_max_prompt / MIB:,.1f} MiB"
-            f" prefill→decode: {self.transfer_seconds * 1000:,.0f} ms"
-            f" at {self.network_bytes_per_second * 8 / 1e9:g} Gbps"
-            f" (LIBFABRIC/EFA), {self.transfer_seconds_ucx_on_efa * 1000:,.0f} ms at"
+            f" prefill→decode: {self._efa_transfer_text()}, {self.transfer_seconds_ucx_on_efa * 1000:,.0f} ms at"
             f" {UCX_ON_EFA_BYTES_PER_SECOND / 1e9:g} GB/s (UCX on EFA)",
             f"vLLM's 'GPU KV cache size' log line wins over this. Model facts: {self._facts_source()}",
         ]
@@ -361,7 +367,7 @@ def _kv_capacity(budget: int, per_token: int, per_sequence: int, max_model_len: 
     if paging is None:
         return kv_tokens, sequences, {}
     blocks = paging.blocks(budget)
-    paged: dict = {"block_size": paging.block_size, "num_blocks": blocks,
+    paged: dict = {"paging": paging, "block_size": paging.block_size, "num_blocks": blocks,
                    "blocks_per_sequence": paging.blocks_per_sequence(max_model_len)}
     if restart_budget is not None:
         restart_blocks = paging.blocks(restart_budget)

@@ -101,6 +101,13 @@ def valid_model_id(value: str) -> str:
     return value
 
 
+def served_name_of(model_source: str) -> str:
+    """The name clients send for `model_source` when `modelId` is "": its last path part, lower case
+    (Qwen/Qwen3.5-9B -> qwen3.5-9b, s3://bucket/models/Llama-3.1-8B -> llama-3.1-8b)."""
+    last = model_source.rstrip("/").rsplit("/", 1)[-1]
+    return "".join(c for c in last.lower() if c.isprintable() and not c.isspace() and c != "#") or "model"
+
+
 S3_SCHEME = "s3://"
 # S3 bucket names: 3–63 lowercase letters, digits, '.' and '-', starting and ending with a letter or
 # digit (S3 user guide, "Bucket naming rules").

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from facts.models import ModelArchitecture, architecture_from_hf_config, load_architecture
+from facts.models import ModelArchitecture, architecture_from_hf_config, known_model, load_architecture
 
 CONFIG_FILE = "config.json"
 INDEX_FILE = "model.safetensors.index.json"
@@ -105,12 +105,14 @@ def read_model_facts(model_source: str) -> ModelFacts:
         return ModelFacts(model_source, None, "none", "the Hub has no such model (404), or it is private and no "
                           "token here can see it", missing=True)
     cache_only = hub in (HubAnswer.OFFLINE, HubAnswer.UNREACHABLE)
+    # Without the Hub's answer, a recorded model still says whether its repository is gated.
+    recorded = known_model(model_source)
+    gated = hub == HubAnswer.GATED or (cache_only and recorded is not None and recorded.gated)
     origin = "huggingface_hub (the local cache)" if cache_only else "huggingface_hub (the local cache or the Hub)"
     try:
-        return ModelFacts(model_source, _read_hub(model_source, cache_only=cache_only), origin,
-                          gated=hub == HubAnswer.GATED)
+        return ModelFacts(model_source, _read_hub(model_source, cache_only=cache_only), origin, gated=gated)
     except Exception as error:  # any failure to read is reported, never raised
-        return ModelFacts(model_source, None, "none", _hub_problem(error, hub), gated=hub == HubAnswer.GATED)
+        return ModelFacts(model_source, None, "none", _hub_problem(error, hub), gated=gated)
 
 
 class HubAnswer(StrEnum):

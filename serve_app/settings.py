@@ -26,6 +26,7 @@ from serve_app.config import (
     PDAppConfig,
     Phase,
     s3_location,
+    served_name_of,
     valid_model_id,
 )
 from serve_app.errors import ConfigError
@@ -59,7 +60,8 @@ def _model_location(setting: StackField, value: str) -> str:
 class ServeAppSettings(StackKeyModel):
     """What a stack file says about the PD application: model, engines, KV transfer, replicas."""
 
-    model_id: str = Field(alias="modelId", min_length=1, description="printable text without spaces or '#'")
+    model_id: str = Field(alias="modelId", description='"" (named after modelSource) or printable text without '
+                                                       "spaces or '#'")
     model_source: str = Field(alias="modelSource", min_length=1, description=_MODEL_LOCATION_ALLOWED)
     tokenizer_source: str | None = Field(alias="tokenizerSource", description=f'"" or {_MODEL_LOCATION_ALLOWED}')
     max_model_len: int = Field(alias="maxModelLen", ge=1, description="a whole number ≥ 1")
@@ -103,9 +105,20 @@ class ServeAppSettings(StackKeyModel):
     extra_engine_kwargs: Mapping[str, Any] = Field(
         alias="extraEngineKwargs", description='JSON text of an object, e.g. {"max_num_seqs": 16}')
 
+    @model_validator(mode="before")
+    @classmethod
+    def _model_id_follows_the_model(cls, data: Any) -> Any:
+        # A new modelSource must not keep serving under the old model's name: "" names it after the model.
+        if isinstance(data, dict) and data.get(cls.key("model_id")) == "" and isinstance(
+                data.get(cls.key("model_source")), str):
+            return {**data, cls.key("model_id"): served_name_of(data[cls.key("model_source")])}
+        return data
+
     @field_validator("model_id")
     @classmethod
     def _model_id_names_a_deployment(cls, value: str) -> str:
+        if not value:
+            raise ValueError("empty")
         return valid_model_id(value)
 
     @field_validator("model_source")

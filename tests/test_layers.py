@@ -55,3 +55,41 @@ def test_nothing_hides_an_import_under_type_checking() -> None:
 def test_the_program_uses_only_the_layers_it_deploys_with() -> None:
     # __main__.py runs on a deploy runner (`pulumi up`): no CLI, harness, lab or measurement code.
     assert imported_packages(REPO / "__main__.py") <= {"components", "serve_app", "facts"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """The repository's modules `path` imports anywhere in it (`from a.b import c` counts a.b.c when
+    that is a module, else a.b)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found |= {f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in known else node.module
+                      for alias in node.names}
+    return found & known
+
+
+def test_no_two_modules_import_each_other_even_lazily() -> None:
+    # A lazy import inside a function hides a circle from Python, not from a reader: each module
+    # of a circle can only be understood with the other.
+    paths = [path for package in ALLOWED if (REPO / package).is_dir() for path in (REPO / package).rglob("*.py")]
+    known = {_module_name(path) for path in paths}
+    edges = {_module_name(path): imported_modules(path, known) - {_module_name(path)} for path in paths}
+    circles = set()
+    for start in edges:
+        stack, seen = [(start, (start,))], {start}
+        while stack:
+            module, trail = stack.pop()
+            for target in edges[module]:
+                if target == start:
+                    circles.add(" -> ".join(sorted(trail)))
+                elif target not in seen:
+                    seen.add(target)
+                    stack.append((target, (*trail, target)))
+    assert sorted(circles) == []

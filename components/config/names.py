@@ -1,4 +1,5 @@
-"""What the stack's names look like: AWS regions, AZs and zone IDs, DNS labels, the cluster name."""
+"""What the stack's names look like: AWS regions, AZs and zone IDs, DNS labels, the cluster name, and the
+tags subnets are found by."""
 
 from __future__ import annotations
 
@@ -21,3 +22,12 @@ def _cluster_name(value: str) -> str:
 
 
 ClusterName = Annotated[str, AfterValidator(_cluster_name)]
+
+# Subnet tags the AWS Load Balancer Controller and EKS use to find subnets
+# (https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html).
+PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
+INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+
+
+def cluster_tag(cluster_name: str) -> str:
+    return f"kubernetes.io/cluster/{cluster_name}"

@@ -49,7 +49,7 @@ def invoke(*args):
 @pytest.fixture
 def cached_dev(dev_run, monkeypatch):
     """The CLI on the module's dev run: one real program run per module keeps this file fast."""
-    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None: dev_run)
+    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None, deployed=None: dev_run)
 
 
 # ---------------------------------------------------------------------------- resources
@@ -288,7 +288,7 @@ def test_unknown_stack_exits_2_naming_the_stacks():
 
 
 def test_unparsable_stack_file_exits_2(monkeypatch):
-    def broken(stack, overrides=None):
+    def broken(stack, overrides=None, deployed=None):
         yaml.safe_load("config:\n  eks-pd-llm:azCount: [2\n")
 
     monkeypatch.setattr("offline.run_offline", broken)

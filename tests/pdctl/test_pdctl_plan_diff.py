@@ -209,7 +209,7 @@ def invoke(*args):
 
 @pytest.fixture
 def cached_prod(prod_run, monkeypatch):
-    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None: prod_run)
+    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None, deployed=None: prod_run)
 
 
 def test_diff_against_its_own_plan_exits_0(prod_plan, cached_prod, tmp_path):
@@ -266,6 +266,6 @@ def test_secret_inputs_never_reach_the_plan_or_its_diff(tmp_path, monkeypatch):
     base["outputs"]["modelId"] = "other"
     path = tmp_path / "base.json"
     path.write_text(json.dumps(base))
-    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None: run)
+    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None, deployed=None: run)
     result = invoke("plan", "--stack", "dev", "--diff", path)
     assert result.exit_code == 3 and token not in result.stdout

@@ -114,3 +114,12 @@ def test_a_silent_hub_is_told_within_seconds_and_the_cache_still_serves(silent_h
     assert not missing.missing  # unreachable is not "does not exist"
     assert missing.problem == (f"the Hub did not answer within {HUB_PROBE_TIMEOUT_S:g} s and the model is not "
                                "in the Hugging Face cache")
+
+
+def test_a_recorded_gated_model_is_a_finding_without_the_hub(settings_for, monkeypatch):
+    # Offline the Hub cannot say it; facts/models.py records that Meta's Llama repositories are gated.
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    settings = settings_for(modelSource="meta-llama/Llama-3.1-8B-Instruct")
+    (finding,) = [w for w in settings.warnings if w.startswith("hfToken:")]
+    assert "meta-llama/Llama-3.1-8B-Instruct is gated and no token is set" in finding
+    assert not [w for w in settings_for(modelSource="Qwen/Qwen3-8B").warnings if w.startswith("hfToken:")]

@@ -218,6 +218,20 @@ def test_shared_setting_changes_both_phases(key, raw, path, expected):
     assert both_phases(args, *path) == [expected, expected]
 
 
+@pytest.mark.parametrize(("source", "served_as"), [
+    ("Qwen/Qwen3.5-9B", "qwen3.5-9b"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b-instruct"),
+    ("s3://models/mirrors/Qwen3-8B/", "qwen3-8b"),
+])
+def test_another_model_is_served_under_its_own_name_unless_model_id_is_set(source, served_as):
+    # The old model's name on a new model would send clients to a model they did not ask for.
+    streamer = {"rayImageCarriesRunaiStreamer": "true"}
+    assert both_phases(pd_serving_args(from_stack(modelSource=source, **streamer)),
+                       "model_loading_config", "model_id") == [served_as, served_as]
+    assert both_phases(pd_serving_args(from_stack(modelSource=source, modelId="chat", **streamer)),
+                       "model_loading_config", "model_id") == ["chat", "chat"]
+
+
 def test_ucx_accepted_on_efa_renders_ucx():
     app = from_stack(kvBackends='["UCX"]', acceptUcxOnEfaKvTransferIs100xSlower="true")
     assert both_phases(pd_serving_args(app), "engine_kwargs", "kv_transfer_config",
