@@ -228,7 +228,8 @@ def _model_access(settings: StackSettings, cluster: Cluster) -> ModelReadAccess 
         "model-access", ModelReadAccessArgs(bucket=mirror[0], prefix=mirror[1], namespace=settings.namespace,
                                             oidc_provider_arn=cluster.oidc_provider_arn,
                                             oidc_issuer=cluster.oidc_issuer,
-                                            permissions_boundary=cluster.permissions_boundary))
+                                            permissions_boundary=cluster.permissions_boundary,
+                                            compile_cache=settings.serving.ray_service.compile_cache_in_s3))
 
 
 def _observability(settings: StackSettings, cluster: Cluster, system_nodes: SystemNodeGroup,

@@ -324,6 +324,7 @@ def _render_cold_start(console: Console, start) -> None:
     _rule(console, "[bold]cold start[/] (seconds, per documented step)")
     console.print(f"storage: {escape(start.storage)}", highlight=False)
     console.print(f"weights: {escape(start.load_path)}", highlight=False)
+    console.print(f"compile caches: {escape(start.compile_caches)}", highlight=False)
     for figure in (start.new_node, start.pod_restart):
         table = Table("seconds", "step", "source")
         notes = Footnotes()
@@ -333,7 +334,7 @@ def _render_cold_start(console: Console, start) -> None:
         console.print(table)
         notes.render(console)
         verdict = f"; {figure.verdict.text}" if figure.verdict else ""
-        console.print(f"[bold]{figure.name}: {figure.seconds:.0f} s[/] ({figure.measured_share:.0%} of it measured)"
+        console.print(f"[bold]{figure.name}: {figure.seconds:.0f} s[/] ({figure.shares_text})"
                       f"{verdict}", highlight=False)
     load, share = start.weight_load, start.weight_load.disk_share
     console.print(f"weight load: {load.loader} at [bold]{share.value:.0%}[/] of a local disk's sequential read "

@@ -101,6 +101,8 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "maxNumSeqs": st.one_of(_INTS, _one_of("16", "256", "1024", "1025")),
     "maxNumBatchedTokens": st.one_of(_INTS, _one_of("15", "2048", "8192")),
     "visionInputs": _BOOLS,
+    "kvCacheFromPlan": _BOOLS,
+    "compileCacheInS3": _BOOLS,
     "streamBatchingIntervalMs": st.one_of(_INTS, _one_of("1000", "1001")),
     "pdDirectStreaming": _BOOLS,
     "tensorParallelSize": _INTS,

@@ -187,7 +187,9 @@ def test_rayservice_spec_reaches_the_engine_unchanged(run: OfflineRun, settings_
     assert ray_service.inputs["apiVersion"] == "ray.io/v1" and ray_service.inputs["kind"] == "RayService"
     # Keys such as "num-gpus" or "rayStartParams" must not be re-cased on the way; ints arrive as floats.
     assert ray_service.inputs["spec"] == yaml.safe_load(yaml.safe_dump(expected["spec"]))
-    assert yaml.safe_load(ray_service.inputs["spec"]["serveConfigV2"]) == serve_config_v2(PDAppConfig())
+    # Each engine's KV cache fixed at the restart's size the plan computes (serve_app/capacity.py).
+    assert yaml.safe_load(ray_service.inputs["spec"]["serveConfigV2"]) == serve_config_v2(
+        PDAppConfig(), {"prefill": 2_849_190_707, "decode": 2_849_190_707})
     assert ray_service.inputs["metadata"]["name"] == "ray-llm"
     assert ray_service.inputs["metadata"]["namespace"] == "inference"
 

@@ -186,7 +186,8 @@ def test_rayservice_identity_timeout_and_upgrade_strategy(manifest: dict[str, An
 def test_serve_config_travels_as_yaml_text_of_the_rendered_app(manifest: dict[str, Any]) -> None:
     text = manifest["spec"]["serveConfigV2"]
     assert isinstance(text, str)
-    assert yaml.safe_load(text) == serve_config_v2(PDAppConfig())
+    # Each engine's KV cache fixed at the restart's size the plan computes (serve_app/capacity.py).
+    assert yaml.safe_load(text) == serve_config_v2(PDAppConfig(), {"prefill": 2_849_190_707, "decode": 2_849_190_707})
     assert yaml.safe_load(text)["applications"][0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
 
 

@@ -101,6 +101,7 @@ ALTERNATIVES = {
     "initializingTimeout": "45m",
     "upgradeStrategy": "NewCluster",
     "rayImageCarriesRunaiStreamer": "true",
+    "compileCacheInS3": "true",
     "modelId": "my-model",
     "modelSource": "acme/custom-model-7b",
     "tokenizerSource": "Qwen/Qwen3.5-9B",
@@ -112,6 +113,7 @@ ALTERNATIVES = {
     "maxNumSeqs": "16",
     "maxNumBatchedTokens": "4096",
     "visionInputs": "true",
+    "kvCacheFromPlan": "false",
     "streamBatchingIntervalMs": "5",
     "pdDirectStreaming": "true",
     "tensorParallelSize": "2",
@@ -149,6 +151,10 @@ COMPANIONS = {
     # The vision encoder leaves an L4 16 KV blocks: CUDA graphs of 32 sequences would not start.
     "visionInputs": {"enforceEager": "true"},
     "maxModelLen": {"longPromptTokens": "1024"},  # the long request must fit it
+    # A KV cache fixed at 0.95 of an L4 would not fit a new node's first start (refused).
+    "gpuMemoryUtilization": {"kvCacheFromPlan": "false"},
+    "compileCacheInS3": {"modelSource": "s3://acme-models/mirror/Qwen/Qwen3.5-9B",
+                         "rayImageCarriesRunaiStreamer": "true"},
 }
 
 

@@ -61,7 +61,8 @@ def test_sizing_md_quotes_what_the_default_serves_and_holds(dev_plan):
     node = instance_type(RECORDED_EC2_ANSWERS["g6.8xlarge"])
     engine = EngineSettings()
     capacity = capacity_report(model, node, dtype="bfloat16", max_model_len=4096, gpu_memory_utilization=0.9,
-                               enforce_eager=False, max_num_seqs=32, max_num_batched_tokens=2048)
+                               enforce_eager=False, max_num_seqs=32, max_num_batched_tokens=2048,
+                               fixed_kv_cache=True, vllm_version="0.26.0")  # the dev stack's image, kvCacheFromPlan
     replica = ReplicaModel.from_capacity(capacity, model, GPU_SPECS["L4"], engine=engine)
     assert f"holds {replica.sequences_that_fit(1024 + 256)} typical sequences at once" in text
     shapes = slo["shapes"]

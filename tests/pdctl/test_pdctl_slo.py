@@ -125,8 +125,9 @@ def test_size_grows_replicas_with_the_rate_and_refuses_a_bad_flag_naming_its_key
 
 
 def test_a_stack_that_autoscales_to_what_the_peak_needs_meets_it_once_scaled(cached):
-    # 0.3 req/s needs 2 decode replicas on L4s (12 typical sequences fit each); dev's policy allows 4 GPU nodes.
-    scaled = run_offline("dev", overrides={"peakRequestsPerSecond": "0.3", "decodeMaxReplicas": "3",
+    # 1 req/s needs 2 decode replicas on L4s (their KV cache fixed at a restart's size); dev's policy allows 4 GPU
+    # nodes.
+    scaled = run_offline("dev", overrides={"peakRequestsPerSecond": "1.0", "decodeMaxReplicas": "3",
                                            "gpuNodeMaxCount": "4"})
     cached(scaled)
     result = invoke("plan", "--stack", "dev", "--strict")
