@@ -99,7 +99,7 @@ def concurrent_load(llm: Any, sequences: int, prompt_tokens: int, output_tokens:
     try:
         outputs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=output_tokens, ignore_eos=True))
     finally:
-        scheduler.add_request = add_request
+        del scheduler.add_request  # the class's method again
     preemptions = [getattr(r, "num_preemptions", None) for r in kept]
     return {"sequences": sequences, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
             "seconds": round(time.monotonic() - started, 2),

@@ -139,3 +139,33 @@ def test_the_qwen35_directory_has_the_configs_ids_in_its_tokenizer_and_a_chat_te
     assert prompt.endswith("<|im_start|>assistant\n")
     assert (config.text_config.max_position_embeddings, config.vision_config.out_hidden_size) == (262_144, 4096)
     assert json.loads((Path(tmp_path) / "preprocessor_config.json").read_text())["patch_size"] == 16
+
+
+def test_the_long_sequence_load_counts_finished_and_preempted_sequences():
+    """vLLM's scheduler requests are read as they arrive (in-process engine core): a sequence preempted
+    once shows, and one cut short is not counted as finished."""
+    pytest.importorskip("vllm")
+    from types import SimpleNamespace
+
+    from lab.probe_engine import concurrent_load
+
+    class Scheduler:
+        def add_request(self, request):
+            request.num_preemptions = 1 if request.request_id == 2 else 0
+
+    scheduler = Scheduler()
+    core = SimpleNamespace(scheduler=scheduler)
+
+    class FakeLLM:
+        llm_engine = SimpleNamespace(engine_core=SimpleNamespace(engine_core=core))
+
+        def generate(self, prompts, params):
+            assert all(len(p["prompt_token_ids"]) == 3840 for p in prompts) and params.ignore_eos
+            for index, _ in enumerate(prompts):
+                scheduler.add_request(SimpleNamespace(request_id=index))
+            return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[0] * (params.max_tokens - (i == 0)))])
+                    for i in range(len(prompts))]
+
+    load = concurrent_load(FakeLLM(), sequences=3, prompt_tokens=3840, output_tokens=256)
+    assert (load["finished"], load["preemptions"], load["preempted_sequences"]) == (2, [0, 0, 1], 1)
+    assert "add_request" not in vars(scheduler)  # the scheduler is left as it was
