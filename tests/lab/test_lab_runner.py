@@ -493,10 +493,10 @@ def test_variants_parse_from_text_or_file_and_need_distinct_names(tmp_path):
         parse_variants(str(tmp_path / "missing.json"))
 
 
-def test_the_committed_issue12_matrices_parse_and_fit_six_engines_on_one_gpu(dev_args):
+def test_the_committed_variant_matrices_parse_and_fit_six_engines_on_one_gpu(dev_args):
     from pathlib import Path
 
-    for path in sorted(Path("lab/variants").glob("issue12-*.json")):
+    for path in sorted(Path("lab/variants").glob("*.json")):
         variants = parse_variants(str(path))
         assert lab_runner.engines_on_host(_models("llama3-8b-shape"), variants) <= 6, path
         lab_apps(dev_args, _models("llama3-8b-shape"), variants=variants)
@@ -599,7 +599,7 @@ def test_cli_refuses_zero_repeats(capsys):
 
 def test_cpus_wanted_counts_engine_bundles_replica_actors_and_ingresses(dev_args):
     """Seen on the 16-core H200: six engines (2 CPUs each) + five ingresses = 17 → one app never became ready."""
-    matrix = parse_variants("lab/variants/issue12-run-a.json")
+    matrix = parse_variants("lab/variants/graphs-flush-0-default-sizes.json")
     apps = lab_apps(dev_args, _models("llama3-8b-shape"), variants=matrix)
     assert lab_runner.cpus_wanted(apps) == 6 * 2 + 5
     assert lab_runner.cpus_wanted(apps[:4]) <= 16
