@@ -22,7 +22,7 @@ def _int_list(option: str, text: str) -> tuple[int, ...]:
 
 
 def _workload(args):
-    from lab.runner import Interference, Workload
+    from lab.apps import Interference, Workload
 
     if args.repeats < 1:
         raise ConfigError("--repeats", args.repeats, "a positive integer")
