@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab import apps, bad_requests, bench_compare, faults, runner, scaling, soak
+from lab import apps, bad_requests, bench_compare, faults, ray_outputs, runner, scaling, soak
 from lab.overlay import GiB
 from lab.provenance import gpu, versions
 from lab.recovery import Observation
@@ -92,7 +92,7 @@ def _ray_init(fake_engines: bool, env: dict[str, str]) -> None:
 
         runtime_env = {"env_vars": {**fake_env(), "PYTHONPATH": os.getcwd()}}
     # Fake engines on a small CPU machine: logical CPUs for the replicas (they hardly compute).
-    ray.init(_metrics_export_port=runner.METRICS_PORT, log_to_driver=False, runtime_env=runtime_env,
+    ray.init(_metrics_export_port=ray_outputs.METRICS_PORT, log_to_driver=False, runtime_env=runtime_env,
              resources=apps.phase_resources(),
              **({"num_gpus": 0, "num_cpus": FAKE_ENGINE_CPUS} if fake_engines else {}))
     # The state API (faults.observe) finds "the" Ray by this: there may be others on the host.
@@ -150,7 +150,7 @@ def _faults(pd: apps.LabApp, colocated: apps.LabApp, model: apps.LabModel, optio
 
     steady = faults.SteadyLoad(pd.base_url, pd.model_id, options.load, model.prompt_token_range).start()
     fault_run = faults.FaultRun(app=pd.name, names=faults.deployment_names(pd.args), load=steady,
-                                scrape_metrics=runner._scrape_metrics, log_dir=runner.ray_log_dir(),
+                                scrape_metrics=ray_outputs.scrape_metrics, log_dir=ray_outputs.ray_log_dir(),
                                 greedy_check=greedy_check, times=options.times)
     data["faults"] = []
     for fault in options.fault_names:
@@ -170,7 +170,7 @@ def _replica_logs(app: str, deployment: str) -> dict[str, list[Path]]:
     the H200 runs the PD replicas' Serve log files stop at vLLM's engine start (the access lines of
     their requests reach only the worker's stderr), the colocated replicas' do not."""
     listed = (faults.serve_details() or {}).get("applications", {}).get(app, {}).get("deployments", {})
-    log_dir, logs = runner.ray_log_dir(), {}
+    log_dir, logs = ray_outputs.ray_log_dir(), {}
     for replica in listed.get(deployment, {}).get("replicas", []):
         paths = [log_dir / replica["log_file_path"].lstrip("/")] if replica.get("log_file_path") else []
         if replica.get("worker_id"):
@@ -198,7 +198,7 @@ def _first_served(app: str, deployment: str, replicas: Sequence[str], wall_offse
 def _decisions(app: str, deployment: str, wall_offset: float) -> list[dict[str, Any]]:
     """The Serve controller's scaling decisions for `deployment` (its logs), times on the lab's clock."""
     found = []
-    for log in sorted((runner.ray_log_dir() / "serve").glob("controller_*.log")):
+    for log in sorted((ray_outputs.ray_log_dir() / "serve").glob("controller_*.log")):
         found += scaling.decisions(log.read_text(errors="replace"), app, deployment)
     return sorted(({**d, "at": d["at"] - wall_offset} for d in found), key=lambda d: d["at"])
 
@@ -241,7 +241,7 @@ class _ScalingRun:
         return faults.SteadyLoad(self.pd.base_url, self.pd.model_id, spec, self.model.prompt_token_range).start()
 
     def decode_requests(self) -> dict[str, float]:
-        return scaling.requests_per_replica(runner._scrape_metrics(), self.pd.name, self.decode)
+        return scaling.requests_per_replica(ray_outputs.scrape_metrics(), self.pd.name, self.decode)
 
     def new_replicas(self) -> list[str]:
         return scaling.new_replicas(self.observations, self.step, self.decode)
@@ -440,7 +440,7 @@ def _run_kind(kind: str, deployment: _Deployment, ready: dict[str, dict[str, Any
 
 def _shut_down(deployment: _Deployment, ray_address: str | None) -> None:
     """Ray's log excerpt written, Serve and Ray shut down, RAY_ADDRESS as it was before the run."""
-    runner.write_log_excerpt(runner.ray_log_dir(), deployment.out_dir / "resilience-ray-log-excerpt.txt")
+    ray_outputs.write_log_excerpt(ray_outputs.ray_log_dir(), deployment.out_dir / "resilience-ray-log-excerpt.txt")
     import ray
     from ray import serve
 

@@ -53,12 +53,20 @@ from lab.overlay import (
     nixl_ports,
 )
 from lab.provenance import gpu, gpu_memory_used_mib, provenance, versions
+from lab.ray_outputs import (
+    METRICS_PORT,
+    nixl_metrics,
+    ray_log_dir,
+    scrape_metrics,
+    serving_series,
+    write_log_excerpt,
+    write_metrics_exposition,
+)
 from lab.variants import Variant, direct_streaming_flag
 from measure.latency import RequestSample, summarize
 from serve_app.errors import ConfigError
 from serve_app.render import HA_PROXY_ENV
 
-METRICS_PORT = 8085
 RESULT_SCHEMA = "gpu-lab-result/1"
 DEFAULT_WORKLOAD = Workload()
 # A stage is not started with less time than this left: engines need about a minute to be ready.
@@ -326,34 +334,6 @@ async def _warm_up(app: LabApp, spec: Workload) -> dict[str, Any]:
             "first_request_error": first.error, "warmup_errors": [s.error for s in more if not s.ok]}
 
 
-def _scrape_metrics() -> str:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10) as response:
-            return response.read().decode("utf-8", errors="replace")
-    except OSError as error:
-        return f"# scrape failed: {error}"
-
-
-def _nixl_metrics(attempts: int = 3) -> dict[str, Any]:
-    """ray_vllm_nixl_* totals as Ray exports them now (its metrics agent exports on an interval)."""
-    metrics_text = ""
-    for attempt in range(attempts):
-        metrics_text = _scrape_metrics()
-        if "ray_vllm_nixl" in metrics_text or attempt == attempts - 1:
-            break
-        time.sleep(5)
-    return {
-        "raw": metrics_text,  # taken out (and written to a file) by the caller
-        "totals": evidence.nixl_metric_totals(metrics_text),
-        "scraped": not metrics_text.startswith("# scrape failed"),
-        "ray_vllm_series": sorted({line.split("{", 1)[0].split(" ")[0] for line in metrics_text.splitlines()
-                                  if line.startswith("ray_vllm_")})[:80],
-        "nixl_lines": [line[:400] for line in metrics_text.splitlines() if line.startswith("ray_vllm_nixl")][:40],
-    }
-
-
 def _record_deployments(apps: list[LabApp], data: dict[str, Any]) -> None:
     """Each ready app's deployments and its ingress: shows which graph Ray Serve LLM built (direct streaming)."""
     from ray import serve
@@ -570,7 +550,7 @@ def _keep_nixl_metrics(run: _LabRun, number: int, ready: list[LabApp], attempts:
     """The NIXL counters and Ray's metrics exposition, before tear-down: the engines' counters go with them."""
     checks = run.data["checks"]
     checks.setdefault("nixl_metrics_by_stage", {})["+".join(a.name for a in ready)] = snapshot = (
-        _nixl_metrics(attempts=attempts))
+        nixl_metrics(attempts=attempts))
     checks["nixl_metrics"] = snapshot
     raw = snapshot.pop("raw", "")
     if raw and not raw.startswith("# scrape failed"):
@@ -641,12 +621,12 @@ def _time_pass(app: LabApp, spec: Workload, data: dict[str, Any], repeat: int, t
         window = (app.mode == "pd" and repeat == 1 and concurrency == spec.metrics_window_concurrency)
         if window:
             time.sleep(METRICS_SETTLE_S)
-            before = _scrape_metrics()
+            before = scrape_metrics()
         row = asyncio.run(_time_app(app, spec, concurrency, repeat))
         if window:
             time.sleep(METRICS_SETTLE_S)
             data.setdefault("metrics_windows", {})[f"{app.name}-c{concurrency}"] = {
-                "before": serving_series(before), "after": serving_series(_scrape_metrics())}
+                "before": serving_series(before), "after": serving_series(scrape_metrics())}
         data["timing"].append(row)
         s = row["summary"]
         _log(f"{app.name} c={concurrency} r{repeat}: ok={s['requests']['succeeded']}/{s['requests']['total']} "
@@ -690,25 +670,6 @@ def _interference_pass(app: LabApp, spec: Workload, data: dict[str, Any], time_l
          f"{_ms(loaded['itl_s'], 'p90')}", started)
 
 
-def serving_series(metrics_text: str) -> list[str]:
-    """The samples of Ray's exposition that describe serving (ray_vllm_*, ray_serve_*), comments left out."""
-    return [line for line in metrics_text.splitlines() if line.startswith(("ray_vllm", "ray_serve"))]
-
-
-def write_metrics_exposition(path: Path, metrics_text: str, data: dict[str, Any], apps: list[str]) -> None:
-    """Ray's raw Prometheus exposition, as scraped, under a comment header saying what produced it."""
-    versions = ", ".join(f"{k} {v}" for k, v in data.get("versions", {}).items() if v)
-    gpu = data.get("host", {}).get("gpu", {})
-    header = [
-        f"# Raw Prometheus text exposition of Ray's metrics export endpoint http://127.0.0.1:{METRICS_PORT}/metrics",
-        f"# scraped {datetime.now(UTC).isoformat(timespec='seconds')} by the single-GPU lab "
-        "(python -m lab run); one Ray node: the head is also the engines' node",
-        f"# GPU {gpu.get('name')} (driver {gpu.get('driver')}); {versions}",
-        f"# Serve apps running: {', '.join(apps)}",
-    ]
-    path.write_text("\n".join(header) + "\n" + metrics_text + ("" if metrics_text.endswith("\n") else "\n"))
-
-
 SIDE_BY_SIDE_MIN_S = 300  # rounds of two benchmark runs, each vLLM run with its start-up
 
 
@@ -743,32 +704,6 @@ def _collect_evidence(data: dict[str, Any], apps: list[LabApp], started: float) 
     }
     _log(f"NIXL log checks: {data['checks']['nixl_logs']['checks']}", started)
 
-
-
-def ray_log_dir() -> Path:
-    from ray._private import worker
-
-    node = worker._global_node
-    return Path(node.get_logs_dir_path()) if node is not None else Path("/tmp/ray/session_latest/logs")
-
-
-EXCERPT_PATTERN = re.compile(
-    r"(?i)(error|exception|traceback|failed|nixl|backend \w+ was|connector|kv_role|deprecat|"
-    r"free memory|out of memory|address already in use|ready)")
-
-
-def write_log_excerpt(log_dir: Path, path: Path, max_lines: int = 6000) -> None:
-    """Lines of the Ray session logs worth reading after a failed or surprising run."""
-    lines: list[str] = []
-    files = [p for p in sorted(log_dir.rglob("*")) if p.is_file() and p.suffix in (".log", ".out", ".err")]
-    for file in files:
-        with file.open(errors="replace") as handle:
-            for line in handle:
-                if EXCERPT_PATTERN.search(line):
-                    lines.append(f"{file.name}: {line.rstrip()[:400]}")
-    if len(lines) > max_lines:
-        lines = [*lines[:max_lines // 2], f"... {len(lines) - max_lines} lines left out ...", *lines[-max_lines // 2:]]
-    path.write_text("\n".join(lines) + "\n")
 
 
 def verdict(data: dict[str, Any]) -> dict[str, Any]:

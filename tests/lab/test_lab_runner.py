@@ -395,6 +395,7 @@ def test_tiny_model_is_reproducible_from_its_seed(tmp_path):
 # ── variants: named serving-knob changes, measured side by side ──────────────────────────────
 
 from lab import apps as lab_apps_module  # noqa: E402
+from lab import ray_outputs  # noqa: E402
 from lab import runner as lab_runner  # noqa: E402
 from lab.variants import (  # noqa: E402
     DIRECT_STREAMING_ENV,
@@ -583,9 +584,9 @@ def test_raw_samples_and_process_cpu_deltas():
 
 def test_serving_series_and_the_exposition_file_header(tmp_path):
     text = "# HELP x\nray_vllm_a{x=\"1\"} 1\nray_serve_b 2\nray_node_cpu 3\n"
-    assert lab_runner.serving_series(text) == ['ray_vllm_a{x="1"} 1', "ray_serve_b 2"]
+    assert ray_outputs.serving_series(text) == ['ray_vllm_a{x="1"} 1', "ray_serve_b 2"]
     path = tmp_path / "m.prom"
-    lab_runner.write_metrics_exposition(path, text, {"versions": {"ray": "2.58.0"},
+    ray_outputs.write_metrics_exposition(path, text, {"versions": {"ray": "2.58.0"},
                                                      "host": {"gpu": {"name": "H200", "driver": "580"}}}, ["a-pd"])
     written = path.read_text()
     assert written.endswith(text) and "ray 2.58.0" in written and "a-pd" in written

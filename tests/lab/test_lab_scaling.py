@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from lab import apps, runner, scaling
+from lab import apps, scaling
 from lab.overlay import NIXL_PORT_BASE_KEY
 from lab.recovery import Observation
 from lab.stack import rendered_pd_serving_args
@@ -247,7 +247,7 @@ def test_the_scaling_command_refuses_bad_input_in_one_line_before_anything_start
 def test_the_new_replicas_first_ok_call_is_found_in_its_workers_stderr_when_its_serve_log_stops(tmp_path, monkeypatch):
     # As on the H200: a PD replica's Serve log file ends at vLLM's engine start; its access lines
     # reach only its Ray worker's stderr (worker-<worker id>-<job>-<pid>.err).
-    from lab import faults, resilience
+    from lab import faults, ray_outputs, resilience
 
     (tmp_path / "serve").mkdir()
     (tmp_path / "serve" / "replica_tiny-pd_Decode_m_new1.log").write_text(
@@ -263,7 +263,7 @@ def test_the_new_replicas_first_ok_call_is_found_in_its_workers_stderr_when_its_
         {"replica_id": "new1", "state": "RUNNING", "worker_id": "abc123",
          "log_file_path": "/serve/replica_tiny-pd_Decode_m_new1.log"}]}}}}}
     monkeypatch.setattr(faults, "serve_details", lambda: details)
-    monkeypatch.setattr(runner, "ray_log_dir", lambda: tmp_path)
+    monkeypatch.setattr(ray_outputs, "ray_log_dir", lambda: tmp_path)
 
     found = resilience._first_served("tiny-pd", "Decode:m", ["new1"], wall_offset=first)
     assert found is not None and found[0] == "new1" and found[1] == pytest.approx(0.25)
