@@ -15,10 +15,10 @@ import yaml
 from by_path import load_module
 
 from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES
+from components.discovery import DeployedStack, DeployedSubnet
 from components.model_access import read_policy
 from components.node_autoscaler import READ_ACTIONS, WRITE_ACTIONS
 from components.storage import EBS_CSI_POLICY
-from components.discovery import DeployedStack, DeployedSubnet
 from offline import run_offline
 
 REPO = Path(__file__).resolve().parents[2]
