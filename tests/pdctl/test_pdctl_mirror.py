@@ -4,6 +4,7 @@ Hugging Face side is a stand-in download that writes a model's files where snaps
 from __future__ import annotations
 
 import socket
+import urllib.request
 from pathlib import Path
 
 import boto3
@@ -23,6 +24,8 @@ def s3(tmp_path_factory):
         port = probe.getsockname()[1]
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    # Moto's servers in one process share their accounts: start from an empty one whatever ran before.
+    urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/moto-api/reset", method="POST"))
     client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                           aws_access_key_id="test", aws_secret_access_key="test")
     client.create_bucket(Bucket=BUCKET)
