@@ -6,7 +6,6 @@ of another region, a limit of 0, a key too short to be random, keys in plain tex
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 import re
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from components.config.names import ipv4_cidrs
 from front_door.keys import MIN_KEY_LENGTH, KeyLimits
 from serve_app.config import KeyedIngress
 from serve_app.errors import ConfigError
@@ -56,12 +56,7 @@ class FrontDoorSettings(StackKeyModel):
     @field_validator("allowed_cidrs")
     @classmethod
     def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for cidr in value:
-            try:
-                ipaddress.IPv4Network(cidr)
-            except ValueError as error:
-                raise ValueError(f"{cidr!r} is not an IPv4 CIDR ({error})") from None
-        return value
+        return ipv4_cidrs(value)
 
     @field_validator("key_limits", mode="before")
     @classmethod

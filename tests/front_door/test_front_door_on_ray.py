@@ -12,6 +12,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -66,7 +67,9 @@ def deployed(tmp_path_factory, settings_for):
         args[role] = cpu_placement(args[role])
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    metrics_port = _free_port()
     ray.init(num_cpus=8, num_gpus=0, resources=phase_resources(), include_dashboard=False, log_to_driver=False,
+             _metrics_export_port=metrics_port,
              runtime_env={"env_vars": {ENGINE_CLASS_ENV: ENGINE_CLASS_PATH, CALLS_FILE_ENV: str(calls_file),
                                        "PYTHONPATH": f"{REPO}:{HERE}"}})
     port = _free_port()
@@ -74,7 +77,7 @@ def deployed(tmp_path_factory, settings_for):
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(build_pd_openai_app(args), name="llm", route_prefix="/")
         yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": settings.serving.app.config.model.model_id,
-               "keys_file": keys_file, "calls_file": calls_file}
+               "keys_file": keys_file, "calls_file": calls_file, "metrics_port": metrics_port, "port": port}
     finally:
         serve.shutdown()
         ray.shutdown()
@@ -102,10 +105,15 @@ def chat_body(deployed, **extra) -> dict:
     return {"model": deployed["model"], "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8, **extra}
 
 
-def test_a_client_with_a_key_gets_a_completion_through_the_real_pd_app(deployed):
+def test_an_openai_client_made_from_client_config_and_a_key_gets_a_completion(deployed, offline_run):
+    import openai
+
+    config = offline_run("dev").outputs["clientConfig"]
+    # The NLB's DNS name is AWS's to give: here the same URL reaches this machine's Serve instead.
+    here = urlparse(config["base_url"])._replace(netloc=f"127.0.0.1:{deployed['port']}", scheme="http").geturl()
     before = engine_calls(deployed)
-    answer = client(deployed, KEYS["app-team"]).chat.completions.create(
-        model=deployed["model"], messages=[{"role": "user", "content": "hello"}], max_tokens=8)
+    answer = openai.OpenAI(base_url=here, api_key=KEYS["app-team"], max_retries=0).chat.completions.create(
+        model=config["model"], messages=[{"role": "user", "content": "hello"}], max_tokens=8)
     assert answer.choices[0].message.content.strip()
     assert answer.usage.completion_tokens == 8
     assert engine_calls(deployed) - before == 2  # prefill, then decode
@@ -192,3 +200,22 @@ def _live_actors() -> set[str]:
     import ray
 
     return {actor["name"] for actor in ray.util.list_named_actors(all_namespaces=True)}
+
+
+def test_per_key_counters_reach_rays_metrics_exposition_without_key_material(deployed):
+    import httpx
+
+    client(deployed, KEYS["app-team"]).chat.completions.create(
+        model=deployed["model"], messages=[{"role": "user", "content": "count me"}], max_tokens=4)
+    deadline, text = time.monotonic() + 90, ""
+    while time.monotonic() < deadline:  # Ray's metrics agent exports every few seconds
+        text = httpx.get(f"http://127.0.0.1:{deployed['metrics_port']}/metrics", timeout=10).text
+        if 'ray_pd_door_tokens_total{' in text and 'code="401"' in text:
+            break
+        time.sleep(3)
+    requests = [line for line in text.splitlines() if line.startswith("ray_pd_door_requests_total{")]
+    assert any('api_key="app-team"' in line and 'code="200"' in line for line in requests), requests
+    assert any('api_key="-"' in line and 'code="401"' in line for line in requests), requests
+    tokens = [line for line in text.splitlines() if line.startswith("ray_pd_door_tokens_total{")]
+    assert any('api_key="app-team"' in line and 'kind="completion"' in line for line in tokens), tokens
+    assert not any(key in text for key in KEYS.values())
