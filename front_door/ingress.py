@@ -64,7 +64,7 @@ def openai_error(status: int, message: str, error_type: str, code: str,
 class KeyedOpenAiIngress(OpenAiIngress):
     """OpenAiIngress behind API keys. `keys_file`: the mounted key table (front_door/keys.py);
     `ingress_replicas`: how many replicas share each key's limits; `code_version` is not read here:
-    it is in the arguments so that new front door code redeploys the ingress."""
+    it is in the arguments so that new front door code restarts the app (Serve hashes its args)."""
 
     def __init__(self, llm_deployments, model_cards, *, keys_file: str, ingress_replicas: int = 1,
                  code_version: str = "", **kwargs: Any) -> None:

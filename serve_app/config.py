@@ -309,7 +309,8 @@ class KeyedIngress(FrozenModel):
 
     keys_file: str = Field(min_length=1, description="Where the Ray pods mount the key table.")
     code_version: str = Field(min_length=1, description=(
-        "A digest of the front door's code: a change redeploys the ingress, which imports it anew."))
+        "A digest of the front door's code: a change restarts the app's deployments (Serve hashes the app's "
+        "args into their code version), so the ingress imports the new code."))
 
 
 class IngressSettings(FrozenModel):

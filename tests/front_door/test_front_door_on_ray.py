@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import secrets
 import socket
 import time
 from pathlib import Path
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SALT = "test-salt"
-KEYS = {"app-team": "k" * 40, "tight": "t" * 40, "frugal": "f" * 40, "leaving": "l" * 40}
+# Random as real keys are (a key of 40 'f' would match Ray's all-f nil ids in the exposition).
+KEYS = {name: secrets.token_hex(24) for name in ("app-team", "tight", "frugal", "leaving")}
 LIMITS = {"app-team": KeyLimits(), "tight": KeyLimits(requests_per_minute=2),
           "frugal": KeyLimits(tokens_per_minute=50), "leaving": KeyLimits()}
 
@@ -119,7 +121,7 @@ def test_an_openai_client_made_from_client_config_and_a_key_gets_a_completion(de
     assert engine_calls(deployed) - before == 2  # prefill, then decode
 
 
-@pytest.mark.parametrize("key", [None, "k" * 39, "not-a-key-of-this-endpoint-at-all-no"])
+@pytest.mark.parametrize("key", [None, "0" * 48, "not-a-key-of-this-endpoint-at-all-no"])
 def test_a_missing_or_wrong_key_gets_401_in_openais_format_and_no_engine_call(deployed, key):
     before = engine_calls(deployed)
     status, headers, body = raw_post(deployed, key, chat_body(deployed))
