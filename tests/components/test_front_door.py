@@ -52,7 +52,7 @@ def test_a_door_setting_that_cannot_work_is_refused_before_any_resource(key, val
     assert [r.type for r in run.resources] == ["pulumi:pulumi:Stack"]
 
 
-def test_a_short_or_plaintext_key_is_refused_without_echoing_it():
+def test_a_short_key_is_refused_without_echoing_it():
     with pytest.raises(ConfigError) as refused:
         run_offline("dev", secrets={"apiKeys": json.dumps({"app-team": "short-key"})})
     assert "shorter than 32" in str(refused.value) and "short-key" not in str(refused.value)
@@ -160,3 +160,10 @@ def test_outputs_say_where_the_key_is_and_nothing_secret(keyed):
     assert "inference/ray-llm-api-keys" in out["apiKeySecret"]
     hashes = json.loads(one(keyed, SECRET, "inference-api-keys").inputs["stringData"]["keys.json"])["keys"]
     assert not any(digest in json.dumps(out, default=str) for digest in hashes)
+
+
+def test_keys_in_plain_text_are_refused_naming_the_secret_way():
+    run = try_run_offline("dev", overrides={"apiKeys": json.dumps(KEYS)})
+    assert isinstance(run.error, ConfigError) and run.error.setting == "apiKeys"
+    assert "pulumi config set --secret apiKeys" in str(run.error)
+    assert not any(key in str(run.error) for key in KEYS.values())
