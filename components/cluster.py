@@ -68,6 +68,9 @@ class ClusterArgs:
     log_types: control-plane log types sent to CloudWatch; default all of them.
     log_retention_days: how long CloudWatch keeps them; default 90 days.
     node_policies: AWS managed policy names attached to the node role; default the EKS node set + SSM.
+    earlier_iam_roles: the deployed cluster runs with the roles of a stack created before the stack made
+        its roles under IAM_ROLE_PATH (DeployedStack.earlier_iam_roles): pulumi-eks's cluster role and
+        a node role at IAM's root path, kept; default the current layout, for a new stack.
     """
 
     settings: ClusterSettings
@@ -76,6 +79,7 @@ class ClusterArgs:
     log_types: tuple[str, ...] = CONTROL_PLANE_LOG_TYPES
     log_retention_days: int = CONTROL_PLANE_LOG_RETENTION_DAYS
     node_policies: tuple[str, ...] = NODE_POLICIES
+    earlier_iam_roles: bool = False
 
 
 class Cluster(pulumi.ComponentResource):
@@ -94,7 +98,7 @@ class Cluster(pulumi.ComponentResource):
     cluster_security_group_id: pulumi.Output[str]
     oidc_provider_arn: pulumi.Output[str]
     oidc_issuer: pulumi.Output[str]
-    cluster_role: aws.iam.Role | None  # None: pulumi-eks's own (an earlier stack's, keepEarlierIamRoles)
+    cluster_role: aws.iam.Role | None  # None: pulumi-eks's own (an earlier stack's, ClusterArgs.earlier_iam_roles)
     node_role: aws.iam.Role
     permissions_boundary: str | None  # of every role the stack creates (iamPermissionsBoundaryArn)
     node_role_policies: list[aws.iam.RolePolicyAttachment]
@@ -147,10 +151,10 @@ class Cluster(pulumi.ComponentResource):
         settings = args.settings
         # Both roles of the cluster are made here, under one path and the permissions boundary the
         # deploy role requires (bootstrap/deploy_permissions.py): pulumi-eks's own cluster role
-        # would take neither. A stack created before keeps its roles (keepEarlierIamRoles): a new
-        # cluster role or node role replaces the cluster and every node group.
+        # would take neither. A stack created before keeps its roles (what its deployed cluster
+        # says): a new cluster role or node role replaces the cluster and every node group.
         self.permissions_boundary = settings.iam_permissions_boundary_arn
-        keep_earlier = settings.keep_earlier_iam_roles
+        keep_earlier = args.earlier_iam_roles
         cluster_role_policies: list[aws.iam.RolePolicyAttachment] = []
         self.cluster_role = None
         if not keep_earlier:

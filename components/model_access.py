@@ -23,6 +23,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cluster import bounded_role
+from components.compile_cache import S3_PREFIX as COMPILE_CACHE_PREFIX
 from components.manifests.ray_service import MODEL_READER_SERVICE_ACCOUNT
 from components.storage import irsa_trust_policy
 
@@ -32,8 +33,16 @@ def model_reader_subject(namespace: str) -> str:
     return f"system:serviceaccount:{namespace}:{MODEL_READER_SERVICE_ACCOUNT}"
 
 
-def read_policy(bucket: str, prefix: str) -> dict[str, Any]:
-    """Get the objects under `prefix/` and list that prefix only (the streamer lists the shards)."""
+def read_policy(bucket: str, prefix: str, *, compile_cache: bool = False) -> dict[str, Any]:
+    """Get the objects under `prefix/` and list that prefix only (the streamer lists the shards); with
+    `compile_cache`, also read, list and write the mirror's compile-cache archives (components/compile_cache.py)."""
+    cache = f"{COMPILE_CACHE_PREFIX}/{prefix}"
+    cache_statements = [
+        {"Sid": "CompileCacheObjects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+         "Resource": f"arn:aws:s3:::{bucket}/{cache}/*"},
+        {"Sid": "ListCompileCache", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}",
+         "Condition": {"StringLike": {"s3:prefix": [f"{cache}/*"]}}},
+    ] if compile_cache else []
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -42,6 +51,7 @@ def read_policy(bucket: str, prefix: str) -> dict[str, Any]:
             {"Sid": "ListModelPrefix", "Effect": "Allow", "Action": "s3:ListBucket",
              "Resource": f"arn:aws:s3:::{bucket}",
              "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}}},
+            *cache_statements,
         ],
     }
 
@@ -63,6 +73,7 @@ class ModelReadAccessArgs:
     oidc_provider_arn: pulumi.Input[str]
     oidc_issuer: pulumi.Input[str]
     permissions_boundary: str | None = None
+    compile_cache: bool = False  # compileCacheInS3: the pods also keep compile caches in the bucket
 
 
 class ModelReadAccess(pulumi.ComponentResource):
@@ -87,7 +98,7 @@ class ModelReadAccess(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             f"{name}-read",
             role=self.role.id,
-            policy=json.dumps(read_policy(args.bucket, args.prefix)),
+            policy=json.dumps(read_policy(args.bucket, args.prefix, compile_cache=args.compile_cache)),
             opts=child,
         )
         self.role_arn = self.role.arn

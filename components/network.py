@@ -2,9 +2,10 @@
 
 Per AZ: one public subnet (NAT gateways, internet-facing load balancers) and one private subnet
 (nodes and pods; the VPC CNI gives every pod a VPC address, hence the large private subnets). Private
-subnets reach the internet through NAT: one gateway in the GPU AZ (`natMode: single`), or one per
-AZ (`perAz`) so losing an AZ does not cut the others' egress. Model weights and image layers come
-from S3, so an S3 gateway endpoint on the private route tables keeps them off the NAT bill.
+subnets reach the internet through NAT: one gateway (`natMode: single`: in the GPU AZ, or where a
+deployed stack has it), or one per AZ (`perAz`) so losing an AZ does not cut the others' egress.
+Model weights and image layers come from S3, so an S3 gateway endpoint on the private route tables
+keeps them off the NAT bill. Subnet CIDRs and NAT AZs come decided (components/config/zones.py).
 """
 
 from __future__ import annotations
@@ -15,16 +16,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.config.network import NetworkSettings
-
-# Subnet tags the AWS Load Balancer Controller and EKS use to find subnets
-# (https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html).
-PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
-INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
-
-
-def cluster_tag(cluster_name: str) -> str:
-    return f"kubernetes.io/cluster/{cluster_name}"
+from components.config.names import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG, cluster_tag
+from components.config.network import NetworkSettings, SubnetCidrs
 
 
 @dataclass(frozen=True)
@@ -32,12 +25,16 @@ class NetworkArgs:
     """Inputs of `Network`.
 
     settings: validated VPC settings (CIDR, AZ count, NAT mode, protection).
-    availability_zones: the VPC's AZs, GPU AZ first, decided from EC2's offerings before any
-        resource exists (`settings.plan_availability_zones`); `len == settings.az_count`.
+    availability_zones: the VPC's AZs, GPU AZ first, decided from EC2's offerings and the deployed
+        stack before any resource exists (`config.zones.plan_availability_zones`); `len == settings.az_count`.
+    subnet_cidrs: each AZ's subnets, in `availability_zones`' order.
+    nat_zones: the AZs with a NAT gateway: one (natMode single) or each of `availability_zones`.
     """
 
     settings: NetworkSettings
     availability_zones: Sequence[str]
+    subnet_cidrs: Sequence[SubnetCidrs]
+    nat_zones: Sequence[str]
 
 
 class Network(pulumi.ComponentResource):
@@ -49,7 +46,7 @@ class Network(pulumi.ComponentResource):
     private_subnet_ids: list[pulumi.Output[str]]
     private_subnet_id_by_az: dict[str, pulumi.Output[str]]
     public_subnet_id_by_az: dict[str, pulumi.Output[str]]
-    nat_gateways: list[aws.ec2.NatGateway]
+    nat_gateways: dict[str, aws.ec2.NatGateway]  # by AZ
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("eks-pd-llm:network:Network", name, None, opts)
@@ -71,8 +68,9 @@ class Network(pulumi.ComponentResource):
         )
         self.vpc_id = self.vpc.id
         internet_gateway, public_routes = self._internet_route(name, settings, child)
-        public_subnets, private_subnets = self._subnets(name, settings, zones, public_routes, child)
-        self.nat_gateways = self._nat_gateways(name, settings, zones, public_subnets, internet_gateway, child)
+        public_subnets, private_subnets = self._subnets(name, settings, zones, args.subnet_cidrs, public_routes, child)
+        self.nat_gateways = self._nat_gateways(
+            name, settings, args.nat_zones, dict(zip(zones, public_subnets, strict=True)), internet_gateway, child)
         private_route_tables = self._private_routes(name, settings, zones, private_subnets, child)
         aws.ec2.VpcEndpoint(
             f"{name}-s3",
@@ -108,17 +106,18 @@ class Network(pulumi.ComponentResource):
         )
         return internet_gateway, public_routes
 
-    def _subnets(self, name: str, settings: NetworkSettings, zones: list[str], public_routes: aws.ec2.RouteTable,
-                 child: pulumi.ResourceOptions) -> tuple[list[aws.ec2.Subnet], list[aws.ec2.Subnet]]:
+    def _subnets(self, name: str, settings: NetworkSettings, zones: list[str], cidrs: Sequence[SubnetCidrs],
+                 public_routes: aws.ec2.RouteTable, child: pulumi.ResourceOptions,
+                 ) -> tuple[list[aws.ec2.Subnet], list[aws.ec2.Subnet]]:
         """A public subnet (on the public route table) and a private one per AZ: (public, private)."""
         shared = {cluster_tag(settings.cluster_name): "shared"}
         public_subnets: list[aws.ec2.Subnet] = []
         private_subnets: list[aws.ec2.Subnet] = []
-        for zone, (private_cidr, public_cidr) in zip(zones, settings.subnet_cidrs(), strict=True):
+        for zone, zone_cidrs in zip(zones, cidrs, strict=True):
             public = aws.ec2.Subnet(
                 f"{name}-public-{zone}",
                 vpc_id=self.vpc.id,
-                cidr_block=str(public_cidr),
+                cidr_block=str(zone_cidrs.public),
                 availability_zone=zone,
                 map_public_ip_on_launch=False,  # only NAT gateways and load balancers live here
                 tags={"Name": f"{settings.cluster_name}-public-{zone}", PUBLIC_ELB_TAG: "1", **shared},
@@ -129,7 +128,7 @@ class Network(pulumi.ComponentResource):
             private = aws.ec2.Subnet(
                 f"{name}-private-{zone}",
                 vpc_id=self.vpc.id,
-                cidr_block=str(private_cidr),
+                cidr_block=str(zone_cidrs.private),
                 availability_zone=zone,
                 map_public_ip_on_launch=False,
                 tags={"Name": f"{settings.cluster_name}-private-{zone}", INTERNAL_ELB_TAG: "1", **shared},
@@ -139,23 +138,22 @@ class Network(pulumi.ComponentResource):
             private_subnets.append(private)
         return public_subnets, private_subnets
 
-    def _nat_gateways(self, name: str, settings: NetworkSettings, zones: list[str],
-                      public_subnets: list[aws.ec2.Subnet], internet_gateway: aws.ec2.InternetGateway,
-                      child: pulumi.ResourceOptions) -> list[aws.ec2.NatGateway]:
-        nat_zones = zones if settings.nat_mode == "perAz" else zones[:1]
-        nat_gateways = []
-        # One NAT per AZ, or one in the first AZ only: nat_zones may be shorter than the subnets.
-        for zone, public in zip(nat_zones, public_subnets, strict=False):
+    def _nat_gateways(self, name: str, settings: NetworkSettings, nat_zones: Sequence[str],
+                      public_subnet_by_az: dict[str, aws.ec2.Subnet], internet_gateway: aws.ec2.InternetGateway,
+                      child: pulumi.ResourceOptions) -> dict[str, aws.ec2.NatGateway]:
+        nat_gateways = {}
+        for zone in nat_zones:
+            public = public_subnet_by_az[zone]
             address = aws.ec2.Eip(
                 f"{name}-nat-{zone}", domain="vpc", tags={"Name": f"{settings.cluster_name}-nat-{zone}"}, opts=child)
-            nat_gateways.append(aws.ec2.NatGateway(
+            nat_gateways[zone] = aws.ec2.NatGateway(
                 f"{name}-nat-{zone}",
                 allocation_id=address.allocation_id,
                 subnet_id=public.id,
                 connectivity_type="public",
                 tags={"Name": f"{settings.cluster_name}-nat-{zone}"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[internet_gateway]),
-            ))
+            )
         return nat_gateways
 
     def _private_routes(self, name: str, settings: NetworkSettings, zones: list[str],
@@ -163,8 +161,9 @@ class Network(pulumi.ComponentResource):
                         ) -> list[aws.ec2.RouteTable]:
         """Each private subnet's route table: to the internet through its AZ's NAT, or the one NAT."""
         private_route_tables: list[aws.ec2.RouteTable] = []
-        for index, (zone, private) in enumerate(zip(zones, private_subnets, strict=True)):
-            nat = self.nat_gateways[index if settings.nat_mode == "perAz" else 0]
+        for zone, private in zip(zones, private_subnets, strict=True):
+            # Its own AZ's NAT (perAz), else the one NAT.
+            nat = self.nat_gateways.get(zone) or next(iter(self.nat_gateways.values()))
             routes = aws.ec2.RouteTable(
                 f"{name}-private-{zone}",
                 vpc_id=self.vpc.id,

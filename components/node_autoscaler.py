@@ -80,7 +80,8 @@ class ClusterAutoscalerArgs:
     cluster_name: its name (the settings'), known at preview.
     region: where the Auto Scaling groups are.
     kubernetes_version: the cluster's minor version; picks the Cluster Autoscaler release.
-    node_group_names: the GPU managed node groups that can grow, the only groups it may scale.
+    node_group_names: the GPU managed node groups that can grow, the only groups it may scale (their
+        names change when a group is replaced: the policy and the discovery follow).
     chart_version: `cluster-autoscaler` chart version (facts/charts.py).
     """
 
@@ -88,7 +89,7 @@ class ClusterAutoscalerArgs:
     cluster_name: str
     region: str
     kubernetes_version: str
-    node_group_names: tuple[str, ...]
+    node_group_names: tuple[pulumi.Input[str], ...]
     chart_version: str = CLUSTER_AUTOSCALER.default_version
 
 
@@ -113,15 +114,16 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             managed_policies=(), permissions_boundary=args.cluster.permissions_boundary, partition="aws",
             tags={}, opts=child,
         )
+        names = pulumi.Output.all(*args.node_group_names).apply(tuple)
         self.policy = aws.iam.RolePolicy(
             f"{name}-policy",
             role=self.role.id,
-            policy=json.dumps(permissions_policy(args.cluster_name, args.node_group_names)),
+            policy=names.apply(lambda groups: json.dumps(permissions_policy(args.cluster_name, groups))),
             opts=child,
         )
-        values = cluster_autoscaler_values(
+        values = pulumi.Output.all(names, self.role.arn).apply(lambda found: cluster_autoscaler_values(
             cluster_name=args.cluster_name, region=args.region, kubernetes_version=args.kubernetes_version,
-            node_group_names=args.node_group_names, service_account=SERVICE_ACCOUNT, role_arn=self.role.arn)
+            node_group_names=found[0], service_account=SERVICE_ACCOUNT, role_arn=found[1]))
         self.release = helm_release(
             name, CLUSTER_AUTOSCALER, args.chart_version, NAMESPACE, values,
             pulumi.ResourceOptions(parent=self, provider=args.cluster.provider,

@@ -22,8 +22,11 @@ dependencies, and an explicit `cluster_name` is known at preview time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -48,6 +51,7 @@ from facts.instances import InstanceType
 from serve_app.config import Phase
 
 SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+CAPACITY_TYPE = "ON_DEMAND"
 # AL2023 NVIDIA AMIs carry the NVIDIA driver and the EFA kernel driver (docs/SOURCES.md#al2023-nvidia-ami).
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 ROOT_DEVICE = "/dev/xvda"  # root volume of AL2023 AMIs
@@ -115,13 +119,20 @@ def gpu_node_group_resource_name(own_phase: Phase | None = None) -> str:
     return f"{own_phase}-gpu-nodes" if own_phase else "gpu-nodes"
 
 
-def gpu_node_group_name(cluster_name: str, own_phase: Phase | None = None) -> str:
-    """A GPU managed node group's name, fixed so the Cluster Autoscaler's IAM policy and its ASG
-    discovery can name it before anything exists: EKS tags the group's Auto Scaling group
-    eks:nodegroup-name=<it> (cluster-autoscaler/cloudprovider/aws/README.md). gpuNodeType's group is
-    `<cluster>-gpu`, a phase's own `<cluster>-gpu-<phase>`: at most 52 characters (clusterName ≤ 40);
-    EKS allows 63."""
+def gpu_node_group_name_prefix(cluster_name: str, own_phase: Phase | None = None) -> str:
+    """The readable part of a GPU managed node group's name: gpuNodeType's group is `<cluster>-gpu`, a
+    phase's own `<cluster>-gpu-<phase>`."""
     return f"{cluster_name}-gpu" + (f"-{own_phase}" if own_phase else "")
+
+
+def node_group_name(prefix: str, new_group_inputs: Mapping[str, Any]) -> str:
+    """`<prefix>-<8 hex digits of the inputs that force a new group>`: the name changes exactly when EKS
+    needs a new group, so Pulumi's replacement creates the new group (under its new name) before it
+    deletes the old one, where a fixed name fails with "NodeGroup already exists"
+    (docs/SOURCES.md#node-group-replacement), and keeps it otherwise. At most 61 characters
+    (clusterName ≤ 40); EKS allows 63."""
+    digest = hashlib.sha256(json.dumps(dict(new_group_inputs), sort_keys=True, default=str).encode()).hexdigest()
+    return f"{prefix}-{digest[:8]}"
 
 
 def _managed_node_group(
@@ -138,22 +149,32 @@ def _managed_node_group(
     tags: dict[str, str],
     parent: pulumi.Resource,
     taints: Sequence[aws.eks.NodeGroupTaintArgs] | None = None,
-    node_group_name: str | None = None,
-) -> eks.ManagedNodeGroup:
-    """An on-demand managed node group of `count` to `most` nodes, its nodes labelled `labels`."""
-    options = pulumi.ResourceOptions(parent=parent, depends_on=cluster.node_role_policies)
-    if node_group_name is not None:
-        # A fixed name cannot exist twice: a replacement deletes the old group first.
-        options = pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(delete_before_replace=True))
-    return eks.ManagedNodeGroup(
+    name_prefix: str | None = None,
+) -> tuple[eks.ManagedNodeGroup, pulumi.Output[str] | None]:
+    """An on-demand managed node group of `count` to `most` nodes, its nodes labelled `labels`, and its
+    name when `name_prefix` asks for one (`node_group_name`); unnamed, Pulumi names it with a random
+    suffix, new at each replacement."""
+    # The inputs the node group takes that EKS cannot change in place (facts/replacements.py, the node
+    # group's ForceNew list), keyed as there. A name is given, not left to Pulumi, only where another
+    # resource must know it; create-before-delete then needs the name to change with these inputs,
+    # since the option deleteBeforeReplace set on pulumi-eks's component never reaches the node group
+    # it creates (docs/SOURCES.md#pulumi-eks-internals).
+    new_group_inputs: dict[str, Any] = {
+        "amiType": ami_type, "capacityType": CAPACITY_TYPE, "clusterName": cluster.cluster_name,
+        "instanceTypes": [instance_type], "launchTemplate.id": launch_template.id,
+        "nodeRoleArn": cluster.node_role.arn, "subnetIds": subnet_ids,
+    }
+    name_of_group = None if name_prefix is None else pulumi.Output.all(**new_group_inputs).apply(
+        lambda values: node_group_name(name_prefix, values))
+    group = eks.ManagedNodeGroup(
         name,
-        node_group_name=node_group_name,
+        node_group_name=name_of_group,
         cluster=cluster.core,
-        cluster_name=cluster.cluster_name,
-        node_role_arn=cluster.node_role.arn,
+        cluster_name=new_group_inputs["clusterName"],
+        node_role_arn=new_group_inputs["nodeRoleArn"],
         ami_type=ami_type,
-        capacity_type="ON_DEMAND",
-        instance_types=[instance_type],
+        capacity_type=CAPACITY_TYPE,
+        instance_types=new_group_inputs["instanceTypes"],
         scaling_config=_scaling(count, most),
         subnet_ids=subnet_ids,
         labels=labels,
@@ -165,8 +186,9 @@ def _managed_node_group(
         # group it creates (pulumi/pulumi-eks#1380; docs/SOURCES.md#pulumi-eks-ignore-scaling-changes).
         ignore_scaling_changes=True if most > count else None,
         # Nodes without their policies never become Ready; EKS would wait 20+ minutes to say so.
-        opts=options,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=cluster.node_role_policies),
     )
+    return group, name_of_group
 
 
 @dataclass(frozen=True)
@@ -203,7 +225,7 @@ class SystemNodeGroup(pulumi.ComponentResource):
             if args.extra_security_group_ids else ()
         self.launch_template = _launch_template(
             f"{name}-lt", disk_gib=args.disk_gib, tags=tags, parent=self, security_group_ids=security_groups)
-        self.node_group = _managed_node_group(
+        self.node_group, _ = _managed_node_group(
             name, cluster=cluster, ami_type=SYSTEM_AMI_TYPE, instance_type=args.settings.instance_type,
             count=args.settings.count, most=args.settings.count, subnet_ids=args.network.private_subnet_ids,
             labels=dict(SYSTEM_NODE_SELECTOR),
@@ -257,7 +279,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     availability_zone: str
     instance: InstanceType
     storage: NodeStorage
-    node_group_name: str
+    node_group_name: pulumi.Output[str] | None  # named only when autoscaled
     autoscaled: bool
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -266,7 +288,6 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.availability_zone = args.availability_zone
         self.instance = spec.instance
         self.storage = spec.storage
-        self.node_group_name = gpu_node_group_name(args.cluster_name, spec.own_phase)
         self.autoscaled = spec.autoscaled
         tags = {"eks-pd-llm/node-role": GPU_ROLE}
         self.fabric = args.fabric or self._create_fabric(name, args.network, tags)
@@ -281,16 +302,17 @@ class GpuNodeGroup(pulumi.ComponentResource):
             placement_group=self.fabric.placement_group_name,
             storage=self.storage,
         )
-        self.node_group = _managed_node_group(
+        self.node_group, self.node_group_name = _managed_node_group(
             name, cluster=cluster, ami_type=GPU_AMI_TYPE, instance_type=self.instance.name,
             count=spec.count, most=spec.most,
             subnet_ids=[args.network.private_subnet_id_by_az[args.availability_zone]],
             labels={**spec.labels, **({ACCELERATOR_LABEL: accelerator_label_value(self.instance.gpu_model)}
                                       if self.instance.gpu_model else {})},
             launch_template=self.launch_template, tags=tags, parent=self,
-            # Named only when the Cluster Autoscaler's policy must name it: a group created without a
-            # name (earlier releases; a fixed size) keeps it, where a new name would replace it.
-            node_group_name=self.node_group_name if self.autoscaled else None,
+            # Named only when the Cluster Autoscaler's policy and discovery must name it (EKS tags the
+            # group's Auto Scaling group eks:nodegroup-name=<it>: cluster-autoscaler/cloudprovider/aws/
+            # README.md): a group created without a name (a fixed size) keeps its random one.
+            name_prefix=gpu_node_group_name_prefix(args.cluster_name, spec.own_phase) if self.autoscaled else None,
             taints=[aws.eks.NodeGroupTaintArgs(
                 key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=_EKS_TAINT_EFFECT[GPU_TAINT_EFFECT])])
         self.register_outputs({

@@ -163,9 +163,11 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None,
     JSON) are Pulumi secrets or None."""
     zones = settings.zones
 
-    network = Network("network", NetworkArgs(settings.network, [z.name for z in zones.network_zones]))
+    network = Network("network", NetworkArgs(settings.network, [z.name for z in zones.network_zones],
+                                             zones.subnet_cidrs, [z.name for z in zones.nat_zones]))
     cluster = Cluster("cluster", ClusterArgs(
-        settings.cluster, network, control_plane_zones=tuple(z.name for z in zones.control_plane_zones)))
+        settings.cluster, network, control_plane_zones=tuple(z.name for z in zones.control_plane_zones),
+        earlier_iam_roles=settings.earlier_iam_roles))
     gcs_store = GcsStore("gcs-store", GcsStoreArgs(settings.cluster.name, network)) \
         if settings.serving.gcs_fault_tolerance else None
     system_nodes = SystemNodeGroup("system-nodes", SystemNodeGroupArgs(
@@ -257,7 +259,7 @@ def _node_autoscaler(settings: StackSettings, cluster: Cluster, system_nodes: Sy
         ClusterAutoscalerArgs(
             cluster=cluster, cluster_name=settings.cluster.name, region=settings.region,
             kubernetes_version=settings.cluster.kubernetes_version,
-            node_group_names=tuple(group.node_group_name for group in autoscaled),
+            node_group_names=tuple(group.node_group_name for group in autoscaled if group.node_group_name),
             chart_version=settings.charts.cluster_autoscaler),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes, *autoscaled]),
     )
@@ -270,7 +272,8 @@ def _model_access(settings: StackSettings, cluster: Cluster) -> ModelReadAccess 
         "model-access", ModelReadAccessArgs(bucket=mirror[0], prefix=mirror[1], namespace=settings.namespace,
                                             oidc_provider_arn=cluster.oidc_provider_arn,
                                             oidc_issuer=cluster.oidc_issuer,
-                                            permissions_boundary=cluster.permissions_boundary))
+                                            permissions_boundary=cluster.permissions_boundary,
+                                            compile_cache=settings.serving.ray_service.compile_cache_in_s3))
 
 
 def _observability(settings: StackSettings, cluster: Cluster, system_nodes: SystemNodeGroup,

@@ -116,7 +116,10 @@ GPU_NODE_READY = StepDuration(4.0 * 60, REFERENCE, "docs/SOURCES.md#reference-ti
 # small; the kubelet advertises the resources once they register.
 DEVICE_PLUGINS_ON_NODE = StepDuration(30, ESTIMATE, "two small DaemonSet images pulled and registered")
 RAY_IMAGE_PULL = StepDuration(RAY_IMAGE_PULL_SECONDS, ESTIMATE, "the reference RayService's 5 min less its "
-                              "145 s model load and the pod start; the image size is not known here")
+                              "145 s model load and the pod start; the image size is not known here (AWS puts "
+                              "pulls of 15–20 GB images at 4–6 min, and SOCI parallel pull or an EBS snapshot "
+                              "holding the image as the ways to cut it, docs/SOURCES.md#image-pull-speedups: "
+                              "neither is configured here)")
 # A Ray worker pod scheduled, its containers started and raylet joined to the head.
 RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registration with the GCS")
 # The stack's own engine (Qwen3.5-9B's architecture, CUDA graphs, maxNumSeqs 32, dummy weights: no
@@ -138,6 +141,14 @@ ENGINE_RESTART = StepDuration(
     41.0, MEASURED,
     f"{ENGINE_START_MEASURED}: the stack's own engine on an L4's memory, compile caches warm (H200 lab, one "
     "engine, dummy weights); holds no pod start and no weight load, which are added beside it")
+
+# A new node whose compile caches were restored from S3 (compileCacheInS3, components/compile_cache.py):
+# the measured warm start stands in. Not measured restoring on another machine, and the archive's
+# download before the Ray container starts is not in it.
+ENGINE_START_RESTORED = StepDuration(
+    41.0, ESTIMATE,
+    f"the warm-cache start measured in {ENGINE_START_MEASURED} (41.0 s) stands in for caches restored from S3 on "
+    "another node: not measured restoring; the archive's download is not in it")
 
 # Weight load paths.
 # From Hugging Face through the NAT gateway, download + load: the reference's first load, 145 s for

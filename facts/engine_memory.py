@@ -29,6 +29,7 @@ class EngineReserve:
     vision_encoder_bytes: int  # added by loading the vision encoder (its profile batch)
     first_start_bytes: int  # added on the first start of a node (compile caches empty)
     vllm_version: str
+    gpu_model: str  # the GPU whose memory budget the engine was held to
     max_num_seqs: int
     max_num_batched_tokens: int
     source: str
@@ -59,7 +60,7 @@ QWEN35_RESERVE = EngineReserve(
     cuda_graphs_bytes=round((2.93 - 2.80) * GIB),
     vision_encoder_bytes=_BUDGET - _VISION_WEIGHTS - round(0.40 * GIB) - _EAGER,
     first_start_bytes=round((2.80 - 1.09) * GIB),
-    vllm_version="0.26.0", max_num_seqs=32, max_num_batched_tokens=2048,
+    vllm_version="0.26.0", gpu_model="L4", max_num_seqs=32, max_num_batched_tokens=2048,
     source="measured for this model on vLLM 0.26.0 (docs/PROVEN.md#default-deployment)",
 )
 

@@ -22,6 +22,8 @@ class ReplaceTriggers:
     paths: tuple[str, ...]
     source: str
     complete: bool = True  # False: other inputs may replace too (not modelled here)
+    # Where the list is not complete: inputs known to update in place all the same.
+    in_place: tuple[str, ...] = ()
 
 
 _NODE_GROUP = ReplaceTriggers(
@@ -36,9 +38,33 @@ REPLACE_TRIGGERS: dict[str, ReplaceTriggers] = {
     "aws:eks/nodeGroup:NodeGroup": _NODE_GROUP,
     # A component of many resources (cluster, OIDC provider, security groups, add-ons): only the
     # cluster's own name and its service role are modelled (EKS cannot change a cluster's role).
+    # A new Kubernetes version is an in-place upgrade (UpdateClusterVersion), as are tags and the
+    # control-plane log types.
     "eks:index:Cluster": ReplaceTriggers(
         ("name", "serviceRole"),
-        "terraform-provider-aws internal/service/eks/cluster.go (name and role_arn are ForceNew)", complete=False),
+        "terraform-provider-aws internal/service/eks/cluster.go (name and role_arn are ForceNew; version, "
+        "tags and enabled_cluster_log_types update in place)", complete=False,
+        in_place=("version", "tags", "enabledClusterLogTypes")),
+    # A new name is a new template; any other change is a new version of the same template, which a
+    # node group pinned to its latest version rolls out to every node (NODE_ROLLING_PATHS).
+    "aws:ec2/launchTemplate:LaunchTemplate": ReplaceTriggers(
+        ("name", "namePrefix"),
+        "terraform-provider-aws internal/service/ec2/ec2_launch_template.go (name and name_prefix are ForceNew; "
+        "resourceLaunchTemplateUpdate creates a version for any other change but tags and the default version)"),
+    "aws:kms/key:Key": ReplaceTriggers(
+        ("customKeyStoreId", "customerMasterKeySpec", "keyUsage", "multiRegion", "xksKeyId"),
+        "terraform-provider-aws internal/service/kms/key.go (ForceNew); policy, description, rotation and "
+        "the deletion window update in place"),
+    # GCS fault tolerance's store. Its CustomizeDiff also replaces on an engine downgrade, on a changed
+    # node_group_configuration and, below Redis 7.0.5, on transit_encryption_enabled: not complete.
+    "aws:elasticache/replicationGroup:ReplicationGroup": ReplaceTriggers(
+        ("atRestEncryptionEnabled", "dataTieringEnabled", "globalReplicationGroupId", "kmsKeyId", "networkType",
+         "port", "replicationGroupId", "securityGroupNames", "snapshotArns", "snapshotName", "subnetGroupName"),
+        "terraform-provider-aws internal/service/elasticache/replication_group.go (ForceNew, and CustomizeDiff)",
+        complete=False,
+        in_place=("authToken", "description", "maintenanceWindow", "nodeType", "numCacheClusters",
+                  "securityGroupIds", "snapshotRetentionLimit", "snapshotWindow", "tags", "automaticFailoverEnabled",
+                  "multiAzEnabled", "parameterGroupName", "applyImmediately", "autoMinorVersionUpgrade")),
     "aws:iam/role:Role": ReplaceTriggers(
         ("name", "namePrefix", "path"),
         "terraform-provider-aws internal/service/iam/role.go (name, name_prefix and path are ForceNew)",
@@ -50,6 +76,23 @@ REPLACE_TRIGGERS: dict[str, ReplaceTriggers] = {
         ("cidrBlock", "ipv4IpamPoolId", "ipv4NetmaskLength"),
         "terraform-provider-aws internal/service/ec2/vpc_.go (ForceNew)"),
 }
+
+# A managed node group's inputs whose change EKS rolls out to every node in place: a new launch template
+# version, AMI release or Kubernetes version makes it launch new nodes beside the old (up to two per AZ
+# beyond the group, or maxUnavailable if larger), drain the old ones, then scale back
+# (docs/SOURCES.md#managed-node-update-behavior).
+NODE_ROLLING_PATHS: tuple[str, ...] = ("launchTemplate.version", "releaseVersion", "version")
+NODE_GROUP_TYPES: tuple[str, ...] = ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup")
+# Surge nodes per AZ while EKS rolls a managed node group, and its default maxUnavailable.
+NODE_ROLL_SURGE_PER_AZ = 2
+NODE_ROLL_DEFAULT_MAX_UNAVAILABLE = 1
+
+
+def node_roll_surge(availability_zones: int, max_unavailable: int = NODE_ROLL_DEFAULT_MAX_UNAVAILABLE) -> int:
+    """How many nodes EKS adds beyond the group while it rolls it: the larger of twice its AZs and its
+    maxUnavailable (docs/SOURCES.md#managed-node-update-behavior)."""
+    return max(NODE_ROLL_SURGE_PER_AZ * availability_zones, max_unavailable)
+
 
 # Every Kubernetes object: pulumi-kubernetes provider/pkg/provider/diff.go `metadataForceNewProperties`.
 # Its `forceNew` table adds fields for some built-in kinds (Secret, Service, Job, Deployment, ...);

@@ -23,6 +23,9 @@ class Calibration:
     prefill_compute_efficiency: float  # share of dense bf16 peak a prefill reaches
     decode_bandwidth_efficiency: float  # share of nominal memory bandwidth a decode step reaches
     request_overhead_seconds: float  # time to first token spent outside the GPUs and the KV transfer
+    # Share of each KV hand-over's time on the link that the decode engine spends taking it in between
+    # its steps (its steps stall meanwhile): what stretches TPOT when hand-overs arrive often.
+    decode_ingest_share: float
     measured_on_gpu: str  # EC2 GPU name of the lab's GPU
     model_shape: str  # the architecture measured
     stand_in: bool  # True: not the stack's own model, so a stand-in figure even on measured_on_gpu
@@ -36,6 +39,7 @@ STAND_IN_H200_LLAMA3_8B = Calibration(
     prefill_compute_efficiency=0.55,
     decode_bandwidth_efficiency=0.74,
     request_overhead_seconds=0.073,
+    decode_ingest_share=0.0,  # not measured on this shape
     measured_on_gpu="H200",
     model_shape="Llama-3-8B shape (dense attention)",
     stand_in=True,
@@ -61,6 +65,7 @@ H200_QWEN35_9B = Calibration(
     prefill_compute_efficiency=STAND_IN_H200_LLAMA3_8B.prefill_compute_efficiency,
     decode_bandwidth_efficiency=0.78,
     request_overhead_seconds=0.094,
+    decode_ingest_share=0.575,
     measured_on_gpu="H200",
     model_shape="Qwen3.5-9B architecture (hybrid), on an L4's memory",
     stand_in=False,
@@ -72,11 +77,19 @@ H200_QWEN35_9B = Calibration(
         "Overhead: colocated TTFT p50 117.4 ms less the prefill (18.3 ms at 0.55 of peak) and one step (4.8 ms): "
         "94 ms. The PD hand-over (185 ms more than colocated, KV over UCX on one host) is the lab's link, "
         "not a factor here: serve_app/slo_validation.lab_replica takes it as a rate. Prefill efficiency: the "
-        "stand-in's 0.55."
+        "stand-in's 0.55. Decode ingest share: fitted (serve_app/slo_validation.fit_ingest_share) to TPOT p90 "
+        "at 2, 6 and 12 requests/s open-loop (docs/SIZING.md#validation): the decode engine's steps stall for "
+        "0.575 of each hand-over's 185 ms on the lab's UCX link; over EFA the share of the shorter transfer "
+        "is assumed the same (not measured)."
     ),
 )
 
 CALIBRATION = H200_QWEN35_9B
+
+# What a decode step run eager (a batch above the largest CUDA graph captured) adds to it: the kernel
+# launches a graph replays at once. H200, Llama-3-8B shape, TPOT p50 at concurrency 1: 22.02 ms eager
+# against 4.59 ms with graphs (docs/PROVEN.md#serving-defaults); at 8 and 32 the gap is 21.7 and 22.0 ms.
+EAGER_STEP_OVERHEAD_SECONDS = 0.0174
 
 
 def label_for(gpu_name: str, calibration: Calibration = CALIBRATION) -> str:

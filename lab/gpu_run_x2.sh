@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7 on a two-GPU host (the lent nvidia-h200-x2): prefill and decode on separate whole GPUs
+# PD across two GPUs of one host (the lent nvidia-h200-x2): prefill and decode on separate whole GPUs
 # (KV over NIXL/UCX between them), the colocated baseline on one GPU, one stage after the other.
 # Same bundle, steps and outputs as gpu_run.sh (lab/README.md); this only picks the two-GPU run and
 # its workload: Llama-3-8B shape timed at 2,048 prompt tokens (concurrency 1, 8, 32) plus the

@@ -1,4 +1,4 @@
-"""Weight-load time on the lab host (issue 13 item 5): vLLM's default safetensors loader vs the Run:ai
+"""Weight-load time on the lab host: vLLM's default safetensors loader vs the Run:ai
 Model Streamer, page cache cold and warm, beside the disk's own sequential read bandwidth.
 
 `python -m lab.loadtime --dir /local/disk/ckpt --out $OUT` writes an 8B-shaped checkpoint (the lab's

@@ -223,7 +223,9 @@ def write_shaped_model(directory: Path, *, seed: int = 0, shape: LlamaShape = LL
 # Architecture: transformers 5.24's `Qwen3_5Config` defaults, documented there as the "Qwen3.5-9B style
 # configuration", with the fields where the published checkpoint's config.json differs from those
 # defaults (facts/models.py cites them): 262,144 positions, the vision merger projecting to the text
-# hidden size (4096), the recurrent state kept in float32. The tokenizer is byte-level BPE trained here
+# hidden size (4096), the recurrent state kept in float32, and the rotary settings
+# (QWEN35_ROPE_PARAMETERS: interleaved M-RoPE; vLLM then keeps a larger position table, which the
+# KV cache pays for, docs/PROVEN.md#published-rotary). The tokenizer is byte-level BPE trained here
 # (no hub), padded to the model's 248,320 ids, with Qwen's special tokens at the ids the config points
 # at (image 248056, video 248057, vision start/end 248053/248054: Qwen3's special-token order shifted to
 # 248044 for <|endoftext|>), so vLLM's multimodal processor and the chat path read real token ids.
@@ -235,6 +237,11 @@ QWEN_SPECIAL_TOKENS = (
 QWEN_FIRST_SPECIAL_ID = 248_044
 QWEN35_VOCAB = 248_320
 QWEN35_MAX_POSITIONS = 262_144
+# text_config.rope_parameters of the published Qwen3.5 checkpoints, as public copies of their config.json
+# show them (docs/SOURCES.md#qwen35-rotary); transformers' defaults have theta 10,000 and no M-RoPE.
+QWEN35_ROPE_PARAMETERS: dict[str, Any] = {
+    "rope_type": "default", "rope_theta": 10_000_000, "partial_rotary_factor": 0.25,
+    "mrope_interleaved": True, "mrope_section": [11, 11, 10]}
 QWEN_CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' }}"
@@ -297,6 +304,7 @@ def qwen35_config_dict(tokens: dict[str, int]) -> dict[str, Any]:
     config = Qwen3_5Config().to_dict()
     text, vision = config["text_config"], config["vision_config"]
     text.update(max_position_embeddings=QWEN35_MAX_POSITIONS, mamba_ssm_dtype="float32", dtype="bfloat16",
+                rope_parameters=dict(QWEN35_ROPE_PARAMETERS),
                 bos_token_id=None, eos_token_id=tokens["<|im_end|>"], pad_token_id=tokens["<|endoftext|>"])
     vision["out_hidden_size"] = text["hidden_size"]
     config.update(architectures=["Qwen3_5ForConditionalGeneration"], dtype="bfloat16",
@@ -326,7 +334,8 @@ def write_qwen35_model(directory: Path, *, seed: int = 0) -> dict[str, Any]:
     config = qwen35_config_dict(tokens)
     (directory / "config.json").write_text(json.dumps(config, indent=2))
     card = {"path": str(directory), "shape": {"name": "qwen3.5-9b-architecture", "vocab_size": QWEN35_VOCAB,
-                                              "source": "transformers 5.24 Qwen3_5Config defaults + facts/models.py"},
+                                              "source": "transformers 5.24 Qwen3_5Config defaults + the published "
+                                                        "config's positions, state dtype and rotary settings"},
             "seed": seed, "weights": "dummy", "trained_tokens": trained, "special_token_ids": tokens}
     (directory / "lab_model.json").write_text(json.dumps(card, indent=2))
     return card

@@ -30,10 +30,14 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from lab.overlay import colocated_config
+from lab.provenance import gpu, provenance, versions
+from serve_app.config import PDAppConfig
+from serve_app.errors import ConfigError
 from serve_app.render import HYBRID_WORKER_ENV
 
 MIB = 1024 * 1024
@@ -62,6 +66,35 @@ LOG_PATTERNS: Mapping[str, re.Pattern[str]] = {
 }
 
 
+# What vLLM's own log suggests keeping free when kv_cache_memory_bytes replaces its memory profiling.
+KV_CACHE_MARGIN_BYTES = 150 * MIB
+PLANNED_KV_INSTANCE = "g6.8xlarge"
+
+
+def planned_kv_cache_bytes(app: PDAppConfig, instance_name: str = PLANNED_KV_INSTANCE) -> dict[str, Any]:
+    """The decode engine's KV cache as the product's arithmetic sizes a restart (serve_app/capacity.py,
+    measured reserve), less KV_CACHE_MARGIN_BYTES: the `kv_cache_memory_bytes` a first start can be
+    given instead of profiling on cold caches. With its derivation, for the results."""
+    from facts.instances import RECORDED_EC2_ANSWERS, instance_type
+    from facts.models import KNOWN_MODELS
+    from serve_app.capacity import capacity_report
+
+    engine = app.engine_for("decode")
+    report = capacity_report(
+        KNOWN_MODELS[app.model.model_source], instance_type(RECORDED_EC2_ANSWERS[instance_name]),
+        dtype=engine.dtype, max_model_len=engine.max_model_len, gpu_memory_utilization=engine.gpu_memory_utilization,
+        enforce_eager=engine.enforce_eager, vision_inputs=engine.vision_inputs, max_num_seqs=engine.max_num_seqs,
+        max_num_batched_tokens=engine.max_num_batched_tokens)
+    if report.kv_budget_bytes_restart is None:
+        raise ConfigError("--kv-cache-bytes", "plan", "a byte count: the plan has no measured restart for this model")
+    return {"kv_cache_bytes": report.kv_budget_bytes_restart - KV_CACHE_MARGIN_BYTES,
+            "restart_kv_bytes": report.kv_budget_bytes_restart, "margin_bytes": KV_CACHE_MARGIN_BYTES,
+            "restart_blocks": report.num_blocks_restart, "first_start_blocks": report.num_blocks,
+            "instance_type": instance_name, "reserve_source": report.reserve_source,
+            "source": "serve_app.capacity.capacity_report of the stack's decode engine: kv_budget_bytes_restart "
+                      "less the margin"}
+
+
 def budget_utilization(rendered_utilization: float, budget_mib: int, card_bytes: int) -> float:
     """This card's share that asks vLLM for the bytes the deployment's GPU would give it."""
     return rendered_utilization * budget_mib * MIB / card_bytes
@@ -81,14 +114,48 @@ def engine_args_of(rendered_args: Mapping[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(colocated_config(rendered_args["decode_config"])["engine_kwargs"])
 
 
-def compile_cache_env(cache_dir: str) -> dict[str, str]:
-    """Where vLLM, Triton and FlashInfer keep what they compile: one folder, so a later start is warm."""
+def compile_cache_env(cache_dir: str, flashinfer_dir: str | None = None) -> dict[str, str]:
+    """Where vLLM, torch.compile, Triton and FlashInfer keep what they compile: one folder, so a later
+    start is warm and a copy of it carries every cache. `flashinfer_dir` keeps FlashInfer's JIT builds
+    apart (several cold probes in one session then pay its one-off sampler build once)."""
     return {"VLLM_CACHE_ROOT": f"{cache_dir}/vllm", "TRITON_CACHE_DIR": f"{cache_dir}/triton",
-            "FLASHINFER_WORKSPACE_BASE": cache_dir}
+            "TORCHINDUCTOR_CACHE_DIR": f"{cache_dir}/inductor", "XDG_CACHE_HOME": f"{cache_dir}/xdg",
+            "FLASHINFER_WORKSPACE_BASE": flashinfer_dir or cache_dir}
+
+
+def restore_caches(source: Path, cache_dir: Path) -> dict[str, Any]:
+    """Another process's compile caches copied into `cache_dir`, then `source` removed: a new node that
+    received the artefacts, with nothing left where they were written."""
+    import shutil
+
+    started = time.monotonic()
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    shutil.copytree(source, cache_dir, symlinks=True)
+    files = [f for f in cache_dir.rglob("*") if f.is_file()]
+    shutil.rmtree(source)
+    return {"from": str(source), "to": str(cache_dir), "files": len(files),
+            "bytes": sum(f.stat().st_size for f in files), "copy_s": round(time.monotonic() - started, 2)}
+
+
+DEFAULT_VARIANTS = ("as-rendered", "eager", "vision", "vision-eager", "as-rendered-warm")
+# What a variant name's parts change (any order, e.g. `fp8-warm`, `kv-bytes`): `eager`, `vision`, `fp8`
+# (vLLM's online FP8 weights, Ada and Hopper), `kv-bytes` (the KV cache fixed at --kv-cache-bytes instead of
+# profiled); `warm` and `as-rendered` change nothing (a later start on the same caches; the render as is).
+VARIANT_PARTS = frozenset({"as", "rendered", "warm", "eager", "vision", "fp8", "kv", "bytes"})
+
+
+def variant_parts(name: str, kv_cache_bytes: int | None) -> frozenset[str]:
+    """The parts of a variant's name, refused where the probe cannot build it."""
+    parts = frozenset(name.split("-"))
+    if not parts <= VARIANT_PARTS:
+        raise ConfigError("--variants", name, f"names made of {', '.join(sorted(VARIANT_PARTS))}")
+    if "bytes" in parts and kv_cache_bytes is None:
+        raise ConfigError("--kv-cache-bytes", None, f"the KV cache's bytes for the variant {name}")
+    return parts
 
 
 def probe_specs(rendered_args: Mapping[str, Any], *, model_path: str, utilization: float,
-                variants: tuple[str, ...] = ("as-rendered", "eager", "vision", "vision-eager", "as-rendered-warm"),
+                variants: tuple[str, ...] = DEFAULT_VARIANTS, kv_cache_bytes: int | None = None,
                 ) -> list[ProbeSpec]:
     """The engines to start, in order. `as-rendered` first (cold caches) and `as-rendered-warm` last."""
     base = engine_args_of(rendered_args)
@@ -96,12 +163,17 @@ def probe_specs(rendered_args: Mapping[str, Any], *, model_path: str, utilizatio
                 gpu_memory_utilization=utilization, **L4_KERNEL_KWARGS)
     specs = []
     for name in variants:
+        parts = variant_parts(name, kv_cache_bytes)
         kwargs, changes = copy.deepcopy(base), dict[str, Any]()
-        if "eager" in name.split("-"):
+        if "bytes" in parts:
+            kwargs["kv_cache_memory_bytes"] = changes["kv_cache_memory_bytes"] = kv_cache_bytes
+        if "fp8" in parts:
+            kwargs["quantization"] = changes["quantization"] = "fp8"
+        if "eager" in parts:
             kwargs["enforce_eager"] = True
             kwargs.pop("compilation_config", None)
             changes["enforce_eager"] = True
-        if name.startswith("vision"):
+        if "vision" in parts:
             kwargs.pop("language_model_only", None)
             changes["language_model_only"] = "not set: the vision encoder is loaded (visionInputs true)"
             # vLLM 0.26's processor cache sends the profile's dummy text without its image and fails
@@ -135,6 +207,8 @@ class ProbeResult:
     log: dict[str, Any]
     engine: dict[str, Any] = field(default_factory=dict)  # what the engine itself reported (blocks, bytes)
     gpu_memory_mib: int | None = None  # the engine process's memory as nvidia-smi saw it, when ready
+    memory: dict[str, Any] = field(default_factory=dict)  # its peak over the process's life (nvidia-smi samples)
+    load: dict[str, Any] | None = None  # concurrent long sequences after the start: finished, preemptions
     greedy_text: str | None = None
     error: str | None = None
     log_lines: list[str] = field(default_factory=list)
@@ -144,14 +218,19 @@ KEPT_LINE = re.compile("|".join(p.pattern for p in LOG_PATTERNS.values())
                        + r"|Error|error|Traceback|Using .* (?:kernel|backend|sampling)|FlashInfer")
 
 
-def run_probe(spec: ProbeSpec, out_dir: Path, timeout_s: float = 540) -> ProbeResult:
-    """Start one engine in its own process, wait for its result line, keep its log."""
+def run_probe(spec: ProbeSpec, out_dir: Path, timeout_s: float = 540,
+              load: Mapping[str, int] | None = None) -> ProbeResult:
+    """Start one engine in its own process, wait for its result line, keep its log. `load`: concurrent
+    sequences to run once it is ready (lab/probe_engine.py concurrent_load)."""
     env = {**os.environ, **PROBE_ENV}
     log_path = out_dir / f"probe-{spec.name}.log"
     started = time.monotonic()
+    argv = [sys.executable, "-m", "lab.probe_engine", json.dumps(spec.engine_kwargs)]
+    if load:
+        argv.append(json.dumps(dict(load)))
     with log_path.open("w") as log:
         try:
-            subprocess.run([sys.executable, "-m", "lab.probe_engine", json.dumps(spec.engine_kwargs)],
+            subprocess.run(argv,
                            stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, check=False)
             error = None
         except subprocess.TimeoutExpired:
@@ -168,6 +247,7 @@ def run_probe(spec: ProbeSpec, out_dir: Path, timeout_s: float = 540) -> ProbeRe
         name=spec.name, changes=spec.changes, engine_kwargs=spec.engine_kwargs, started=bool(reported),
         start_s=reported.get("ready_s", time.monotonic() - started), log=parse_log(text),
         engine=reported.get("engine", {}), gpu_memory_mib=reported.get("gpu_memory_mib"),
+        memory=reported.get("memory", {}), load=reported.get("load"),
         greedy_text=reported.get("greedy_text"), error=error,
         log_lines=[line[:600] for line in text.splitlines() if KEPT_LINE.search(line)][-80:])
 
@@ -184,22 +264,34 @@ def flashinfer_check() -> dict[str, Any]:
 
 
 def probe_memory(rendered_args: Mapping[str, Any], source: str, *, model_path: str, budget_mib: int,
-                 out_dir: Path, cache_dir: str, variants: tuple[str, ...]) -> dict[str, Any]:
+                 out_dir: Path, cache_dir: str, variants: tuple[str, ...], kv_cache_bytes: int | None = None,
+                 kv_cache_plan: Mapping[str, Any] | None = None,
+                 flashinfer_dir: str | None = None, caches_from: str | None = None,
+                 load: Mapping[str, int] | None = None) -> dict[str, Any]:
     import torch
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # One set of compile caches for every start here (and the lab run after it): the first start is cold.
-    os.environ.update(compile_cache_env(cache_dir))
     card_bytes = torch.cuda.mem_get_info()[1]
     rendered_util = float(engine_args_of(rendered_args)["gpu_memory_utilization"])
     utilization = budget_utilization(rendered_util, budget_mib, card_bytes)
-    from lab.runner import provenance
+    specs = probe_specs(rendered_args, model_path=model_path, utilization=utilization, variants=variants,
+                        kv_cache_bytes=kv_cache_bytes)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    empty = caches_from is None and not any(Path(cache_dir).glob("*"))
+    restored = restore_caches(Path(caches_from), Path(cache_dir)) if caches_from else None
+    # One set of compile caches for every start here (and the lab run after it): the first start is cold.
+    os.environ.update(compile_cache_env(cache_dir, flashinfer_dir))
 
     data: dict[str, Any] = {
-        "schema": "lab-memory-probe/1", "source": source, "provenance": provenance(),
+        "schema": "lab-memory-probe/2", "source": source, "provenance": provenance(), "versions": versions(),
+        "gpu": gpu(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "card_bytes": card_bytes, "budget_mib": budget_mib,
         "rendered_gpu_memory_utilization": rendered_util, "utilization_on_this_card": utilization,
-        "requested_bytes": int(utilization * card_bytes), "probes": [],
+        "requested_bytes": int(utilization * card_bytes), "kv_cache_bytes": kv_cache_bytes,
+        "kv_cache_plan": kv_cache_plan,
+        "compile_caches": {"dir": cache_dir, "flashinfer_dir": flashinfer_dir or cache_dir,
+                           "empty_at_start": empty,
+                           "restored": restored},
+        "load": dict(load) if load else None, "probes": [],
     }
     data["flashinfer"] = flashinfer_check()
     if not data["flashinfer"]["ok"]:
@@ -207,11 +299,12 @@ def probe_memory(rendered_args: Mapping[str, Any], source: str, *, model_path: s
         os.environ["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
     data["sampler"] = "flashinfer" if data["flashinfer"]["ok"] else "native (VLLM_USE_FLASHINFER_SAMPLER=0)"
     results_path = out_dir / "memory-probe.json"
-    for spec in probe_specs(rendered_args, model_path=model_path, utilization=utilization, variants=variants):
+    for spec in specs:
         print(f"probe {spec.name}: starting", flush=True)
-        result = run_probe(spec, out_dir)
+        result = run_probe(spec, out_dir, load=load)
         data["probes"].append(asdict(result))
         results_path.write_text(json.dumps(data, indent=1))
         print(f"probe {spec.name}: started={result.started} in {result.start_s:.0f} s, {result.log}, "
-              f"engine={result.engine}, gpu={result.gpu_memory_mib} MiB, error={result.error}", flush=True)
+              f"engine={result.engine}, gpu={result.gpu_memory_mib} MiB, memory={result.memory}, "
+              f"load={result.load}, error={result.error}", flush=True)
     return data

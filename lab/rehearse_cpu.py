@@ -26,7 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 
-from lab import runner
+from lab import apps, runner
 from lab.overlay import nixl_ports
 from lab.report import markdown_report
 from lab.stack import rendered_pd_serving_args
@@ -106,13 +106,13 @@ def main() -> int:
     runner._deploy = fake_deploy
     rendered, source = rendered_pd_serving_args("dev")
     models = [
-        runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500)),
-        runner.LabModel("llama3-8b-shape", "/tmp/lab-models/llama3-8b-shape", True, False, (4, 500)),
+        apps.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500)),
+        apps.LabModel("llama3-8b-shape", "/tmp/lab-models/llama3-8b-shape", True, False, (4, 500)),
     ]
-    spec = runner.Workload(prompt_tokens=64, output_tokens=16)
+    spec = apps.Workload(prompt_tokens=64, output_tokens=16)
     if variants:
         models = models[1:]
-        spec = runner.Workload(prompt_tokens=64, output_tokens=16, concurrencies=(1, 8, 32),
+        spec = apps.Workload(prompt_tokens=64, output_tokens=16, concurrencies=(1, 8, 32),
                                requests_per_concurrency_slot=2, repeats=int(sys.argv[3]) if len(sys.argv) > 3 else 2,
                                metrics_window_concurrency=1)
     started = time.perf_counter()

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import cast
 
-from lab import runner
+from lab import apps, runner
 from lab.rehearse_cpu import fake_deploy
 from lab.report import markdown_report
 from lab.stack import rendered_pd_serving_args
@@ -25,16 +25,16 @@ def main() -> int:
     runner._deploy = fake_deploy
     rendered, source = rendered_pd_serving_args("dev")
     models = [
-        runner.LabModel("llama3-8b-shape", "/tmp/lab-models/llama3-8b-shape", True, False, (4, 500)),
-        runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500), timed=False),
+        apps.LabModel("llama3-8b-shape", "/tmp/lab-models/llama3-8b-shape", True, False, (4, 500)),
+        apps.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500), timed=False),
     ]
-    spec = runner.Workload(prompt_tokens=64, output_tokens=16, concurrencies=(1, 8, 32),
+    spec = apps.Workload(prompt_tokens=64, output_tokens=16, concurrencies=(1, 8, 32),
                            requests_per_concurrency_slot=2, min_requests=4, max_requests=32,
-                           interference=runner.Interference(short_requests=4, short_output_tokens=32,
+                           interference=apps.Interference(short_requests=4, short_output_tokens=32,
                                                             long_requests=3, long_prompt_tokens_min=128,
                                                             long_prompt_tokens_max=256, long_interval_s=0.1))
     started = time.perf_counter()
-    modes = cast(tuple[runner.Mode, ...], tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else ("pd", "colocated"))
+    modes = cast(tuple[apps.Mode, ...], tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else ("pd", "colocated"))
     data = runner.run_lab(rendered_args=rendered, source=source + " [CPU rehearsal, fake engines]",
                           models=models, out_dir=out, spec=spec, ready_timeout_s=120, deadline_s=400,
                           kv_cache_memory_bytes=None, gpus=2,

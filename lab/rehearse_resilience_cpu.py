@@ -18,7 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from lab import faults, runner, scaling
+from lab import apps, faults, scaling
 from lab.resilience import KINDS, RunOptions, run_resilience
 from lab.stack import rendered_pd_serving_args
 from offline.overrides import parse_overrides
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     kinds = args.kinds.split(",")
     overrides = args.set if args.set is not None else list(scaling.STACK_OVERRIDES) if "scaling" in kinds else []
     rendered, source = rendered_pd_serving_args("dev", overrides=parse_overrides(overrides))
-    model = runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
+    model = apps.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
     options = RunOptions(load=CPU_LOAD, times=CPU_TIMES, duration_s=args.soak_s, sample_every_s=2.0,
                          warmup_s=min(20.0, args.soak_s / 3), burst_size=64, ramp=CPU_RAMP,
                          bench_requests=32, bench_rounds=2)  # both orders once; fake engines time nothing

@@ -3,7 +3,7 @@ side by side, each on the stack's PD app.
 
 `run_resilience(kinds, ...)` starts Ray and Serve, deploys the stack's PD app (its rendered args with
 the lab overlay) and, where faults are injected, a colocated baseline of the same model
-(`runner.lab_apps`), waits until they are ready, runs each kind in order on that one deployment,
+(`apps.lab_apps`), waits until they are ready, runs each kind in order on that one deployment,
 writes `<kind>-result.json` after every step, and shuts down:
 
 - `bench-compare`: `lab.bench_compare` — `pdctl bench` beside `vllm bench serve` on the PD app;
@@ -32,8 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab import bad_requests, bench_compare, faults, runner, scaling, soak
+from lab import apps, bad_requests, bench_compare, faults, ray_outputs, runner, scaling, soak
 from lab.overlay import GiB
+from lab.provenance import gpu, versions
 from lab.recovery import Observation
 from measure.latency import RequestSample, summarize
 
@@ -63,21 +64,21 @@ class RunOptions:
     ramp: scaling.Ramp = DEFAULT_RAMP
 
 
-def _apps(rendered_args: dict[str, Any], model: runner.LabModel, fake_engines: bool) -> list[runner.LabApp]:
-    apps = runner.lab_apps(rendered_args, [model], kv_cache_memory_bytes=4 * GiB)
+def _apps(rendered_args: dict[str, Any], model: apps.LabModel, fake_engines: bool) -> list[apps.LabApp]:
+    built = apps.lab_apps(rendered_args, [model], kv_cache_memory_bytes=4 * GiB)
     if not fake_engines:
-        return apps
+        return built
     from lab.fake_engine import cpu_placement
 
     placed = []
-    for app in apps:
+    for app in built:
         args = copy.deepcopy(app.args)
         for role in ("prefill_config", "decode_config"):
             if role in args:
                 args[role] = cpu_placement(args[role])
         if "llm_configs" in args:
             args["llm_configs"] = [cpu_placement(c) for c in args["llm_configs"]]
-        placed.append(runner.LabApp(app.name, app.model, app.mode, app.route_prefix, args, app.overlays))
+        placed.append(apps.LabApp(app.name, app.model, app.mode, app.route_prefix, args, app.overlays))
     return placed
 
 
@@ -91,15 +92,15 @@ def _ray_init(fake_engines: bool, env: dict[str, str]) -> None:
 
         runtime_env = {"env_vars": {**fake_env(), "PYTHONPATH": os.getcwd()}}
     # Fake engines on a small CPU machine: logical CPUs for the replicas (they hardly compute).
-    ray.init(_metrics_export_port=runner.METRICS_PORT, log_to_driver=False, runtime_env=runtime_env,
-             resources=runner.phase_resources(),
+    ray.init(_metrics_export_port=ray_outputs.METRICS_PORT, log_to_driver=False, runtime_env=runtime_env,
+             resources=apps.phase_resources(),
              **({"num_gpus": 0, "num_cpus": FAKE_ENGINE_CPUS} if fake_engines else {}))
     # The state API (faults.observe) finds "the" Ray by this: there may be others on the host.
     # run_resilience puts back what was there at shutdown.
     os.environ["RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
 
 
-def _bench_compare(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, out_dir: Path,
+def _bench_compare(pd: apps.LabApp, model: apps.LabModel, options: RunOptions, out_dir: Path,
                    data: dict[str, Any]) -> None:
     side = bench_compare.SideBySide(base_url=pd.base_url, model=pd.model_id, tokenizer=model.path,
                                     requests=options.bench_requests, concurrency=options.bench_concurrency,
@@ -108,7 +109,7 @@ def _bench_compare(pd: runner.LabApp, model: runner.LabModel, options: RunOption
     data["verdict"] = {"passed": bool((data["side_by_side"].get("comparison") or {}).get("agree"))}
 
 
-def _bad_requests(pd: runner.LabApp, options: RunOptions, data: dict[str, Any]) -> None:
+def _bad_requests(pd: apps.LabApp, options: RunOptions, data: dict[str, Any]) -> None:
     max_model_len = int(pd.args["decode_config"]["engine_kwargs"]["max_model_len"])
 
     def replicas() -> dict[str, frozenset[str]]:
@@ -119,7 +120,7 @@ def _bad_requests(pd: runner.LabApp, options: RunOptions, data: dict[str, Any]) 
     data["verdict"] = {"passed": data["bad_requests"]["passed"]}
 
 
-def _soak(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, data: dict[str, Any],
+def _soak(pd: apps.LabApp, model: apps.LabModel, options: RunOptions, data: dict[str, Any],
           started: float) -> None:
     names = faults.deployment_names(pd.args)
     steady = faults.SteadyLoad(pd.base_url, pd.model_id, options.load, model.prompt_token_range).start()
@@ -138,9 +139,9 @@ def _soak(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, data: 
     data["verdict"] = soak.soak_verdict(requests["failed"], requests["succeeded"], trends)
 
 
-def _faults(pd: runner.LabApp, colocated: runner.LabApp, model: runner.LabModel, options: RunOptions,
+def _faults(pd: apps.LabApp, colocated: apps.LabApp, model: apps.LabModel, options: RunOptions,
             data: dict[str, Any], save: Callable[[], None], log: Callable[[str], None]) -> None:
-    wl = runner.Workload()
+    wl = apps.Workload()
     baseline = asyncio.run(runner._greedy_outputs(colocated, wl))
 
     def greedy_check() -> dict[str, Any]:
@@ -149,7 +150,7 @@ def _faults(pd: runner.LabApp, colocated: runner.LabApp, model: runner.LabModel,
 
     steady = faults.SteadyLoad(pd.base_url, pd.model_id, options.load, model.prompt_token_range).start()
     fault_run = faults.FaultRun(app=pd.name, names=faults.deployment_names(pd.args), load=steady,
-                                scrape_metrics=runner._scrape_metrics, log_dir=runner.ray_log_dir(),
+                                scrape_metrics=ray_outputs.scrape_metrics, log_dir=ray_outputs.ray_log_dir(),
                                 greedy_check=greedy_check, times=options.times)
     data["faults"] = []
     for fault in options.fault_names:
@@ -169,7 +170,7 @@ def _replica_logs(app: str, deployment: str) -> dict[str, list[Path]]:
     the H200 runs the PD replicas' Serve log files stop at vLLM's engine start (the access lines of
     their requests reach only the worker's stderr), the colocated replicas' do not."""
     listed = (faults.serve_details() or {}).get("applications", {}).get(app, {}).get("deployments", {})
-    log_dir, logs = runner.ray_log_dir(), {}
+    log_dir, logs = ray_outputs.ray_log_dir(), {}
     for replica in listed.get(deployment, {}).get("replicas", []):
         paths = [log_dir / replica["log_file_path"].lstrip("/")] if replica.get("log_file_path") else []
         if replica.get("worker_id"):
@@ -197,7 +198,7 @@ def _first_served(app: str, deployment: str, replicas: Sequence[str], wall_offse
 def _decisions(app: str, deployment: str, wall_offset: float) -> list[dict[str, Any]]:
     """The Serve controller's scaling decisions for `deployment` (its logs), times on the lab's clock."""
     found = []
-    for log in sorted((runner.ray_log_dir() / "serve").glob("controller_*.log")):
+    for log in sorted((ray_outputs.ray_log_dir() / "serve").glob("controller_*.log")):
         found += scaling.decisions(log.read_text(errors="replace"), app, deployment)
     return sorted(({**d, "at": d["at"] - wall_offset} for d in found), key=lambda d: d["at"])
 
@@ -207,8 +208,8 @@ class _ScalingRun:
     """One scaling run as it goes: Serve's observations, the new decode replica's first service and the
     ramp's marks (perf_counter times)."""
 
-    pd: runner.LabApp
-    model: runner.LabModel
+    pd: apps.LabApp
+    model: apps.LabModel
     ramp: scaling.Ramp
     decode: str
     wall_offset: float  # Serve's log and decision times → the lab's clock
@@ -240,7 +241,7 @@ class _ScalingRun:
         return faults.SteadyLoad(self.pd.base_url, self.pd.model_id, spec, self.model.prompt_token_range).start()
 
     def decode_requests(self) -> dict[str, float]:
-        return scaling.requests_per_replica(runner._scrape_metrics(), self.pd.name, self.decode)
+        return scaling.requests_per_replica(ray_outputs.scrape_metrics(), self.pd.name, self.decode)
 
     def new_replicas(self) -> list[str]:
         return scaling.new_replicas(self.observations, self.step, self.decode)
@@ -260,7 +261,7 @@ class _ScalingRun:
         return scaling.first_at(self.observations, self.drop, self.decode, 1, at_least=False)
 
 
-def _scaling(pd: runner.LabApp, model: runner.LabModel, options: RunOptions, data: dict[str, Any],
+def _scaling(pd: apps.LabApp, model: apps.LabModel, options: RunOptions, data: dict[str, Any],
              log: Callable[[str], None]) -> None:
     ramp, names = options.ramp, faults.deployment_names(pd.args)
     autoscaling = scaling.check_ramp(ramp, pd.args["decode_config"])
@@ -350,9 +351,9 @@ def _scale_up_and_down(run: _ScalingRun, decisions: list[dict[str, Any]], reques
 class _Deployment:
     """The deployed apps and what each kind run on them takes."""
 
-    pd: runner.LabApp
-    colocated: runner.LabApp | None  # deployed only where faults are injected
-    model: runner.LabModel
+    pd: apps.LabApp
+    colocated: apps.LabApp | None  # deployed only where faults are injected
+    model: apps.LabModel
     options: RunOptions
     out_dir: Path
     started: float
@@ -361,7 +362,7 @@ class _Deployment:
         runner._log(message, self.started)
 
 
-def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], source: str, model: runner.LabModel,
+def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], source: str, model: apps.LabModel,
                    out_dir: Path, fake_engines: bool = False, options: RunOptions = RunOptions(),
                    ready_timeout_s: float = 420) -> dict[str, dict[str, Any]]:
     """Each kind's results document, by kind (the ones that ran; a failed deploy runs none)."""
@@ -372,17 +373,17 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
         scaling.check_ramp(options.ramp, rendered_args["decode_config"])
     started = time.perf_counter()
     # The colocated baseline only where greedy outputs are compared.
-    apps = [a for a in _apps(rendered_args, model, fake_engines) if "faults" in kinds or a.mode == "pd"]
-    deployment = _Deployment(pd=next(a for a in apps if a.mode == "pd"),
-                             colocated=next((a for a in apps if a.mode == "colocated"), None),
+    deployed = [a for a in _apps(rendered_args, model, fake_engines) if "faults" in kinds or a.mode == "pd"]
+    deployment = _Deployment(pd=next(a for a in deployed if a.mode == "pd"),
+                             colocated=next((a for a in deployed if a.mode == "colocated"), None),
                              model=model, options=options, out_dir=out_dir, started=started)
-    env = runner.lab_environment([model], per_app=runner.engines_per_app(rendered_args))
+    env = apps.lab_environment([model], per_app=apps.engines_per_app(rendered_args))
     common = {
         "schema": RESULT_SCHEMA,
         "engines": "fake (lab/fake_engine.py): CPU rehearsal, no GPU result" if fake_engines else "vLLM",
-        "host": {"gpu": runner._gpu(), "cpus": os.cpu_count()}, "versions": runner._versions(),
+        "host": {"gpu": gpu(), "cpus": os.cpu_count()}, "versions": versions(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
-        "apps": {a.name: {"mode": a.mode, "route_prefix": a.route_prefix} for a in apps},
+        "apps": {a.name: {"mode": a.mode, "route_prefix": a.route_prefix} for a in deployed},
         "environment": env, "load": asdict(options.load), "sequence": list(kinds),
     }
     documents: dict[str, dict[str, Any]] = {}
@@ -391,9 +392,9 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
     from ray import serve
 
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": runner.HTTP_PORT})
-        runner._deploy(apps)
-        ready = runner._wait_ready(apps, ready_timeout_s, started)
+        serve.start(http_options={"host": "127.0.0.1", "port": apps.HTTP_PORT})
+        runner._deploy(deployed)
+        ready = runner._wait_ready(deployed, ready_timeout_s, started)
         for kind in kinds:
             results = runner.Results(out_dir / f"{kind}-result.json", {
                 **common, "kind": kind, "ready": ready,
@@ -439,7 +440,7 @@ def _run_kind(kind: str, deployment: _Deployment, ready: dict[str, dict[str, Any
 
 def _shut_down(deployment: _Deployment, ray_address: str | None) -> None:
     """Ray's log excerpt written, Serve and Ray shut down, RAY_ADDRESS as it was before the run."""
-    runner.write_log_excerpt(runner.ray_log_dir(), deployment.out_dir / "resilience-ray-log-excerpt.txt")
+    ray_outputs.write_log_excerpt(ray_outputs.ray_log_dir(), deployment.out_dir / "resilience-ray-log-excerpt.txt")
     import ray
     from ray import serve
 

@@ -66,7 +66,7 @@ DECISION = re.compile(STAMP + r"controller \d+ -- (?:Up|Down)scaling Deployment\
 
 # A new decode replica serves only after its vLLM engine has started: 104–149 s on the H200 (decode
 # replica restart 103.6 s in results/2026-12-01-h200-resilience-faults-result.json; replica start →
-# engine up 146–149 s in results/2026-12-01-h200-knobs-report.md run A), after Serve's decision
+# engine up 146–149 s in results/2026-12-01-h200-knobs-report.md, its first deployment), after Serve's decision
 # (~20 s). The first GPU scaling run waited 160 s and saw no second replica: too short a wait, not a
 # verdict on autoscaling. 300 s leaves a margin over the slowest measured start.
 NEW_REPLICA_WAIT_S = 300.0

@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lab import faults, recovery, runner
+from lab import faults, recovery
+from lab.provenance import gpu_memory_used_mib
 
 
 def rss_mib(pid: int) -> float:
@@ -32,7 +33,7 @@ def memory_sample(app: str, deployments: list[str]) -> dict[str, float]:
     for deployment in deployments:
         pids = faults.replica_pids(app, deployment)
         sample[f"rss:{deployment}"] = sum(rss_mib(p) for pid in pids for p in (pid, *faults.descendants(pid)))
-    for index, used in enumerate(runner._gpu_memory_used_mib() or []):
+    for index, used in enumerate(gpu_memory_used_mib() or []):
         sample[f"gpu:{index}"] = used
     return sample
 

@@ -18,15 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from offline import stack_config
+from serve_app.config import PDAppConfig
 from serve_app.errors import ConfigError
 
 
-def rendered_pd_serving_args(stack: str, repo_root: Path = Path("."),
-                             overrides: Mapping[str, str] | None = None) -> tuple[dict[str, Any], str]:
-    """(`args` of the stack's build_pd_openai_app application, a description of where it came from)."""
+def stack_app(stack: str, repo_root: Path = Path("."), overrides: Mapping[str, str] | None = None) -> PDAppConfig:
+    """The serving app the stack file (and `overrides` over it) configures, validated like every setting."""
     from components.config.declared import project_name
     from components.config.read import read_config
-    from serve_app.render import serve_config_v2
     from serve_app.settings import ServeAppSettings
     from serve_app.stack_keys import from_stack_keys
 
@@ -41,7 +40,16 @@ def rendered_pd_serving_args(stack: str, repo_root: Path = Path("."),
         if key not in serving:
             # The lab renders only the serving keys: any other override would change nothing.
             raise ConfigError("--set", f"{key}={value}", "a serving key: " + ", ".join(serving))
-    document = serve_config_v2(from_stack_keys(ServeAppSettings, typed, texts).app())
+    return from_stack_keys(ServeAppSettings, typed, texts).app()
+
+
+def rendered_pd_serving_args(stack: str, repo_root: Path = Path("."),
+                             overrides: Mapping[str, str] | None = None) -> tuple[dict[str, Any], str]:
+    """(`args` of the stack's build_pd_openai_app application, a description of where it came from)."""
+    from serve_app.render import serve_config_v2
+
+    given = dict(overrides or {})
+    document = serve_config_v2(stack_app(stack, repo_root, given))
     (application,) = document["applications"]
     changed = "".join(f" with {k}={v}" for k, v in given.items())
     source = (f"Pulumi.{stack}.yaml{changed} over Pulumi.yaml defaults → ServeAppSettings → "

@@ -52,6 +52,7 @@ class RegisteredResource:
     custom: bool
     secret_paths: frozenset[str] = frozenset()
     protect: bool = False  # `pulumi destroy` refuses while set
+    retain_on_delete: bool = False  # a delete (destroy, or gone from the program) only drops it from state
     replace_on_changes: tuple[str, ...] = ()
     ignore_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
@@ -267,6 +268,7 @@ def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
                     custom=bool(request.custom),
                     secret_paths=frozenset(secret_paths),
                     protect=bool(request.protect),
+                    retain_on_delete=bool(request.retainOnDelete),
                     replace_on_changes=tuple(request.replaceOnChanges),
                     ignore_changes=tuple(request.ignoreChanges),
                     delete_before_replace=bool(request.deleteBeforeReplace),
@@ -351,12 +353,15 @@ def try_run_offline(
     secrets: Mapping[str, str] | None = None,
     project_dir: Path | None = None,
     mocks: Any = None,
+    deployed: Any = None,
 ) -> OfflineRun:
     """Run the program for `stack`; a failure is recorded in `.error`, never raised.
 
     `overrides` and `secrets` take config keys as a user writes them (`gpuNodeCount`, `aws:region`)
     and string values as `pulumi config set` stores them. `mocks` defaults to the fake AWS account
-    of `offline.mock_cloud` for the stack's region.
+    of `offline.mock_cloud` for the stack's region, where the stack is new, or deployed as
+    `deployed` (a `components.discovery.DeployedStack`; `offline.deployed_stack_from_plan` reads
+    one from a saved plan) says.
     """
     from components.config.declared import project_name
     from components.project import find_project_dir
@@ -377,7 +382,7 @@ def try_run_offline(
     if mocks is None:
         from offline.mock_cloud import CloudMocks
 
-        mocks = CloudMocks(config.get("aws:region", "us-west-2"))
+        mocks = CloudMocks(config.get("aws:region", "us-west-2"), deployed=deployed)
     program = str(project_dir / "__main__.py")
 
     def body() -> None:

@@ -17,6 +17,10 @@ offering of a GPU type per AZ) runs as it would against AWS:
   account does not have fails the invoke as AWS would; a type not recorded fails saying it is not
   recorded offline (the real EC2 may have it).
 - The caller is account facts.aws.OFFLINE_ACCOUNT_ID, which tells the program it runs offline.
+- What of the stack is deployed: nothing by default (a new stack). `CloudMocks(region, deployed=
+  DeployedStack(...))` answers the program's questions about its deployed stack (subnets by the
+  cluster tag, NAT gateways, the EKS cluster and its node groups) as EC2 and EKS would for a stack
+  deployed like that; `offline.deployed.deployed_stack_from_plan` makes one from a saved plan.
 
 A test passes its own answers: `CloudMocks(region, instance_types={...}, zones=..., offerings=...)`.
 Unlisted invokes answer `{}` (what the mock engine does anyway); unlisted resource types echo their
@@ -36,6 +40,9 @@ from typing import Any
 
 import pulumi
 
+from components.config.names import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG, cluster_tag
+from components.discovery import DeployedStack
+from components.scheduling import GPU_NODE_SELECTOR
 from facts.aws import OFFLINE_ACCOUNT_ID, OFFLINE_REFUSAL
 from facts.instances import RECORDED_AS_OF, RECORDED_EC2_ANSWERS, Ec2InstanceType
 
@@ -74,6 +81,30 @@ OFFERINGS: dict[str, dict[str, tuple[str, ...]]] = {
 
 def _digest(*parts: str, length: int = 17) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
+
+
+# A launch template's inputs that are not part of a version: its identity (a new name is a new template)
+# and what the provider sets on the template itself. Any other change makes the provider create a new
+# version (docs/SOURCES.md#launch-template-versions).
+_NOT_IN_A_VERSION = frozenset({"name", "namePrefix", "tags", "tagsAll", "defaultVersion", "updateDefaultVersion"})
+
+
+def launch_template_version(inputs: Mapping[str, Any]) -> int:
+    """The version number a launch template with these inputs stands at, offline: a number derived from
+    the version's content, so the same content gives the same number and any change another one, as a
+    new version does in EC2 (where the number counts up instead)."""
+    content = {key: value for key, value in inputs.items() if key not in _NOT_IN_A_VERSION}
+    return 1 + int(_digest(json.dumps(content, sort_keys=True, default=str), length=6), 16) % 999_999
+
+
+def ec2_id(prefix: str, resource_type: str, name: str) -> str:
+    """The id these mocks give an EC2 resource (`subnet-…` for a Subnet named `name`)."""
+    return f"{prefix}-{_digest(resource_type, name)}"
+
+
+def role_name(name: str, inputs: Mapping[str, Any]) -> str:
+    """The name these mocks give an IAM role (its id): its own, else one generated from `name`."""
+    return inputs.get("name") or f"{name}-{_digest(name, length=7)}"
 
 
 # Output keys whose values are not made up here but derived from the inputs (the pulumi-eks core
@@ -133,13 +164,15 @@ class CloudMocks(pulumi.runtime.Mocks):
 
     def __init__(self, region: str, *, instance_types: Mapping[str, Ec2InstanceType] | None = None,
                  zones: Mapping[str, str] | None = None, offerings: Mapping[str, tuple[str, ...]] | None = None,
-                 regions: tuple[str, ...] = REGIONS, account_id: str = ACCOUNT_ID) -> None:
+                 regions: tuple[str, ...] = REGIONS, account_id: str = ACCOUNT_ID,
+                 deployed: DeployedStack | None = None) -> None:
         self.region = region
         self.regions = regions
         self.instance_types = {**RECORDED_EC2_ANSWERS, **(instance_types or {})}
         self.zone_ids = dict(zones) if zones is not None else REGION_ZONES.get(region, _default_zones(region))
         self.offerings = {**OFFERINGS.get(region, {}), **(offerings or {})}
         self.account_id = account_id
+        self.deployed = deployed
         # value -> what it stands for; first mention wins (an AZ is listed before it is offered).
         self.invented: dict[str, str] = {}
 
@@ -206,6 +239,57 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token == "aws:index/getPartition:getPartition":
             return {"id": "aws", "partition": "aws", "dnsSuffix": "amazonaws.com",
                     "reverseDnsPrefix": "com.amazonaws"}
+        if token.startswith(("aws:ec2/getSubnet", "aws:ec2/getNatGateway", "aws:eks/")):
+            return self._deployed_answer(token, inputs)
+        return {}
+
+    # ── the deployed stack, as EC2 and EKS describe it ───────────────────────────────────────
+    def _deployed_subnets(self) -> dict[str, dict[str, Any]]:
+        """describe-subnets answers by subnet id (none for a new stack)."""
+        deployed = self.deployed
+        if deployed is None:
+            return {}
+        names = {zone_id: name for name, zone_id in self.zone_ids.items()}
+        subnets = {}
+        for subnet in deployed.subnets:
+            kind = "public" if subnet.public else "private"
+            subnet_id = f"subnet-deployed-{kind}-{subnet.zone_id}"
+            subnets[subnet_id] = {
+                "id": subnet_id, "availabilityZone": names[subnet.zone_id], "availabilityZoneId": subnet.zone_id,
+                "cidrBlock": subnet.cidr, "vpcId": "vpc-deployed",
+                "tags": {"Name": f"{deployed.cluster_name}-{kind}-{names[subnet.zone_id]}",
+                         PUBLIC_ELB_TAG if subnet.public else INTERNAL_ELB_TAG: "1",
+                         cluster_tag(deployed.cluster_name): "shared"}}
+        return subnets
+
+    def _deployed_answer(self, token: str, inputs: dict) -> dict:
+        deployed, subnets = self.deployed, self._deployed_subnets()
+        filters = {f["name"]: list(f["values"]) for f in inputs.get("filters") or []}
+        cluster = deployed.cluster_name if deployed is not None and deployed.cluster_role_arn else None
+        by_zone = {(s["availabilityZoneId"], PUBLIC_ELB_TAG in s["tags"]): i for i, s in subnets.items()}
+        nats = {f"nat-deployed-{zone_id}": by_zone[(zone_id, True)]
+                for zone_id in sorted(deployed.nat_zone_ids if deployed else ())}
+        gpu_subnets = [by_zone[(zone_id, False)] for zone_id in sorted(deployed.gpu_zone_ids if deployed else ())]
+        if token == "aws:ec2/getSubnets:getSubnets":
+            wanted = {(k.removeprefix("tag:"), v) for k, values in filters.items() for v in values}
+            return {"id": self.region, "ids": [i for i, s in subnets.items() if wanted <= set(s["tags"].items())]}
+        if token == "aws:ec2/getSubnet:getSubnet":
+            return subnets[inputs["id"]]
+        if token == "aws:ec2/getNatGateways:getNatGateways":
+            wanted_subnets = filters.get("subnet-id", [])
+            return {"id": self.region, "ids": [i for i, subnet in nats.items() if subnet in wanted_subnets]}
+        if token == "aws:ec2/getNatGateway:getNatGateway":
+            return {"id": inputs["id"], "subnetId": nats[inputs["id"]], "state": "available"}
+        if token == "aws:eks/getClusters:getClusters":
+            return {"id": self.region, "names": [cluster] if cluster else []}
+        if token == "aws:eks/getCluster:getCluster" and deployed is not None:
+            return {"id": cluster, "name": cluster, "roleArn": deployed.cluster_role_arn,
+                    "vpcConfig": {"subnetIds": list(subnets), "vpcId": "vpc-deployed"}}
+        if token == "aws:eks/getNodeGroups:getNodeGroups":
+            return {"id": cluster, "clusterName": cluster, "names": ["gpu-nodes"] if gpu_subnets else []}
+        if token == "aws:eks/getNodeGroup:getNodeGroup":
+            return {"id": f"{cluster}:gpu-nodes", "clusterName": cluster, "nodeGroupName": "gpu-nodes",
+                    "labels": dict(GPU_NODE_SELECTOR), "subnetIds": gpu_subnets}
         return {}
 
     def _instance_type_offerings(self, inputs: dict) -> dict:
@@ -257,7 +341,7 @@ class CloudMocks(pulumi.runtime.Mocks):
         return f"arn:aws:{service}:{self.region if region else ''}:{ACCOUNT_ID}:{resource}"
 
     def _ec2_id(self, prefix: str, args: pulumi.runtime.MockResourceArgs) -> str:
-        return f"{prefix}-{_digest(args.typ, args.name)}"
+        return ec2_id(prefix, args.typ, args.name)
 
     def _aws_ec2_vpc_Vpc(self, args):
         vpc_id = self._ec2_id("vpc", args)
@@ -316,7 +400,9 @@ class CloudMocks(pulumi.runtime.Mocks):
 
     def _aws_ec2_launchTemplate_LaunchTemplate(self, args):
         lt = self._ec2_id("lt", args)
-        return lt, {"arn": self._arn("ec2", f"launch-template/{lt}"), "latestVersion": 1, "defaultVersion": 1,
+        version = launch_template_version(args.inputs)
+        return lt, {"arn": self._arn("ec2", f"launch-template/{lt}"), "latestVersion": version,
+                    "defaultVersion": version,
                     "name": args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"}
 
     def _aws_kms_key_Key(self, args):
@@ -330,7 +416,7 @@ class CloudMocks(pulumi.runtime.Mocks):
         return name, {"arn": self._arn("kms", name)}
 
     def _aws_iam_role_Role(self, args):
-        name = args.inputs.get("name") or f"{args.name}-{_digest(args.name, length=7)}"
+        name = role_name(args.name, args.inputs)
         # As IAM writes it: the role's path is part of its ARN (role/eks-pd-llm/<name>).
         path = args.inputs.get("path") or "/"
         return name, {"name": name, "arn": self._arn("iam", f"role{path}{name}", region=False),

@@ -27,9 +27,10 @@ from serve_app.config import STREAMER_LOAD_FORMATS
 
 REFERENCE_CHECKPOINT = "Qwen/Qwen3.5-9B"  # the model of the reference's 145 s first load
 
-# The start-time targets this stack is held to.
+# The start-time goals this stack is held to.
+NEW_NODE_TARGET_SECONDS = 180.0  # a new GPU node (the node autoscaler's) → serving
 POD_RESTART_TARGET_SECONDS = 60.0  # pod restart → serving on a node that has served (a warm node)
-CONTROL_PLANE_TO_FIRST_TOKEN_TARGET_MINUTES = 5.0  # on the deploy's critical path
+CONTROL_PLANE_TO_FIRST_TOKEN_TARGET_MINUTES = 6.0  # on the deploy's critical path
 DEPLOY_TARGET_MINUTES = 25.0
 WEIGHT_LOAD_TARGET_DISK_PERCENT = 70.0  # of the local disk's sequential read
 
@@ -54,7 +55,7 @@ class Verdict:
     @property
     def text(self) -> str:
         state = "met" if self.met else f"MISSED by {_amount(self.missed_by, self.unit, difference=True)}"
-        return f"target {'≥' if self.at_least else '≤'} {_amount(self.limit, self.unit)}: {state}"
+        return f"goal {'≥' if self.at_least else '≤'} {_amount(self.limit, self.unit)}: {state}"
 
     def to_dict(self) -> dict:
         return {"at_least" if self.at_least else "at_most": self.limit, "unit": self.unit, "met": self.met,
@@ -89,11 +90,21 @@ class Figure:
     def seconds(self) -> float:
         return sum(step.duration.seconds for step in self.steps)
 
+    def share(self, source: str) -> float:
+        """Fraction of the figure's seconds whose step is `source` (MEASURED, REFERENCE or ESTIMATE)."""
+        seconds = sum(s.duration.seconds for s in self.steps if s.duration.source == source)
+        return seconds / self.seconds if self.seconds else 0.0
+
     @property
     def measured_share(self) -> float:
         """Fraction of the figure's seconds that come from this project's measurements."""
-        measured = sum(s.duration.seconds for s in self.steps if s.duration.source == MEASURED)
-        return measured / self.seconds if self.seconds else 0.0
+        return self.share(MEASURED)
+
+    @property
+    def shares_text(self) -> str:
+        """How much of the figure is measured, sourced (a published timing) and estimated."""
+        return (f"{self.share(MEASURED):.0%} measured, {self.share(REFERENCE):.0%} sourced, "
+                f"{self.share(ESTIMATE):.0%} estimated")
 
     @property
     def verdict(self) -> Verdict | None:
@@ -102,7 +113,8 @@ class Figure:
     def to_dict(self) -> dict:
         verdict = self.verdict
         return {"name": self.name, "seconds": round(self.seconds, 1),
-                "measured_share": round(self.measured_share, 2), "steps": [s.to_dict() for s in self.steps],
+                "measured_share": round(self.measured_share, 2), "sourced_share": round(self.share(REFERENCE), 2),
+                "steps": [s.to_dict() for s in self.steps],
                 **({"target": verdict.to_dict()} if verdict else {})}
 
 
@@ -129,13 +141,15 @@ class WeightLoad:
 class ColdStart:
     load_path: str
     storage: str
+    compile_caches: str
     new_node: Figure
     pod_restart: Figure
     weight_load: WeightLoad
     ray_service_minutes: float
 
     def to_dict(self) -> dict:
-        return {"load_path": self.load_path, "storage": self.storage, "new_node": self.new_node.to_dict(),
+        return {"load_path": self.load_path, "storage": self.storage, "compile_caches": self.compile_caches,
+                "new_node": self.new_node.to_dict(),
                 "pod_restart": self.pod_restart.to_dict(), "weight_load": self.weight_load.to_dict(),
                 "ray_service_minutes": round(self.ray_service_minutes, 2)}
 
@@ -208,6 +222,7 @@ def _weight_load(serving: ServingSettings) -> WeightLoad:
 
 
 COLD_ENGINE_START = Step("vLLM engine start, compile cache cold", durations.ENGINE_START_COLD)
+RESTORED_ENGINE_START = Step("vLLM engine start, compile caches restored from S3", durations.ENGINE_START_RESTORED)
 
 
 def _engine_restart(compile_cached: bool) -> Step:
@@ -221,18 +236,27 @@ def cold_start(serving: ServingSettings) -> ColdStart:
     """The two figures and the RayService's critical-path time for these serving settings."""
     mirror = serving.app.config.model.s3_mirror
     load = _weight_load(serving)
+    model = serving.app.config.model.model_source
     load_path = (f"s3://{mirror[0]}/{mirror[1]} streamed with load_format runai_streamer" if mirror
-                 else f"Hugging Face through NAT into the node's cache, {load.loader}")
+                 else f"Hugging Face through NAT into the node's cache, {load.loader} (no S3 mirror: `pdctl "
+                      f"mirror-model {model} s3://<bucket>/<prefix>` and modelSource s3://<bucket>/<prefix>/{model} "
+                      "stream it with the Run:ai streamer, no Hub on the path)")
     # One engine per node keeps vLLM's compile cache on the node (components/manifests/ray_service.py).
     compile_cached = serving.worker.gpus == 1 and not serving.app.config.engine.enforce_eager
+    restored = compile_cached and serving.ray_service.compile_cache_in_s3 and mirror is not None
+    caches = (f"restored from s3://{mirror[0]}/compile-cache/{mirror[1]} on a new node, per phase and key "
+              "(compileCacheInS3)" if restored and mirror
+              else "kept on the node for a restart; a new node compiles (compileCacheInS3 false)" if compile_cached
+              else "none kept (several engines per node, or eager)")
+    engine_start = RESTORED_ENGINE_START if restored else COLD_ENGINE_START
     pull_or_plugins = max((durations.RAY_IMAGE_PULL, durations.DEVICE_PLUGINS_ON_NODE), key=lambda d: d.seconds)
     pod, first = Step("Ray worker pod starts", durations.RAY_POD_START), _first_weights(serving)
     new_node = Figure("new GPU node → serving", (
         Step("GPU node joins and is Ready", durations.GPU_NODE_READY),
         Step("Ray image pre-pulled (device plugins register meanwhile)", pull_or_plugins),
-        pod, first, COLD_ENGINE_START))
+        pod, first, engine_start), target_seconds=NEW_NODE_TARGET_SECONDS)
     restart = Figure("pod restart → serving", (pod, _restart_weights(serving, load), _engine_restart(compile_cached)),
                      target_seconds=POD_RESTART_TARGET_SECONDS)
-    ray_service = pod.duration.seconds + first.duration.seconds + durations.ENGINE_START_COLD.seconds
-    return ColdStart(load_path=load_path, storage=serving.storage.summary, new_node=new_node,
+    ray_service = pod.duration.seconds + first.duration.seconds + engine_start.duration.seconds
+    return ColdStart(load_path=load_path, storage=serving.storage.summary, compile_caches=caches, new_node=new_node,
                      pod_restart=restart, weight_load=load, ray_service_minutes=ray_service / 60)

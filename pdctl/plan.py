@@ -31,7 +31,7 @@ from pdctl.cold_start import (
 from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hourly_cost
 from pdctl.critical_path import CriticalPath, critical_path
 from pdctl.policy_check import Violation, policy_resources, run_rules
-from pdctl.slo_cost import phase_nodes_cost
+from pdctl.slo_cost import phase_nodes_cost, slo_section_extras
 from serve_app.capacity import CapacityReport
 from serve_app.checks import CheckedApp
 
@@ -399,7 +399,7 @@ def stack_slo_section(run, region: str) -> dict[str, Any] | None:
     for phase in slo.phases:
         cost = phase_nodes_cost(region, phase.instance_type, phase.needed_nodes, stack.settings.gpu_nodes.disk_gib)
         section["phases"][phase.phase]["needed_cost_per_hour"] = None if cost is None else round(cost, 4)
-    return section
+    return {**section, **slo_section_extras(stack.settings, region)}
 
 
 def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport], str | None]:

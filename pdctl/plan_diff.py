@@ -1,16 +1,20 @@
 """What a change does to a stack: the difference between two `pdctl plan --output json` documents.
 
 `diff_plans(base, head)` compares the plan of the base branch with the plan of the change, resource
-by resource (`type` + `name`, Pulumi's identity within a parent): created, deleted, replaced or
-updated, with every changed input (secrets stay masked, as the plans hold them), then the changes
-in protections, capacity per replica, hourly cost, deploy critical path and stack outputs.
-`render_diff` prints it as plain lines for a terminal or a pull-request comment.
+by resource, keyed as Pulumi keys them (the URN: the types of the parent chain, the type and the name;
+so a rename, a new parent or a new type is a delete and a create, as it is to Pulumi without an alias):
+created, deleted, replaced or updated, with every changed input (secrets stay masked, as the plans hold
+them), then the changes in protections, capacity per replica, hourly cost, deploy critical path and
+stack outputs. `render_diff` prints it as plain lines for a terminal or a pull-request comment.
 
 Replace or update is decided from what the plans carry: the `replaceOnChanges` options the program
 set (the harness records them) and the inputs known to force a replacement (`facts.replacements`).
-Anything else is said to be unknown offline rather than guessed. A replacement of a resource that
-holds state (`facts.replacements.stateful_loss`: the VPC, the cluster, node groups, KMS keys, the
-GCS store, Prometheus's release) comes first, with what it loses, above everything else.
+Anything else is said to be unknown offline rather than guessed. A replacement, a delete or a
+possible replacement ("update or replace") of a resource that holds state
+(`facts.replacements.stateful_loss`: the VPC, the cluster, node groups, KMS keys, the GCS store,
+Prometheus's release) comes first, with what it loses, above everything else; then every node group
+whose nodes the update replaces (`pdctl.node_rollout`: a new launch template version rolls them),
+with the extra nodes, their vCPU quota and the minutes until it serves again.
 
 Input paths: `a.b[0].c`; a key with a dot, slash or space is quoted (`labels["kubernetes.io/os"]`);
 a string holding a YAML or JSON document (a RayService's serveConfigV2, an IAM policy) is compared
@@ -27,13 +31,15 @@ from typing import Any
 
 import yaml
 
-from facts.replacements import replace_triggers, stateful_loss
+from facts.replacements import NODE_GROUP_TYPES, NODE_ROLLING_PATHS, replace_triggers, stateful_loss
 from pdctl.money import usd
+from pdctl.node_rollout import REPLACE, REPLACE_WITH_GAP, ROLL, NodeRollout, node_rollout
 
 # `pdctl plan --diff` exit status when the plans differ (0: they do not; 1: pdctl failed; 2: bad input).
 EXIT_CHANGED = 3
 
 ABSENT = "(absent)"
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 VALUE_WIDTH = 200  # longer values are cut in the text (the JSON diff has them whole)
 
@@ -108,28 +114,84 @@ class ResourceChange:
     action: str  # create | delete | replace | update | update or replace
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    loses: str | None = None  # a replacement of a resource that holds state: what goes with it
+    # A replacement, delete or possible replacement of a resource that holds state: what goes with it.
+    loses: str | None = None
+    urn: str = ""  # Pulumi's key of the resource: `<parent types>$<type>::<name>` (no stack or project)
+    rollout: NodeRollout | None = None  # a node group whose nodes the update replaces
 
     @property
     def replaced_because(self) -> list[str]:
         return sorted({c.replaces for c in self.changes if c.replaces})
 
+    @property
+    def loss_verb(self) -> str:
+        return {"replace": "REPLACES", "delete": "DELETES"}.get(self.action, "MAY REPLACE")
 
+
+LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
 ACTION_ORDER = ("replace", "delete", "update or replace", "update", "create")
 ACTION_SIGN = {"create": "+", "delete": "-", "replace": "-/+", "update": "~", "update or replace": "~?"}
 
 
-def _nodes(tree: list[dict]) -> Iterator[dict]:
+def _keyed_nodes(tree: list[dict], parent_types: str = "") -> Iterator[tuple[str, dict]]:
+    """(URN key, node) of every node: Pulumi's URN carries its parents' types, not their names, and
+    resources whose parent is the root stack carry none."""
     for node in tree:
-        yield node
-        yield from _nodes(node.get("children") or [])
+        qualified = f"{parent_types}${node['type']}" if parent_types else node["type"]
+        yield f"{qualified}::{node['name']}", node
+        yield from _keyed_nodes(node.get("children") or [], "" if node["type"] == ROOT_STACK_TYPE else qualified)
 
 
-def _resources(plan: dict) -> dict[tuple[str, str], dict]:
-    return {(n["type"], n["name"]): n for n in _nodes(plan.get("tree") or [])}
+def _resources(plan: dict) -> dict[str, dict]:
+    return dict(_keyed_nodes(plan.get("tree") or []))
 
 
-def _resource_change(before: dict, after: dict, compare: str) -> ResourceChange | None:
+def _sort_key(key: str) -> tuple[str, str]:
+    qualified, name = key.rsplit("::", 1)
+    return name, qualified
+
+
+def _identity_notes(deleted: dict[str, dict], created: dict[str, dict]) -> dict[str, list[str]]:
+    """What a delete is to a reader when the change creates its like under another key: renamed, moved
+    under another parent, or given another type (Pulumi deletes and creates unless an alias ties them)."""
+    notes: dict[str, list[str]] = {}
+    for old_key, old in deleted.items():
+        for new_key, new in created.items():
+            same_type, same_name = old["type"] == new["type"], old["name"] == new["name"]
+            if same_type and same_name:
+                what = "moved under another parent"
+            elif same_name:
+                what = f"given another type ({new['type']})"
+            elif same_type and old_key.rsplit("::", 1)[0] == new_key.rsplit("::", 1)[0]:
+                what = f"renamed to {new['name']}"
+            else:
+                continue
+            notes.setdefault(old_key, []).append(
+                f"{what}: its URN changes, so Pulumi deletes it and creates {new_key} unless the program gives "
+                "the new one an alias of this one")
+    return notes
+
+
+@dataclass(frozen=True)
+class _Context:
+    compare: str  # "inputs", or "settings" for a base plan from an older pdctl
+    head: dict  # the head plan (its cold-start figures time a node rollout)
+
+
+def _rollout(rtype: str, action: str, changes: list[Change], after: dict, context: _Context) -> NodeRollout | None:
+    if rtype not in NODE_GROUP_TYPES or context.compare != "inputs":
+        return None
+    inputs = after.get("inputs") or {}
+    if action == "replace":
+        gap = (after.get("options") or {}).get("delete_before_replace")
+        return node_rollout(inputs, context.head, REPLACE_WITH_GAP if gap else REPLACE)
+    if action == "update" and any(_under(c.path, p) for c in changes for p in NODE_ROLLING_PATHS):
+        return node_rollout(inputs, context.head, ROLL)
+    return None
+
+
+def _resource_change(before: dict, after: dict, context: _Context, urn: str) -> ResourceChange | None:
+    compare = context.compare
     rtype, name = after["type"], after["name"]
     options_before, options_after = before.get("options") or {}, after.get("options") or {}
     changes = changes_between(before.get(compare) or {}, after.get(compare) or {})
@@ -149,6 +211,8 @@ def _resource_change(before: dict, after: dict, compare: str) -> ResourceChange 
         judged.append(Change(change.path, change.before, change.after, why))
     notes = []
     loses = None
+    known_in_place = triggers is not None and compare == "inputs" and all(
+        any(_under(c.path, p) for p in triggers.in_place) for c in changes)
     if any(c.replaces for c in judged):
         action = "replace"
         loses = stateful_loss(rtype, after.get(compare))
@@ -156,13 +220,17 @@ def _resource_change(before: dict, after: dict, compare: str) -> ResourceChange 
             notes.append("protected: `pulumi up` refuses to replace it until `protect` is turned off")
         if options_after.get("delete_before_replace"):
             notes.append("deleteBeforeReplace: the old one is deleted before the new one exists (a gap)")
-    elif not changes or (triggers is not None and triggers.complete and compare == "inputs"):
+    elif not changes or known_in_place or (triggers is not None and triggers.complete and compare == "inputs"):
         action = "update"
     else:
         action = "update or replace"
+        loses = stateful_loss(rtype, after.get(compare)) if compare == "inputs" else None
         notes.append("whether the provider updates this in place or replaces it is not known offline "
                      "(`pulumi preview` decides)")
-    return ResourceChange(rtype, name, action, judged + option_changes, notes, loses)
+    if rtype == LAUNCH_TEMPLATE_TYPE and action == "update" and changes:
+        notes.append("a new version of the template: a node group that uses its latest version rolls every node")
+    rollout = _rollout(rtype, action, judged, after, context)
+    return ResourceChange(rtype, name, action, judged + option_changes, notes, loses, urn, rollout)
 
 
 @dataclass(frozen=True)
@@ -202,9 +270,14 @@ class PlanDiff:
                     self.outputs, self.other, self.slo))
 
     @property
-    def stateful_replacements(self) -> list[ResourceChange]:
-        """The replacements that lose state (data, nodes, the cluster)."""
+    def stateful_losses(self) -> list[ResourceChange]:
+        """The replacements, deletes and possible replacements that lose state (data, nodes, the cluster)."""
         return [r for r in self.resources if r.loses]
+
+    @property
+    def rollouts(self) -> list[ResourceChange]:
+        """The node groups whose nodes the update replaces (a roll or a new group)."""
+        return [r for r in self.resources if r.rollout]
 
     def counts(self) -> dict[str, int]:
         return {action: sum(1 for r in self.resources if r.action == action) for action in ACTION_ORDER}
@@ -264,14 +337,20 @@ def diff_plans(base: dict, head: dict) -> PlanDiff:
     if not base_has_inputs:
         notes.insert(0, "The base plan has no inputs (made by an older pdctl): only the key settings are "
                         "compared, and replacements are not judged.")
-    resources = [ResourceChange(t, n, "create") for t, n in sorted(set(new) - set(old), key=lambda k: (k[1], k[0]))]
-    for key in sorted(set(old) - set(new), key=lambda k: (k[1], k[0])):
-        notes_for = (["protected: `pulumi up` refuses to delete it until `protect` is turned off"]
-                     if (old[key].get("options") or {}).get("protect") else [])
-        resources.append(ResourceChange(key[0], key[1], "delete", notes=notes_for))
+    created, deleted = sorted(set(new) - set(old), key=_sort_key), sorted(set(old) - set(new), key=_sort_key)
+    resources = [ResourceChange(new[key]["type"], new[key]["name"], "create", urn=key) for key in created]
+    identity = _identity_notes({key: old[key] for key in deleted}, {key: new[key] for key in created})
+    for key in deleted:
+        gone = old[key]
+        protected = (gone.get("options") or {}).get("protect")
+        notes_for = identity.get(key, []) + (
+            ["protected: `pulumi up` refuses to delete it until `protect` is turned off"] if protected else [])
+        loses = stateful_loss(gone["type"], gone.get(compare)) if compare == "inputs" else None
+        resources.append(ResourceChange(gone["type"], gone["name"], "delete", notes=notes_for, loses=loses, urn=key))
     unchanged = 0
-    for key in sorted(set(old) & set(new), key=lambda k: (k[1], k[0])):
-        change = _resource_change(old[key], new[key], compare)
+    context = _Context(compare, head)
+    for key in sorted(set(old) & set(new), key=_sort_key):
+        change = _resource_change(old[key], new[key], context, key)
         if change is None:
             unchanged += 1
         else:
@@ -279,8 +358,9 @@ def diff_plans(base: dict, head: dict) -> PlanDiff:
     # A lost cluster or node group must be the first thing a reviewer reads.
     resources.sort(key=lambda r: (r.loses is None, ACTION_ORDER.index(r.action), r.name, r.type))
     if any(r.action == "update or replace" for r in resources):
-        notes.append("Replace-triggering inputs are known for: node groups, subnets, the VPC, the EKS "
-                     "cluster's name and Kubernetes objects' names (facts/replacements.py).")
+        notes.append("Replace-triggering inputs are known for: node groups, launch templates, subnets, the VPC, "
+                     "KMS keys, the GCS store (ElastiCache), the EKS cluster's name and role, and Kubernetes "
+                     "objects' names (facts/replacements.py).")
     other_keys = sorted((set(base) | set(head)) - _SECTIONS)
     return PlanDiff(
         base_stack=base.get("stack"), head_stack=head.get("stack"),
@@ -372,12 +452,18 @@ def render_diff(diff: PlanDiff) -> str:
         counts = diff.counts()
         summary = ", ".join(f"{counts[a]} to {a}" for a in ACTION_ORDER if counts[a])
         lines.append(f"CHANGED: {summary or 'no resource changes'} ({diff.unchanged} resources unchanged)")
-    for resource in diff.stateful_replacements:
-        lines.append(f"REPLACES A STATEFUL RESOURCE: {resource.name} ({resource.type}) loses {resource.loses}")
+    for resource in diff.stateful_losses:
+        lines.append(f"{resource.loss_verb} A STATEFUL RESOURCE: {resource.name} ({resource.type}) "
+                     f"loses {resource.loses}")
+    for resource in diff.rollouts:
+        assert resource.rollout is not None
+        lines.append(f"NODES: {resource.name} {resource.rollout.summary()}")
     for resource in diff.resources:
         lines.append("")
         lines.append(f"{ACTION_SIGN[resource.action]:<3} {resource.action}: {resource.name} ({resource.type})")
         lines.extend(f"      replaced because {why}" for why in resource.replaced_because)
+        if resource.rollout:
+            lines.append(f"      {resource.rollout.summary()}")
         lines.extend(f"      {line}" for line in change_lines(resource.changes))
         lines.extend(f"      note: {note}" for note in resource.notes)
     sections = (("protections", diff.protections, None), ("capacity per replica", diff.capacity, None),

@@ -1,20 +1,26 @@
 """`pdctl preflight`: what an AWS account would refuse, found before `pulumi up` spends anything.
 
 Read-only (IAM policy simulator, Describe/Get/List calls), one line per finding, worst first:
-- the deploy principal's permissions: every statement bootstrap/deploy_permissions.py derives for the
-  stack (the caller checks included, with the condition values AWS will see) through
-  iam:SimulatePrincipalPolicy, one finding per refused action;
-- the On-Demand vCPU quota of each instance family against every node group at its maximum (other
-  instances of the account count against the same quota);
+- the deploy principal's permissions: every call the deploy makes (bootstrap/deploy_permissions.py
+  `deploy_calls`, the list the deploy policy is made from, caller checks included) through
+  iam:SimulatePrincipalPolicy, each on a concrete resource ARN with the condition values AWS will put
+  in that request (one simulation per value where a grant allows several), the stack's permissions
+  boundary among them; one finding per refused call;
+- the permissions boundary: iamPermissionsBoundaryArn set, and that policy in the account;
+- the On-Demand vCPU quota of each instance family against every node group at its maximum plus
+  the nodes a managed node update adds (up to 2 per AZ of the group), other instances of the
+  account counting against the same quota;
 - the GPU types' offerings: the configured GPU AZ must offer each, and some AZ of the region must;
-- the service-linked roles the first cluster, node group and replication group create (then the
-  principal needs iam:CreateServiceLinkedRole, which the simulation checks).
-Exit status by the worst finding: 0 none above info, 4 a warning, 5 an error.
+- the service-linked roles of EKS, EKS node groups and ElastiCache, which the bootstrap creates (the
+  deploy role may not).
+Exit status by the worst finding: 0 none above info, 4 a warning, 5 an error. Without AWS credentials,
+or when AWS refuses a read, one error line.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -22,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from facts.replacements import node_roll_surge
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY_PERMISSIONS = REPO / "bootstrap" / "deploy_permissions.py"
@@ -35,12 +43,6 @@ QUOTAS = {
     "L-417A185B": ("Running On-Demand P instances", ("p",)),
     "L-1216C47A": ("Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
                    ("a", "c", "d", "h", "i", "m", "r", "t", "z")),
-}
-# Service-linked role names, by the service they belong to.
-SERVICE_LINKED_ROLES = {
-    "eks.amazonaws.com": "AWSServiceRoleForAmazonEKS",
-    "eks-nodegroup.amazonaws.com": "AWSServiceRoleForAmazonEKSNodegroup",
-    "elasticache.amazonaws.com": "AWSServiceRoleForElastiCache",
 }
 # The concrete stand-in a wildcard of a granted ARN becomes in a simulation.
 SIMULATED_NAME = "preflight"
@@ -74,6 +76,12 @@ class NodeGroupNeed:
     instance_type: str
     vcpus: int
     most: int
+    zones: int
+
+    @property
+    def surge(self) -> int:
+        """Nodes a managed node group's update adds before it drains the old ones."""
+        return node_roll_surge(self.zones)
 
 
 def exit_status(findings: Iterable[Finding]) -> int:
@@ -115,45 +123,92 @@ def _concrete(arn: str, region: str) -> str:
     return ":".join(parts).replace("*", SIMULATED_NAME)
 
 
-def _context(condition: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The condition's keys with a value it allows: what AWS puts in the request it checks."""
-    entries = []
+@dataclass(frozen=True)
+class Simulation:
+    """One request as the simulator takes it: actions on one concrete resource with one set of values."""
+
+    actions: tuple[str, ...]
+    resource: str | None
+    context: tuple[tuple[str, str, str], ...]  # (key, type, value)
+
+    def request(self, principal: str) -> dict[str, Any]:
+        request: dict[str, Any] = {"PolicySourceArn": principal, "ActionNames": list(self.actions)}
+        if self.resource:
+            request["ResourceArns"] = [self.resource]
+        if self.context:
+            request["ContextEntries"] = [{"ContextKeyName": k, "ContextKeyValues": [v], "ContextKeyType": t}
+                                         for k, t, v in self.context]
+        return request
+
+
+def _requests_values(condition: dict[str, dict[str, Any]], region: str,
+                     overrides: dict[str, str]) -> Iterator[tuple[tuple[str, str, str], ...]]:
+    """Each set of values a request the condition allows may carry: one per allowed value of each key
+    (a wildcard made concrete); for a negated operator a value it does not name."""
+    choices = []
     for operator, keys in condition.items():
+        negated = "Not" in operator
+        kind = "boolean" if operator.startswith("Bool") else "stringList" if operator.startswith("For") else "string"
         for key, value in keys.items():
-            first = value[0] if isinstance(value, list) else value
-            kind = "boolean" if operator == "Bool" else "string"
-            entries.append({"ContextKeyName": key, "ContextKeyValues": [str(first)], "ContextKeyType": kind})
-    return entries
+            values = value if isinstance(value, list) else [value]
+            if key in overrides:
+                values = [overrides[key]]
+            elif negated:
+                values = [SIMULATED_NAME]
+            choices.append([(key, kind, _concrete(str(v), region) if "*" in str(v) else str(v)) for v in values])
+    yield from itertools.product(*choices)
 
 
-def simulations(statements: Iterable[dict[str, Any]], region: str) -> Iterator[tuple[list[str], list[str], list]]:
-    """(actions, resource ARNs, context entries) of each statement, as the simulator takes them."""
-    for statement in statements:
-        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-        arns = [] if resources == ["*"] else [_concrete(resources[0], region)]
-        yield actions, arns, _context(statement.get("Condition") or {})
+def simulations(calls: Iterable[Any], region: str, overrides: dict[str, str] | None = None) -> list[Simulation]:
+    """The deploy's calls as simulator requests: each on its resource made concrete, each allowed
+    value on its own, the actions of one resource and one set of values in one request."""
+    grouped: dict[tuple, list[str]] = {}
+    for call in calls:
+        resource = None if call.resource == "*" else _concrete(call.resource, region)
+        for context in _requests_values(call.condition, region, overrides or {}):
+            grouped.setdefault((resource, context), []).append(call.action)
+    return [Simulation(tuple(dict.fromkeys(actions)), resource, context)
+            for (resource, context), actions in grouped.items()]
 
 
-def permission_findings(clients: Clients, principal: str, statements: list[dict[str, Any]],
-                        region: str) -> list[Finding]:
+def _simulate(clients: Clients, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    while True:
+        page = clients.iam.simulate_principal_policy(**request)
+        yield from page["EvaluationResults"]
+        if not page.get("IsTruncated"):
+            return
+        request = {**request, "Marker": page["Marker"]}
+
+
+def permission_findings(clients: Clients, principal: str, requests: list[Simulation]) -> list[Finding]:
     refused: list[Finding] = []
-    paginator = clients.iam.get_paginator("simulate_principal_policy")
-    for actions, arns, context in simulations(statements, region):
-        request: dict[str, Any] = {"PolicySourceArn": principal, "ActionNames": actions}
-        if arns:
-            request["ResourceArns"] = arns
-        if context:
-            request["ContextEntries"] = context
-        for page in paginator.paginate(**request):
-            refused += [Finding("error", f"the deploy principal {principal} may not {r['EvalActionName']}"
-                                         f"{' on ' + arns[0] if arns else ''} ({r['EvalDecision']}): "
-                                         "run the bootstrap (bootstrap/) or grant it")
-                        for r in page["EvaluationResults"] if r["EvalDecision"] != "allowed"]
+    for simulation in requests:
+        values = "".join(f", {k}={v}" for k, _, v in simulation.context)
+        refused += [Finding("error", f"the deploy principal {principal} may not {r['EvalActionName']} on "
+                                     f"{simulation.resource or '*'}{values} ({r['EvalDecision']}): "
+                                     "run the bootstrap (bootstrap/) or grant it")
+                    for r in _simulate(clients, simulation.request(principal)) if r["EvalDecision"] != "allowed"]
     if not refused:
         return [Finding("info", f"the deploy principal {principal} may make every call the stack needs "
-                                f"({sum(len(a) for a, _, _ in simulations(statements, region))} actions simulated)")]
+                                f"({len(requests)} requests, "
+                                f"{sum(len(s.actions) for s in requests)} actions simulated)")]
     return refused
+
+
+def boundary_findings(clients: Clients, boundary_arn: str | None, expected_arn: str) -> list[Finding]:
+    """The stack's permissions boundary: set, the bootstrap's, and present in the account."""
+    if not boundary_arn:
+        return [Finding("error", f"iamPermissionsBoundaryArn: set it to the bootstrap's workloadPermissionsBoundaryArn "
+                                 f"({expected_arn}); the deploy role can create no role without it")]
+    try:
+        clients.iam.get_policy(PolicyArn=boundary_arn)
+    except clients.iam.exceptions.NoSuchEntityException:
+        return [Finding("error", f"iamPermissionsBoundaryArn: {boundary_arn} does not exist in the account: run "
+                                 "the bootstrap, or set the ARN its workloadPermissionsBoundaryArn output gives")]
+    if boundary_arn != expected_arn:
+        return [Finding("warning", f"iamPermissionsBoundaryArn: {boundary_arn} is not the bootstrap's "
+                                   f"{expected_arn}: the deploy role may create roles only with the latter")]
+    return [Finding("info", f"the permissions boundary {boundary_arn} exists")]
 
 
 # ------------------------------------------------------------------------ capacity
@@ -170,9 +225,10 @@ def quota_findings(clients: Clients, needs: list[NodeGroupNeed]) -> list[Finding
         groups = [n for n in needs if instance_family(n.instance_type) in families]
         if not groups:
             continue
-        needed = sum(n.vcpus * n.most for n in groups)
+        needed = sum(n.vcpus * (n.most + n.surge) for n in groups)
         quota = clients.service_quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
-        sizing = ", ".join(f"{n.name} {n.most} × {n.instance_type} ({n.vcpus} vCPUs)" for n in groups)
+        sizing = ", ".join(f"{n.name} {n.most} + {n.surge} during a node update × {n.instance_type} "
+                           f"({n.vcpus} vCPUs)" for n in groups)
         if quota < needed:
             findings.append(Finding("error", f"quota {code} ({title}) is {quota:g} vCPUs; {sizing} need {needed}: "
                                              "request an increase in Service Quotas before pulumi up"))
@@ -201,16 +257,16 @@ def offering_findings(clients: Clients, instance_types: Iterable[str], gpu_zone:
     return findings
 
 
-def service_linked_role_findings(clients: Clients, services: Iterable[str]) -> list[Finding]:
+def service_linked_role_findings(clients: Clients, roles: dict[str, str], services: Iterable[str]) -> list[Finding]:
     findings = []
     for service in services:
-        name = SERVICE_LINKED_ROLES[service]
+        name = roles[service]
         try:
             clients.iam.get_role(RoleName=name)
         except clients.iam.exceptions.NoSuchEntityException:
-            findings.append(Finding("warning", f"{name} does not exist yet: the first pulumi up creates it, so the "
-                                               "deploy principal needs iam:CreateServiceLinkedRole for "
-                                               f"{service} (simulated above)"))
+            findings.append(Finding("error", f"{name} does not exist: run the bootstrap, which creates it (if "
+                                             f"serviceLinkedRoles is set, with {service} in it; the deploy "
+                                             "role may not create it)"))
         else:
             findings.append(Finding("info", f"{name} exists"))
     return findings
@@ -222,9 +278,11 @@ def node_group_needs(settings: Any, system_vcpus: int) -> list[NodeGroupNeed]:
     """Every node group of the stack's settings at its maximum (`system_vcpus`: systemNodeType's, as
     EC2 describes it)."""
     system = settings.system_nodes
-    gpu = [NodeGroupNeed(f"{group.own_phase or 'gpu'} nodes", group.instance.name, group.instance.vcpus, group.most)
+    # GPU nodes share one AZ (EFA); the system nodes span the stack's zones.
+    gpu = [NodeGroupNeed(f"{group.own_phase or 'gpu'} nodes", group.instance.name, group.instance.vcpus, group.most, 1)
            for group in settings.serving.node_groups]
-    return [NodeGroupNeed("system nodes", system.instance_type, system_vcpus, system.count), *gpu]
+    return [NodeGroupNeed("system nodes", system.instance_type, system_vcpus, system.count, settings.network.az_count),
+            *gpu]
 
 
 def vcpus_of(clients: Clients, instance_type: str) -> int:
@@ -238,25 +296,34 @@ def preflight(settings: Any, clients: Clients, *, principal_arn: str | None = No
     permissions = permissions or load_deploy_permissions()
     principal = deploy_principal(clients, principal_arn)
     account, partition = principal.split(":")[4], principal.split(":")[1]
-    statements = permissions.deploy_policy_statements(
-        partition=partition, account_id=account, cluster_name=settings.cluster.name)
+    calls = permissions.deploy_calls(partition=partition, account_id=account, cluster_name=settings.cluster.name)
+    boundary = settings.cluster.iam_permissions_boundary_arn
+    # The boundary the stack will attach is the one its CreateRole calls carry.
+    requests = simulations(calls, settings.region, {"iam:PermissionsBoundary": boundary} if boundary else {})
     services = ["eks.amazonaws.com", "eks-nodegroup.amazonaws.com"] + (
         ["elasticache.amazonaws.com"] if settings.serving.gcs_fault_tolerance else [])
     return sorted_findings([
-        *permission_findings(clients, principal, statements, settings.region),
+        *permission_findings(clients, principal, requests),
+        *boundary_findings(clients, boundary, permissions.boundary_arn(partition, account)),
         *quota_findings(clients, node_group_needs(settings, vcpus_of(clients, settings.system_nodes.instance_type))),
         *offering_findings(clients, (g.instance.name for g in settings.serving.node_groups),
                            settings.gpu_nodes.availability_zone),
-        *service_linked_role_findings(clients, services),
+        *service_linked_role_findings(clients, permissions.SERVICE_LINKED_ROLES, services),
     ])
 
 
 def run_preflight(settings: Any, principal_arn: str | None) -> tuple[list[str], int]:
     """Preflight against the account of the usual AWS credentials, in the stack's region: the lines
-    to print and the exit status."""
+    to print and the exit status. No credentials, or a read AWS refuses: one error line."""
     import boto3
+    from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
     session = boto3.Session(region_name=settings.region)
     clients = Clients(*(session.client(name) for name in ("iam", "sts", "ec2", "service-quotas")))
-    findings = preflight(settings, clients, principal_arn=principal_arn)
+    try:
+        findings = preflight(settings, clients, principal_arn=principal_arn)
+    except (BotoCoreError, ClientError) as error:
+        return [f"error: preflight needs read access to the account ({error}): set AWS credentials "
+                "(AWS_PROFILE, or a role session) that may call iam:SimulatePrincipalPolicy and the reads "
+                "docs/DELIVERY.md names"], EXIT_STATUS["error"]
     return [f.line for f in findings], exit_status(findings)

@@ -1,9 +1,9 @@
 """Print, as JSON, the resources an earlier release's program registers for one stack offline.
 
-Run inside an extracted copy of that release (`python -m release_resources <stack>`, with the copy as
-the working directory), so its own program and offline harness run, not this checkout's. It imports
-nothing of this checkout: pdctl/release_update.py copies this file into the release's tree. Releases
-before the harness moved to offline/ had it at pdctl/offline.py.
+Run inside an extracted copy of that release (`python -m release_resources <stack> [<settings as a
+JSON object>]`, with the copy as the working directory), so its own program and offline harness run,
+not this checkout's. It imports nothing of this checkout: pdctl/release_update.py copies this file into
+the release's tree. Releases before the harness moved to offline/ had it at pdctl/offline.py.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ FIELDS: dict[str, Any] = {"type": None, "name": None, "urn": None, "parent": Non
                           "delete_before_replace": False}
 
 
-def main(stack: str) -> None:
+def main(stack: str, overrides: dict[str, str]) -> None:
     # Chosen by what the release's tree holds: an import would fall back to an installed copy of
     # another checkout's package.
     harness = importlib.import_module("offline" if Path("offline", "harness.py").exists() else "pdctl.offline")
-    run = harness.run_offline(stack)
+    run = harness.run_offline(stack, overrides=overrides) if overrides else harness.run_offline(stack)
     resources = [{key: getattr(r, key, default) for key, default in FIELDS.items()} for r in run.resources]
     json.dump(resources, sys.stdout, default=lambda value: sorted(value) if isinstance(value, (set, frozenset))
               else str(value))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {})

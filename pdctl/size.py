@@ -12,27 +12,32 @@ is listed with why. Settings come from the stack file, overridden per run as `pd
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from facts.gpus import gpu_spec
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import ModelArchitecture, known_model
 from facts.slo_calibration import label_for
-from pdctl.slo_cost import phase_nodes_cost
+from pdctl.commands.common import PROJECT_OPTION, fail, text_console, use_project
+from pdctl.slo_cost import choose_shape
+from pdctl.views import Footnotes
 from serve_app.capacity import capacity_report
 from serve_app.config import PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.model_facts import read_model_facts
 from serve_app.performance import ReplicaModel
-from serve_app.slo_sizing import MAX_REPLICAS, Targets, Workload, decode_replicas_needed, prefill_replicas_needed
+from serve_app.slo_sizing import MAX_REPLICAS, Targets, Workload
 from serve_app.stack_keys import StackField
 
 
@@ -47,11 +52,20 @@ class SizeOption:
     decode_replicas: int | None = None
     prefill_nodes: int | None = None
     decode_nodes: int | None = None
-    cost_per_hour: float | None = None  # None: unpriced in the region (or refused)
+    cost_per_hour: float | None = None  # PD's; None: unpriced in the region (or refused)
+    colocated_replicas: int | None = None  # engines doing both phases
+    colocated_nodes: int | None = None
+    colocated_cost_per_hour: float | None = None
+    recommended: str | None = None  # "PD" or "colocated"
+    why: str = ""  # why that one
     tpot_floor_seconds: float | None = None  # at the datasheet's bandwidth
     long_ttft_floor_seconds: float | None = None
     calibration: str = ""
     refused: str | None = None  # why this type cannot meet the workload
+
+    @property
+    def recommended_cost_per_hour(self) -> float | None:
+        return self.colocated_cost_per_hour if self.recommended == "colocated" else self.cost_per_hour
 
     @property
     def nodes(self) -> int | None:
@@ -117,7 +131,7 @@ def accepted_gpu_types() -> list[InstanceType]:
 def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     """What `question`'s workload needs of `instance` for both phases, or why it cannot."""
     from components.config.nodes import GpuNodeSettings
-    from components.config.workload import refuse_unreachable
+    from components.config.workload import refuse_unreachable, unknown_link
     from components.sizing import worker_resources
 
     option = SizeOption(instance.name, instance.gpu_model or "none", instance.gpus,
@@ -126,6 +140,9 @@ def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     engine = question.app.engine_for("decode")
     if question.model is None or spec is None:
         return _refused(option, "no model facts" if question.model is None else "no vendor GPU figures")
+    link = unknown_link(instance)
+    if link is not None:
+        return _refused(option, link)
     if engine.gpus_per_replica > instance.gpus:
         return _refused(option, f"a replica takes {engine.gpus_per_replica} GPUs, a node has {instance.gpus}")
     try:
@@ -136,28 +153,41 @@ def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
         question.model, instance, dtype=engine.dtype, max_model_len=engine.max_model_len,
         gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
         tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
-        kv_cache_dtype=str(engine.extra_engine_kwargs.get("kv_cache_dtype", "auto")))
+        kv_cache_dtype=str(engine.extra_engine_kwargs.get("kv_cache_dtype", "auto")),
+        max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens)
     if report.max_concurrent_sequences < 1:
         return _refused(option, f"weights + one {engine.max_model_len}-token sequence do not fit "
                                 f"{report.gpus_per_replica} × {report.usable_bytes / 2**30:.1f} GiB")
-    replica = ReplicaModel.from_capacity(report, question.model, spec)
+    replica = ReplicaModel.from_capacity(report, question.model, spec, engine=engine)
     try:
+        # Every type with this GPU shares the floor: one note for them all.
         bounds = refuse_unreachable(replica, replica, question.workload, question.targets,
-                                    {"prefill": instance.name, "decode": instance.name})
+                                    {"prefill": "any type with it", "decode": "any type with it"})
     except ConfigError as error:
-        return _refused(option, f"{error.setting} {error.value:g} is below the floor: {error.allowed}")
+        return _refused(option, f"{_flag_for(error.setting)} {error.value:g} is below the floor: {error.allowed}")
     option = replace(option, tpot_floor_seconds=round(bounds.tpot_datasheet_seconds, 4),
                      long_ttft_floor_seconds=round(bounds.long_ttft_datasheet_seconds, 4))
-    prefill = prefill_replicas_needed(replica, replica, question.workload, question.targets)
-    decode = decode_replicas_needed(replica, question.workload, question.targets)
-    if prefill is None or decode is None:
-        missing = "prefill (TTFT)" if prefill is None else "decode (TPOT)"
-        return _refused(option, f"no {missing} replica count up to {MAX_REPLICAS} meets the target")
     per_node = instance.gpus // engine.gpus_per_replica
-    nodes = -(-prefill // per_node), -(-decode // per_node)
-    cost = phase_nodes_cost(question.region, instance.name, sum(nodes), question.disk_gib)
-    return replace(option, prefill_replicas=prefill, decode_replicas=decode, prefill_nodes=nodes[0],
-                   decode_nodes=nodes[1], cost_per_hour=None if cost is None else round(cost, 4))
+    choice = choose_shape(replica, replica, question.workload, question.targets,
+                          instance_types={"prefill": instance.name, "decode": instance.name},
+                          replicas_per_node={"prefill": per_node, "decode": per_node}, region=question.region,
+                          disk_gib=question.disk_gib)
+    if choice.recommended is None:
+        return _refused(option, f"neither PD nor colocated meets the targets with up to {MAX_REPLICAS} replicas")
+    pd, colocated = choice.pd.replicas, choice.colocated.replicas
+    return replace(option, prefill_replicas=None if pd is None else pd[0],
+                   decode_replicas=None if pd is None else pd[1],
+                   prefill_nodes=None if pd is None else -(-pd[0] // per_node),
+                   decode_nodes=None if pd is None else -(-pd[1] // per_node),
+                   cost_per_hour=_cents(choice.pd.cost_per_hour),
+                   colocated_replicas=None if colocated is None else colocated[0],
+                   colocated_nodes=choice.colocated.nodes,
+                   colocated_cost_per_hour=_cents(choice.colocated.cost_per_hour),
+                   recommended=choice.recommended, why=choice.why)
+
+
+def _cents(cost: float | None) -> float | None:
+    return None if cost is None else round(cost, 4)
 
 
 def _refused(option: SizeOption, why: str) -> SizeOption:
@@ -165,10 +195,11 @@ def _refused(option: SizeOption, why: str) -> SizeOption:
 
 
 def size_options(question: SizeQuestion) -> list[SizeOption]:
-    """Every accepted type: priced options cheapest first, then unpriced ones by nodes, then refused."""
+    """Every accepted type: priced options cheapest first (at the shape each recommends), then unpriced
+    ones by nodes, then refused."""
     options = [size_on(instance, question) for instance in accepted_gpu_types()]
-    return sorted(options, key=lambda o: (o.refused is not None, o.cost_per_hour is None,
-                                          o.cost_per_hour or 0.0, o.nodes or 0, o.instance_type))
+    return sorted(options, key=lambda o: (o.refused is not None, o.recommended_cost_per_hour is None,
+                                          o.recommended_cost_per_hour or 0.0, o.nodes or 0, o.instance_type))
 
 
 # ── The command ────────────────────────────────────────────────────────────────────────────────
@@ -197,25 +228,71 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:,.0f} ms"
 
 
+# The table fits this many columns whole (each long text goes to a numbered note under it).
+SIZE_TABLE_WIDTH = 100
+
+
+def size_table(options: list[SizeOption], notes: Footnotes) -> Table:
+    """One row per GPU node type, PD and colocated side by side; a refusal, the recommendation's
+    reason and the calibration's label as notes."""
+    table = Table("GPU node type", "GPU", "PD P+D\n→ nodes", "PD\nUSD/h", "colocated\n→ nodes", "colocated\nUSD/h",
+                  "pick", "note")
+    for option in options:
+        if option.refused:
+            table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}", "-", "-", "-", "-", "-",
+                          f"[yellow]{notes.cite(f'cannot: {option.refused}')}[/]")
+            continue
+        pd = "-" if option.prefill_replicas is None else \
+            f"{option.prefill_replicas}+{option.decode_replicas} → {option.nodes}"
+        colocated = "-" if option.colocated_replicas is None else \
+            f"{option.colocated_replicas} → {option.colocated_nodes}"
+        table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}", pd, _price(option.cost_per_hour),
+                      colocated, _price(option.colocated_cost_per_hour), option.recommended or "-",
+                      notes.cite(option.calibration))
+    return table
+
+
+def _price(cost: float | None) -> str:
+    return "unpriced" if cost is None else f"${cost:,.2f}"
+
+
 def render_size(console: Console, question: SizeQuestion, options: list[SizeOption]) -> None:
     workload, targets = question.workload, question.targets
-    console.print(f"[bold]{question.app.model.model_source}[/] at {workload.requests_per_second:g} req/s peak, "
-                  f"prompt → output {workload.typical_prompt_tokens} → {workload.typical_output_tokens} tokens "
+    console.print(f"[bold]{escape(question.app.model.model_source)}[/] at {workload.requests_per_second:g} req/s "
+                  f"peak, prompt → output {workload.typical_prompt_tokens} → {workload.typical_output_tokens} tokens "
                   f"(long {workload.long_prompt_tokens} → {workload.long_output_tokens}); p{targets.objective * 100:g} "
                   f"TTFT ≤ {_seconds(targets.ttft_seconds)}, TPOT ≤ {_seconds(targets.tpot_seconds)}; "
                   f"{question.region}, on-demand", highlight=False)
-    table = Table("GPU node type", "GPU", "prefill replicas", "decode replicas", "GPU nodes", "USD / h",
-                  "TPOT floor", "long-prompt TTFT floor", "")
-    for option in options:
-        price = "n/a (unpriced)" if option.cost_per_hour is None else f"${option.cost_per_hour:,.2f}"
-        table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}",
-                      str(option.prefill_replicas or "-"), str(option.decode_replicas or "-"),
-                      str(option.nodes or "-"), "-" if option.refused else price,
-                      _seconds(option.tpot_floor_seconds), _seconds(option.long_ttft_floor_seconds),
-                      f"[yellow]cannot: {option.refused}[/]" if option.refused else option.calibration)
-    console.print(table)
-    console.print("[dim]floors at the datasheet peaks; replicas predicted with efficiencies fitted to the lab's "
-                  "measurements (labelled per row). Each type runs both phases. Model: docs/SIZING.md[/]")
+    notes = Footnotes()
+    console.print(size_table(options, notes))
+    notes.render(console)
+    cheapest = next((option for option in options if not option.refused), None)
+    if cheapest is not None:
+        console.print(f"cheapest: [bold]{cheapest.instance_type}, {cheapest.recommended}[/]: {escape(cheapest.why)}",
+                      highlight=False)
+    console.print("[dim]PD P+D: prefill + decode replicas, then GPU nodes (the phases never share a node); "
+                  "colocated: engines doing both phases, then GPU nodes; each row's pick says why in JSON "
+                  "(-o json, with the floors at the datasheet peaks). Replicas predicted with efficiencies fitted "
+                  "to the lab's measurements (each row's note says how). Model: docs/SIZING.md[/]")
+
+
+def _flag_for(setting: str) -> str:
+    """The flag that overrides `setting` (`--tpot` for tpotSloSeconds); the setting where none does."""
+    flags = {field.key: f"--{name.replace('_', '-')}" for name, field in flag_settings().items()}
+    return flags.get(setting.rpartition(":")[2], setting)
+
+
+def flag_error(error: ConfigError, flags: Mapping[str, str | None]) -> str:
+    """`error` in the words the user typed: the flag (`--ttft`) where a flag set the refused key."""
+    typed = {field.key: name for name, field in flag_settings().items() if flags.get(name) is not None}
+    name = typed.get(error.setting.rpartition(":")[2])
+    if name is None:
+        return str(error)
+    text = f"{_flag_for(error.setting)}: got {flags[name]}; allowed: {error.allowed}" + (
+        f" ({error.why})" if error.why else "")
+    for key in typed:  # another key the refusal names, set by a flag too (≥ typicalPromptTokens)
+        text = re.sub(rf"\b{key}\b", _flag_for(key), text)
+    return text
 
 
 def size_command(
@@ -230,27 +307,31 @@ def size_command(
     objective: str | None = typer.Option(None, "--objective", help="Share of requests meeting both (sloObjective)."),
     region: str | None = typer.Option(None, "--region", help="AWS region to price in (aws:region)."),
     output: SizeOutput = typer.Option(SizeOutput.text, "--output", "-o"),
+    project: Path | None = PROJECT_OPTION,
 ) -> None:
     """The cheapest GPU node types for a workload and its latency targets, each with its replicas, GPU
     nodes and price per hour; offline, from the stack's settings and these flags."""
+    import yaml
+
     from offline import stack_config
 
     flags = {"rate": rate, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
              "long_prompt_tokens": long_prompt_tokens, "long_output_tokens": long_output_tokens,
              "ttft": ttft, "tpot": tpot, "objective": objective, "region": region}
-    err = Console(stderr=True)
+    project_dir = use_project(project)
     try:
-        raw, _secret_keys = stack_config(stack)
+        raw, _secret_keys = stack_config(stack, project_dir)
         overridden = flag_settings()
         raw.update({overridden[name].key: value for name, value in flags.items() if value is not None})
         question = size_question(raw)
     except ConfigError as error:
-        err.print(f"[bold red]error:[/] stack {stack!r}: {error}", highlight=False, markup=False)
-        raise typer.Exit(2) from None
+        raise fail(f"stack {stack!r}: {flag_error(error, flags)}", 2) from None
+    except yaml.YAMLError as error:
+        raise fail(f"stack {stack!r}: the stack file is not valid YAML: {error}", 2) from None
     options = size_options(question)
     if output is SizeOutput.json:
         sys.stdout.write(json.dumps({"workload": asdict(question.workload), "targets": asdict(question.targets),
                                      "region": question.region, "options": [o.to_dict() for o in options]},
                                     indent=2) + "\n")
     else:
-        render_size(Console(width=200) if not sys.stdout.isatty() else Console(), question, options)
+        render_size(text_console(None), question, options)

@@ -239,7 +239,8 @@ def _render_outputs(console: Console, plan) -> None:
             console.print(f"[cyan]{key}[/] = {escape(_value(value))}{mark}", highlight=False)
 
 def _slo_ms(seconds: float | None) -> str:
-    return "never" if seconds is None else f"{seconds * 1000:,.0f} ms"
+    """A predicted time; None is a queue that grows without bound (the warnings say which and why)."""
+    return "unbounded" if seconds is None else f"{seconds * 1000:,.0f} ms"
 
 
 def _render_slo(console: Console, slo: dict | None) -> None:
@@ -276,8 +277,46 @@ def _render_slo(console: Console, slo: dict | None) -> None:
     console.print(table)
     for line in floors:
         console.print(escape(line), highlight=False)
+    _render_slo_extras(console, slo)
     labels = sorted({row["calibration"] for row in slo["phases"].values()})
     console.print(f"[dim]predicted: {escape('; '.join(labels))}. Model and calibration: docs/SIZING.md[/]",
+                  highlight=False)
+
+
+def _render_slo_extras(console: Console, slo: dict) -> None:
+    """What the stack serves at its targets, the KV hand-over and its failure mode, PD against colocated."""
+    if "shapes" not in slo:
+        return
+    targets, link = slo["targets"], slo["hand_over"]
+    percentile = f"p{targets['objective'] * 100:g}"
+    prefill, decode = slo["configured_max_replicas"]
+    console.print(f"[bold]serves about {slo['serves_requests_per_second']:.2g} requests/s at {percentile}[/] "
+                  f"(TTFT ≤ {_slo_ms(targets['ttft_seconds'])}, TPOT ≤ {_slo_ms(targets['tpot_seconds'])}) with "
+                  f"{prefill} prefill and {decode} decode replica{'s' if decode > 1 else ''} at most", highlight=False)
+    prompt = slo["workload"]["typical_prompt_tokens"]
+    console.print(
+        f"KV hand-over of a {prompt:,}-token prompt: {link['bytes_moved'] / 2**20:,.0f} MiB in "
+        f"{_slo_ms(link['link_seconds'])} over EFA at {link['link_bytes_per_second'] * 8 / 1e9:g} Gbps "
+        f"({link['per_node_per_second']:,.1f} a second per prefill node). Failure mode: NIXL on UCX instead of "
+        f"LIBFABRIC (about {link['fallback_bytes_per_second'] / 1e9:g} GB/s, docs/SOURCES.md#kv-transfer-libfabric) "
+        f"takes {_slo_ms(link['fallback_seconds'])} ({link['fallback_per_node_per_second']:,.1f} a second per "
+        f"prefill node): at the peak TTFT {percentile} {_slo_ms(link['fallback_ttft_seconds'])}, TPOT "
+        f"{_slo_ms(link['fallback_tpot_seconds'])}; `pdctl verify-transport` says which path runs",
+        highlight=False, markup=False)
+    shapes = slo["shapes"]
+    table = Table("serving", "replicas", "GPU nodes", "USD / h", f"TTFT {percentile}", f"TPOT {percentile}",
+                  "verdict")
+    for key, label in (("pd", "PD (prefill + decode)"), ("colocated", "colocated (one engine, both phases)")):
+        row = shapes[key]
+        replicas = f"none up to {MAX_REPLICAS}" if row["replicas"] is None else " + ".join(map(str, row["replicas"]))
+        verdict = ("[green]recommended[/]" if shapes["recommended"] == row["shape"] else
+                   "[yellow]cannot[/]" if row["replicas"] is None else "meets")
+        table.add_row(label, replicas, "-" if row["nodes"] is None else str(row["nodes"]),
+                      "-" if row["cost_per_hour"] is None else usd(row["cost_per_hour"]),
+                      _slo_ms(row["ttft_seconds"]) if row["replicas"] else "-",
+                      _slo_ms(row["tpot_seconds"]) if row["replicas"] else "-", verdict)
+    console.print(table)
+    console.print(f"recommended: [bold]{shapes['recommended'] or 'neither'}[/]: {escape(shapes['why'])}",
                   highlight=False)
 
 
@@ -285,6 +324,7 @@ def _render_cold_start(console: Console, start) -> None:
     _rule(console, "[bold]cold start[/] (seconds, per documented step)")
     console.print(f"storage: {escape(start.storage)}", highlight=False)
     console.print(f"weights: {escape(start.load_path)}", highlight=False)
+    console.print(f"compile caches: {escape(start.compile_caches)}", highlight=False)
     for figure in (start.new_node, start.pod_restart):
         table = Table("seconds", "step", "source")
         notes = Footnotes()
@@ -294,7 +334,7 @@ def _render_cold_start(console: Console, start) -> None:
         console.print(table)
         notes.render(console)
         verdict = f"; {figure.verdict.text}" if figure.verdict else ""
-        console.print(f"[bold]{figure.name}: {figure.seconds:.0f} s[/] ({figure.measured_share:.0%} of it measured)"
+        console.print(f"[bold]{figure.name}: {figure.seconds:.0f} s[/] ({figure.shares_text})"
                       f"{verdict}", highlight=False)
     load, share = start.weight_load, start.weight_load.disk_share
     console.print(f"weight load: {load.loader} at [bold]{share.value:.0%}[/] of a local disk's sequential read "

@@ -21,13 +21,18 @@ What the estimate covers, and what it does not:
   measured reserve (facts/engine_memory.py) the report gives the first start on a new node (compile
   caches empty: the smaller KV cache) and a restart; within 10% of vLLM's own lines for graphs and
   eager, vision on and off (docs/PROVEN.md#default-deployment).
+- A fixed KV cache (`fixed_kv_cache`): vLLM's `kv_cache_memory_bytes` set to a restart's KV bytes less
+  vLLM's own 150 MiB margin, so a new node's first start holds a restart's blocks instead of what the
+  profiling left it. Only where a restart's reserve was measured for this model, GPU, vLLM version and
+  engine limits: vLLM then does no fit check of its own, so the report predicts the first start's peak
+  (weights + first-start reserve + the fixed KV cache), which the checks hold to the GPU's memory.
 - Transfer time is bytes / bandwidth at the node's nominal network rate: a lower bound that ignores
   NIXL handshakes and per-request overhead.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from facts.engine_memory import EngineReserve, measured_reserve
 from facts.instances import InstanceType
@@ -42,6 +47,13 @@ GIB = 1024 * MIB
 ACTIVATION_RESERVE_MIB = 1024
 # Extra memory captured CUDA graphs hold when enforce_eager is false. Estimate.
 CUDA_GRAPH_RESERVE_MIB = 512
+
+# vLLM's margin under the KV cache size it suggests for `kv_cache_memory_bytes`: "memory profiling may
+# slightly underestimate the memory consumption" (docs/SOURCES.md#vllm-kv-cache-memory).
+# An independent check on an H200 held to the L4's budget (vLLM 0.26.0, every cache empty, the rendered decode
+# arguments) set 2,903,630,644 B: the first start held 167 blocks instead of 62 and peaked at 21,264 MiB of
+# 22,888; the first-start peak this module predicts for that value (22,252 MiB) is the higher.
+FIXED_KV_CACHE_MARGIN_BYTES = 150 * MIB
 
 # UCX over EFA measured at about 0.3 GB/s (docs/SOURCES.md#kv-transfer-libfabric: ray#62339, nixl#909, nixl#1021).
 UCX_ON_EFA_BYTES_PER_SECOND = 0.3e9
@@ -150,6 +162,13 @@ class CapacityReport:
     kv_budget_bytes_restart: int | None = None
     num_blocks_restart: int | None = None
     kv_tokens_restart: int | None = None
+    # A fixed KV cache (vLLM's kv_cache_memory_bytes; None: vLLM's profiling sizes it), the first start's
+    # predicted peak with it, and what the profiling alone would leave a first start.
+    kv_cache_memory_bytes: int | None = None
+    first_start_peak_bytes: int | None = None
+    num_blocks_profiled_first_start: int | None = None
+    fixed_kv_cache_off: str | None = None  # why a fixed KV cache was asked for and not set
+    paging: HybridPaging | None = field(default=None, repr=False)  # how the block figures follow
 
     @property
     def weights_fit(self) -> bool:
@@ -173,6 +192,7 @@ class CapacityReport:
 
     def to_dict(self) -> dict:
         data = asdict(self)
+        del data["paging"]  # its figures are the block fields
         data["weights_fit"] = self.weights_fit
         data["max_concurrency"] = self.max_concurrency
         return data
@@ -190,10 +210,23 @@ class CapacityReport:
                  f"{self.blocks_per_sequence} blocks per {self.max_model_len}-token sequence; "
                  f"first start on a new node: {self.num_blocks} blocks "
                  f"({self.max_concurrency:.2f}× {self.max_model_len} tokens)"]
+        if self.kv_cache_memory_bytes is not None and self.first_start_peak_bytes is not None:
+            lines.append(f"KV cache fixed (kv_cache_memory_bytes {self.kv_cache_memory_bytes:,} B: a restart's KV "
+                         f"less vLLM's {FIXED_KV_CACHE_MARGIN_BYTES // MIB} MiB margin): first start and restart "
+                         f"{self.num_blocks} blocks (vLLM's profiling alone: {self.num_blocks_profiled_first_start} "
+                         f"on a first start); first start's peak {self.first_start_peak_bytes / MIB:,.0f} MiB of "
+                         f"{self.gpu_memory_bytes / MIB:,.0f} MiB (estimate)")
+            return lines
         if self.num_blocks_restart is not None and self.kv_budget_bytes_restart is not None:
             lines.append(f"Restart (compile caches warm): KV budget {self.kv_budget_bytes_restart / MIB:,.0f} MiB, "
                          f"{self.num_blocks_restart} blocks, {self.kv_tokens_restart:,} KV tokens")
         return lines
+
+    def _efa_transfer_text(self) -> str:
+        if self.network_bytes_per_second <= 0:
+            return "time unknown over LIBFABRIC/EFA (no network bandwidth on record for the node)"
+        gbps = self.network_bytes_per_second * 8 / 1e9
+        return f"{self.transfer_seconds * 1000:,.0f} ms at {gbps:g} Gbps (LIBFABRIC/EFA)"
 
     def render_text(self) -> str:
         graphs = " and CUDA graphs"
@@ -214,10 +247,9 @@ class CapacityReport:
             f"KV tokens that fit: {self.kv_tokens:,}; concurrent {self.max_model_len}-token sequences:"
             f" {self.max_concurrent_sequences}",
             *self._paging_lines(),
+            *([f"KV cache not fixed: {self.fixed_kv_cache_off}"] if self.fixed_kv_cache_off else []),
             f"One {self.max_model_len}-token prompt moves {self.transfer_bytes_per_max_prompt / MIB:,.1f} MiB"
-            f" prefill→decode: {self.transfer_seconds * 1000:,.0f} ms"
-            f" at {self.network_bytes_per_second * 8 / 1e9:g} Gbps"
-            f" (LIBFABRIC/EFA), {self.transfer_seconds_ucx_on_efa * 1000:,.0f} ms at"
+            f" prefill→decode: {self._efa_transfer_text()}, {self.transfer_seconds_ucx_on_efa * 1000:,.0f} ms at"
             f" {UCX_ON_EFA_BYTES_PER_SECOND / 1e9:g} GB/s (UCX on EFA)",
             f"vLLM's 'GPU KV cache size' log line wins over this. Model facts: {self._facts_source()}",
         ]
@@ -241,11 +273,15 @@ def capacity_report(
     vision_inputs: bool = False,
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
+    fixed_kv_cache: bool = False,
+    vllm_version: str | None = None,
 ) -> CapacityReport:
     """`network_bytes_per_second`: what the KV transfer runs at (default: `instance`'s network; when
     prefill and decode run on different types, the slower of the two). `vision_inputs`: a multimodal
     model's encoder is loaded. `max_num_seqs`/`max_num_batched_tokens`: the engine's limits, which
-    decide whether a measured reserve applies (facts/engine_memory.py)."""
+    decide whether a measured reserve applies (facts/engine_memory.py). `fixed_kv_cache`: size the KV
+    cache as a restart's (vLLM's kv_cache_memory_bytes) where the reserve was measured for this model,
+    `instance`'s GPU, `vllm_version` (the image's) and these limits; else `fixed_kv_cache_off` says why."""
     serving_dtype = model.checkpoint_dtype if dtype == "auto" else dtype
     dtype_bytes = DTYPE_BYTES[serving_dtype]
     gpus = tensor_parallel_size * pipeline_parallel_size
@@ -261,10 +297,22 @@ def capacity_report(
     per_token = kv_bytes_per_token(model, kv_dtype_bytes)
     per_sequence_state = state_bytes_per_sequence(model, dtype_bytes)
     per_sequence = max_model_len * per_token + per_sequence_state
-    kv_tokens, sequences, paged = _kv_capacity(
-        max(kv_budget, 0), per_token, per_sequence, max_model_len,
-        hybrid_paging(model, kv_dtype_bytes, dtype_bytes) if gpus == 1 else None,
-        restart_budget=None if restart_reserve is None else usable - weights_per_gpu - restart_reserve)
+    paging = hybrid_paging(model, kv_dtype_bytes, dtype_bytes) if gpus == 1 else None
+    restart_budget = None if restart_reserve is None else usable - weights_per_gpu - restart_reserve
+    fixed: dict = {}
+    if fixed_kv_cache:
+        off = _why_not_fixed(model, instance, gpus, vllm_version, max_num_seqs, max_num_batched_tokens)
+        if off is None and restart_budget is not None and restart_budget <= FIXED_KV_CACHE_MARGIN_BYTES:
+            off = "a restart leaves no KV cache beyond vLLM's margin"
+        if off is None and restart_budget is not None and paging is not None:
+            kv_bytes = restart_budget - FIXED_KV_CACHE_MARGIN_BYTES
+            fixed = {"kv_cache_memory_bytes": kv_bytes, "first_start_peak_bytes": weights_per_gpu + reserve + kv_bytes,
+                     "num_blocks_profiled_first_start": paging.blocks(kv_budget)}
+            kv_budget = restart_budget = kv_bytes
+        else:
+            fixed = {"fixed_kv_cache_off": off or "no measured restart reserve to size it from"}
+    kv_tokens, sequences, paged = _kv_capacity(max(kv_budget, 0), per_token, per_sequence, max_model_len, paging,
+                                               restart_budget=restart_budget)
     network = instance.network_bytes_per_second if network_bytes_per_second is None else network_bytes_per_second
     return CapacityReport(
         model=model.hf_id, model_facts_source=model.source, hybrid=model.hybrid, instance_type=instance.name,
@@ -275,7 +323,25 @@ def capacity_report(
         kv_tokens=kv_tokens, max_concurrent_sequences=sequences, transfer_bytes_per_max_prompt=per_sequence,
         network_bytes_per_second=network, transfer_seconds=per_sequence / network if network else float("inf"),
         transfer_seconds_ucx_on_efa=per_sequence / UCX_ON_EFA_BYTES_PER_SECOND, vision_inputs=vision_inputs,
-        reserve_source=source, **paged)
+        reserve_source=source, **paged, **fixed)
+
+
+def _why_not_fixed(model: ModelArchitecture, instance: InstanceType, gpus: int, vllm_version: str | None,
+                   max_num_seqs: int | None, max_num_batched_tokens: int | None) -> str | None:
+    """Why a restart's KV bytes are not known for this engine (None: they are, as measured)."""
+    measured = measured_reserve(model.hf_id)
+    if measured is None:
+        return f"no restart measured for {model.hf_id} (facts/engine_memory.py)"
+    if gpus != 1:
+        return "measured for one GPU per replica only"
+    if instance.gpu_model != measured.gpu_model:
+        return f"measured on {measured.gpu_model} memory, the node's GPU is {instance.gpu_model or 'none'}"
+    if vllm_version != measured.vllm_version:
+        return f"measured on vLLM {measured.vllm_version}, the image runs vLLM {vllm_version or '(unknown)'}"
+    if not _as_measured(measured, max_num_seqs, max_num_batched_tokens):
+        return (f"measured at maxNumSeqs {measured.max_num_seqs} and maxNumBatchedTokens "
+                f"{measured.max_num_batched_tokens} only")
+    return None
 
 
 def _reserve(model: ModelArchitecture, gpus: int, *, cuda_graphs: bool, vision: bool, max_num_seqs: int | None,
@@ -301,7 +367,7 @@ def _kv_capacity(budget: int, per_token: int, per_sequence: int, max_model_len: 
     if paging is None:
         return kv_tokens, sequences, {}
     blocks = paging.blocks(budget)
-    paged: dict = {"block_size": paging.block_size, "num_blocks": blocks,
+    paged: dict = {"paging": paging, "block_size": paging.block_size, "num_blocks": blocks,
                    "blocks_per_sequence": paging.blocks_per_sequence(max_model_len)}
     if restart_budget is not None:
         restart_blocks = paging.blocks(restart_budget)

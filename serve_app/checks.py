@@ -13,6 +13,7 @@ the real-validator tier (tests that import ray and vllm) keeps them honest.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
@@ -424,6 +425,7 @@ def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget, mod
         kv_cache_dtype=_kv_cache_dtype(app, phase),
         vision_inputs=engine.vision_inputs if vision_inputs is None else vision_inputs,
         max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
+        fixed_kv_cache=engine.kv_cache_from_plan, vllm_version=target.vllm_version,
     )
 
 
@@ -479,6 +481,22 @@ def _check_paged_start(app: PDAppConfig, phase: Phase, report: CapacityReport,
     return ()
 
 
+def _check_fixed_kv_cache_fits(app: PDAppConfig, phase: Phase, report: CapacityReport) -> None:
+    """With kv_cache_memory_bytes vLLM does no fit check of its own: refuse a fixed KV cache whose first
+    start (weights, the first start's reserve, the fixed KV cache) would not fit the GPU's memory."""
+    peak, memory = report.first_start_peak_bytes, report.gpu_memory_bytes
+    if peak is None or peak <= memory:
+        return
+    # The fixed size follows gpuMemoryUtilization byte for byte, and so does the peak.
+    most = math.floor((memory - (peak - report.usable_bytes)) / memory * 100) / 100
+    raise ConfigError(
+        engine_setting(app, phase, "kv_cache_from_plan"), True,
+        f"false, or {engine_setting(app, phase, 'gpu_memory_utilization')} at most {most:.2f}",
+        f"{phase}: kv_cache_memory_bytes {report.kv_cache_memory_bytes:,} B puts a new node's first start at "
+        f"{peak / 2**20:,.0f} MiB, over the {report.gpu_model}'s {memory / 2**20:,.0f} MiB, and vLLM does no fit "
+        "check of its own with it set")
+
+
 def _refuse_weights_that_do_not_fit(app: PDAppConfig, phase: Phase, engine: EngineSettings,
                                     report: CapacityReport) -> NoReturn:
     """Refuse a phase whose weights leave no room for a KV cache, naming the setting to change."""
@@ -530,6 +548,7 @@ def _check_capacity(app: PDAppConfig, target: DeploymentTarget,
                 f"{report.transfer_bytes_per_max_prompt / 2**20:,.0f} MiB")
         if not report.weights_fit:
             _refuse_weights_that_do_not_fit(app, phase, engine, report)
+        _check_fixed_kv_cache_fits(app, phase, report)
         text_only = phase_capacity(app, phase, target, model, vision_inputs=False) if engine.vision_inputs else None
         warnings += _check_paged_start(app, phase, report, text_only)
         if report.sequences_that_can_start < 1:
@@ -551,8 +570,8 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
     `model`: the architecture to size; default = the shipped facts for `app.model.model_source`.
     An unknown model skips the capacity check (said in `notes`), nothing else.
     """
-    rendered = serve_config_v2(app)
-    checked = CheckedApp(config=app, serve_config_v2=rendered, model=model or known_model(app.model.architecture_key))
+    checked = CheckedApp(config=app, serve_config_v2=serve_config_v2(app),
+                         model=model or known_model(app.model.architecture_key))
     check_pd_serving_args(checked.pd_serving_args)
     _check_kv_roles(app)
     _check_http_front(app, target)
@@ -574,5 +593,8 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
             f"capacity not checked: kv_cache_dtype {unsized[0]!r} is not sized by serve_app/capacity.py "
             f"(sized: {list(SIZED_KV_CACHE_DTYPES)})"))
     capacity, warnings = _check_capacity(app, target, checked.model)
-    return replace(checked, capacity=capacity, notes=(*checked.notes, *warnings),
-                   warnings=(*checked.warnings, *warnings))
+    fixed = {phase: report.kv_cache_memory_bytes for phase, report in capacity.items()
+             if report.kv_cache_memory_bytes is not None}
+    # The render again, now with each phase's fixed KV cache, which only the capacity check can size.
+    return replace(checked, serve_config_v2=serve_config_v2(app, fixed) if fixed else checked.serve_config_v2,
+                   capacity=capacity, notes=(*checked.notes, *warnings), warnings=(*checked.warnings, *warnings))

@@ -164,7 +164,7 @@ class ModelSettings(FrozenModel):
 OWNED_ENGINE_KWARGS: tuple[str, ...] = (
     "max_model_len", "dtype", "gpu_memory_utilization", "enforce_eager", "compilation_config", "tensor_parallel_size",
     "pipeline_parallel_size", "kv_transfer_config", "model", "tokenizer", "served_model_name", "max_num_seqs",
-    "max_num_batched_tokens", "language_model_only",
+    "max_num_batched_tokens", "language_model_only", "kv_cache_memory_bytes",
 )
 # Engine arguments the Ray Serve LLM builder refuses outright (DEPLOY_FAILED on the cluster).
 REFUSED_ENGINE_KWARGS: Mapping[str, str] = MappingProxyType({
@@ -206,6 +206,11 @@ class EngineSettings(FrozenModel):
     # Text-only serving by default: the vision encoder of a multimodal checkpoint stays unloaded (vLLM's
     # `language_model_only`; a text-only model ignores it), which leaves its weights' memory to the KV cache.
     vision_inputs: bool = Field(False, description="Load a multimodal model's vision encoder and accept images.")
+    # On by default: with the compile caches empty, vLLM's memory profiling leaves a new node's first start
+    # 67 KV blocks where a restart holds 173 (docs/PROVEN.md#default-deployment); a fixed size takes that
+    # penalty away. Rendered only where serve_app/capacity.py knows a restart's KV bytes (checks.py).
+    kv_cache_from_plan: bool = Field(
+        True, description="Fix the KV cache (vLLM kv_cache_memory_bytes) at a restart's size, from the plan.")
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs one replica shards each layer across.")
     pipeline_parallel_size: int = Field(1, ge=1, description="GPUs one replica splits its layers across.")
     extra_engine_kwargs: Mapping[str, Any] = Field(
@@ -235,6 +240,7 @@ class EngineOverrides(FrozenModel):
     max_num_seqs: int | None = Field(None, ge=1, le=1024)
     max_num_batched_tokens: int | None = Field(None, ge=16)
     vision_inputs: bool | None = None
+    kv_cache_from_plan: bool | None = None
     tensor_parallel_size: int | None = Field(None, ge=1)
     pipeline_parallel_size: int | None = Field(None, ge=1)
     extra_engine_kwargs: Mapping[str, Any] = Field(

@@ -16,8 +16,15 @@ B · (2 · N + 4 · L_attn · H · d · c) FLOPs; its time is the larger of byte
 decode efficiency) and FLOPs / (GPUs × peak × prefill efficiency). Tensor parallelism is taken to
 scale both peaks linearly (its all-reduces are not modelled).
 
+The engine bounds a decode batch: at most `maxNumSeqs` sequences, and no more than its KV cache holds
+(blocks on a first start, the smaller of the two starts, for a paged hybrid model). A batch runs as
+the next CUDA graph captured at or above it (vLLM pads it: docs/SOURCES.md#cuda-graph-padding); above
+the largest one it runs eager, a measured fixed time per step more (facts/slo_calibration.py).
+
 The KV hand-over moves P · KV bytes per token + the state over the network the capacity report names
-(serve_app/capacity.py): a lower bound that ignores NIXL's per-request overhead.
+(serve_app/capacity.py): a lower bound that ignores NIXL's per-request overhead. The decode engine
+takes each hand-over in between its steps, stalling them for a calibrated share of its time on the
+link (`ingest_seconds`).
 
 `datasheet=True` gives the same times at 100 % of the peaks with no fixed overhead: floors no
 engine can beat, which is what a preview may refuse a target on.
@@ -25,12 +32,15 @@ engine can beat, which is what a preview may refuse a target on.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from facts.gpus import GpuSpec
 from facts.models import ModelArchitecture
-from facts.slo_calibration import CALIBRATION, Calibration
-from serve_app.capacity import CapacityReport
+from facts.slo_calibration import CALIBRATION, EAGER_STEP_OVERHEAD_SECONDS, Calibration
+from serve_app.capacity import CapacityReport, HybridPaging
+from serve_app.config import EngineSettings
+from serve_app.render import cuda_graph_capture_sizes
 
 
 @dataclass(frozen=True)
@@ -46,15 +56,30 @@ class ReplicaModel:
     kv_budget_bytes: int  # the replica's KV cache (capacity report)
     network_bytes_per_second: float  # what the KV hand-over runs at
     calibration: Calibration = CALIBRATION
+    # The engine's limits (None: not modelled, a bare replica): its sequence cap, the decode batches it
+    # captures as CUDA graphs (() with enforceEager), and a paged KV cache's blocks on its smaller start.
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None  # a step's token budget: how a colocated prefill is chunked
+    cuda_graph_sizes: tuple[int, ...] | None = None
+    kv_blocks: int | None = None
+    paging: HybridPaging | None = None
 
     @classmethod
     def from_capacity(cls, report: CapacityReport, model: ModelArchitecture, gpu: GpuSpec,
-                      calibration: Calibration = CALIBRATION) -> ReplicaModel:
+                      calibration: Calibration = CALIBRATION, engine: EngineSettings | None = None) -> ReplicaModel:
+        """The replica `report` describes; `engine`, the settings it runs with, bounds its decode batch."""
+        blocks = report.num_blocks if report.num_blocks_restart is None or report.num_blocks is None \
+            else min(report.num_blocks, report.num_blocks_restart)
+        graphs = None if engine is None else () if engine.enforce_eager else tuple(cuda_graph_capture_sizes(engine))
         return cls(model=model, gpu=gpu, gpus_per_replica=report.gpus_per_replica, weight_bytes=report.weight_bytes,
                    kv_bytes_per_token=report.kv_bytes_per_token,
                    state_bytes_per_sequence=report.state_bytes_per_sequence,
                    kv_budget_bytes=max(report.kv_budget_bytes, 0),
-                   network_bytes_per_second=report.network_bytes_per_second, calibration=calibration)
+                   network_bytes_per_second=report.network_bytes_per_second, calibration=calibration,
+                   max_num_seqs=None if engine is None else engine.max_num_seqs,
+                   max_num_batched_tokens=None if engine is None else engine.max_num_batched_tokens,
+                   cuda_graph_sizes=graphs,
+                   kv_blocks=blocks, paging=report.paging)
 
     # ── FLOPs and bytes ─────────────────────────────────────────────────────────────────────
     def _attention_flops_per_token_and_context(self) -> float:
@@ -104,16 +129,36 @@ class ReplicaModel:
                 self.decode_step_flops(1, context_tokens) / flops)
 
     def decode_step_seconds(self, batch: float, context_tokens: float, *, datasheet: bool = False) -> float:
+        """One step of `batch` sequences as the engine runs it: padded to the CUDA graph captured at or
+        above it, or eager (a fixed time more) above the largest; `datasheet`: the batch itself, no overhead."""
         fixed, memory, compute = self.decode_step_terms(context_tokens, datasheet=datasheet)
-        return max(fixed + batch * memory, batch * compute)
+        graphs = self.cuda_graph_sizes
+        run, eager = batch, False
+        if not datasheet and graphs is not None:
+            at = bisect.bisect_left(graphs, batch)
+            run, eager = (graphs[at], False) if at < len(graphs) else (batch, True)
+        return max(fixed + run * memory, run * compute) + (EAGER_STEP_OVERHEAD_SECONDS if eager else 0.0)
 
     def transfer_seconds(self, tokens: int) -> float:
         moved = tokens * self.kv_bytes_per_token + self.state_bytes_per_sequence
         return moved / self.network_bytes_per_second if self.network_bytes_per_second else float("inf")
 
+    def ingest_seconds(self, tokens: int) -> float:
+        """What taking in one `tokens`-token prompt's KV and state costs the decode engine between its
+        steps: the calibrated share of the hand-over's time on the link."""
+        return self.calibration.decode_ingest_share * self.transfer_seconds(tokens)
+
     def sequences_that_fit(self, tokens: int) -> int:
-        """Sequences of `tokens` tokens whose KV (+ state) the replica's KV cache holds at once."""
+        """Sequences of `tokens` tokens whose KV (+ state) the replica's KV cache holds at once: in
+        blocks where paged (a sequence takes whole blocks), else in bytes."""
+        if self.paging is not None and self.kv_blocks is not None:
+            return self.kv_blocks // self.paging.blocks_per_sequence(tokens)
         return int(self.kv_budget_bytes // (tokens * self.kv_bytes_per_token + self.state_bytes_per_sequence))
+
+    def batch_cap(self, tokens: int) -> int:
+        """Most sequences of `tokens` tokens the engine decodes at once: its maxNumSeqs and its KV cache."""
+        fit = self.sequences_that_fit(tokens)
+        return fit if self.max_num_seqs is None else min(self.max_num_seqs, fit)
 
     @property
     def request_overhead_seconds(self) -> float:

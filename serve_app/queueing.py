@@ -25,6 +25,8 @@ def erlang_c(servers: int, offered_load: float) -> float:
         return 0.0
     if offered_load >= servers:
         return 1.0
+    if servers > offered_load + 10 * math.sqrt(offered_load) + 10:
+        return 0.0  # ten standard deviations of the Poisson load spare: below 1e-20, and the recursion is O(c)
     blocking = 1.0  # Erlang B by its recursion, stable for any c
     for k in range(1, servers + 1):
         blocking = offered_load * blocking / (k + offered_load * blocking)

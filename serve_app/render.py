@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -53,8 +54,9 @@ def cuda_graph_capture_sizes(engine: EngineSettings) -> list[int]:
     return sorted({size for size in sizes if size <= most} | {most})
 
 
-def engine_kwargs(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
-    """vLLM engine arguments of one phase, kv_transfer_config included."""
+def engine_kwargs(app: PDAppConfig, phase: Phase, kv_cache_memory_bytes: int | None = None) -> dict[str, Any]:
+    """vLLM engine arguments of one phase, kv_transfer_config included; `kv_cache_memory_bytes`: the
+    phase's fixed KV cache, as serve_app/checks.py sized it (None: vLLM's memory profiling sizes it)."""
     engine: EngineSettings = app.engine_for(phase)
     settings = app.phase(phase)
     kwargs: dict[str, Any] = {
@@ -65,6 +67,10 @@ def engine_kwargs(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
         "max_num_seqs": engine.max_num_seqs,
         "max_num_batched_tokens": engine.max_num_batched_tokens,
     }
+    if kv_cache_memory_bytes is not None:
+        # vLLM then skips its memory profiling's KV sizing (and its fit check): the first start on a new
+        # node, whose profiling would count the compile caches' build, holds a restart's KV blocks.
+        kwargs["kv_cache_memory_bytes"] = kv_cache_memory_bytes
     if not engine.vision_inputs:
         kwargs["language_model_only"] = True
     # Parallel sizes are rendered only when they leave vLLM's default of 1, so the default render is
@@ -119,14 +125,14 @@ def placement_group_config(phase: Phase) -> dict[str, Any]:
     return {"bundle_per_worker": {**ENGINE_BUNDLE, PHASE_RESOURCE[phase]: 1}, "strategy": ENGINE_PLACEMENT_STRATEGY}
 
 
-def llm_config(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
+def llm_config(app: PDAppConfig, phase: Phase, kv_cache_memory_bytes: int | None = None) -> dict[str, Any]:
     """One phase's Ray Serve LLM `LLMConfig`, as a dict."""
     model_loading: dict[str, Any] = {"model_id": app.model.model_id, "model_source": app.model.model_source}
     if app.model.tokenizer_source is not None:
         model_loading["tokenizer_source"] = app.model.tokenizer_source
     config: dict[str, Any] = {
         "model_loading_config": model_loading,
-        "engine_kwargs": engine_kwargs(app, phase),
+        "engine_kwargs": engine_kwargs(app, phase, kv_cache_memory_bytes),
         "deployment_config": deployment_config(app, phase),
         "placement_group_config": placement_group_config(phase),
     }
@@ -136,11 +142,13 @@ def llm_config(app: PDAppConfig, phase: Phase) -> dict[str, Any]:
     return config
 
 
-def pd_serving_args(app: PDAppConfig) -> dict[str, Any]:
-    """The `args` dict of `ray.serve.llm:build_pd_openai_app` (Ray's PDServingArgs)."""
+def pd_serving_args(app: PDAppConfig, kv_cache_memory_bytes: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The `args` dict of `ray.serve.llm:build_pd_openai_app` (Ray's PDServingArgs);
+    `kv_cache_memory_bytes`: each phase's fixed KV cache, where one is sized."""
+    fixed = kv_cache_memory_bytes or {}
     args: dict[str, Any] = {
-        "prefill_config": llm_config(app, "prefill"),
-        "decode_config": llm_config(app, "decode"),
+        "prefill_config": llm_config(app, "prefill", fixed.get("prefill")),
+        "decode_config": llm_config(app, "decode", fixed.get("decode")),
     }
     keyed = app.ingress.api_keys
     if app.ingress.deployment_config or keyed is not None:
@@ -153,13 +161,13 @@ def pd_serving_args(app: PDAppConfig) -> dict[str, Any]:
     return args
 
 
-def serve_config_v2(app: PDAppConfig) -> dict[str, Any]:
+def serve_config_v2(app: PDAppConfig, kv_cache_memory_bytes: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The RayService `spec.serveConfigV2` document (Ray Serve's ServeDeploySchema)."""
     application: dict[str, Any] = {
         "name": app.name,
         "route_prefix": app.route_prefix,
         "import_path": PD_BUILDER_IMPORT_PATH,
-        "args": pd_serving_args(app),
+        "args": pd_serving_args(app, kv_cache_memory_bytes),
     }
     if app.direct_streaming:
         application["runtime_env"] = {"env_vars": {DIRECT_STREAMING_ENV: "1"}}

@@ -40,7 +40,7 @@ UNMODELLED_ENGINE_KWARGS = ("data_parallel_size", "data_parallel_size_local", "p
 _OWNED_BY_OTHER_KEYS = {
     "compilation_config": "enforceEager/cudaGraphMaxBatchSize",
     "kv_transfer_config": "kvBackends", "model": "modelSource", "language_model_only": "visionInputs",
-    "tokenizer": "tokenizerSource", "served_model_name": "modelId",
+    "tokenizer": "tokenizerSource", "served_model_name": "modelId", "kv_cache_memory_bytes": "kvCacheFromPlan",
 }
 _MODEL_LOCATION_ALLOWED = ("a Hugging Face model id (org/name), s3://<bucket>/<prefix> (a mirror: `pdctl "
                            "mirror-model`) or a path inside the image, without spaces")
@@ -75,6 +75,7 @@ class ServeAppSettings(StackKeyModel):
     max_num_seqs: int = Field(alias="maxNumSeqs", ge=1, le=1024, description="a whole number from 1 to 1024")
     max_num_batched_tokens: int = Field(alias="maxNumBatchedTokens", ge=16, description="a whole number ≥ 16")
     vision_inputs: bool = Field(alias="visionInputs", description="true or false")
+    kv_cache_from_plan: bool = Field(alias="kvCacheFromPlan", description="true or false")
     stream_batching_interval_ms: int = Field(
         alias="streamBatchingIntervalMs", ge=0, le=1000, description="a whole number of milliseconds from 0 to 1000")
     pd_direct_streaming: bool = Field(alias="pdDirectStreaming", description="true or false")
@@ -232,7 +233,7 @@ class ServeAppSettings(StackKeyModel):
                 "gpu_memory_utilization": self.gpu_memory_utilization, "enforce_eager": self.enforce_eager,
                 "cuda_graph_max_batch_size": self.cuda_graph_max_batch_size,
                 "max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
-                "vision_inputs": self.vision_inputs,
+                "vision_inputs": self.vision_inputs, "kv_cache_from_plan": self.kv_cache_from_plan,
                 "tensor_parallel_size": self.tensor_parallel_size,
                 "pipeline_parallel_size": self.pipeline_parallel_size,
                 "extra_engine_kwargs": dict(self.extra_engine_kwargs),

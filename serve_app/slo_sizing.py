@@ -10,8 +10,15 @@ Time to first token, at the objective's percentile, of a typical request:
 Time per output token, at the percentile: one decode step at the percentile of the decode batch.
 The batch's mean follows from Little's law, B = λ/n · output tokens · step(B) (a fixed point), its
 percentile from M/G/∞ (Poisson); sequences are at the typical prompt plus half the typical output.
-A decode replica also must hold that percentile batch in its KV cache, at the typical prompt + output.
+The engine decodes at most its cap at once (maxNumSeqs, and what its KV cache holds at the typical
+prompt + output). The replicas' slots are an M/G/c queue (replicas × cap slots, each held for the
+output's steps): at the percentile a request must find a free one (Erlang C ≤ 1 − objective), and the
+step is timed at the batch the engine runs (padded to a CUDA graph, or eager above them).
 The long case sets the floors: its prefill and hand-over, unqueued.
+
+Colocated (one engine doing both phases, chunked prefill): the prompts' prefill stalls the decode
+steps for its share of the engine's time, as the hand-overs' ingest does in PD (`decode_load(...,
+colocated=True)`); TTFT has no hand-over but its chunks ride decode steps (`colocated_ttft`).
 
 Floors come two ways: at the datasheet peaks (nothing beats them: a target below is refused) and
 with the calibration (what the stack is predicted to reach: a target below is a warning).
@@ -21,13 +28,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from serve_app.performance import ReplicaModel
-from serve_app.queueing import mdc_wait_percentile, poisson_quantile
+from serve_app.queueing import erlang_c, mdc_wait_percentile, poisson_quantile
+from serve_app.settings import ServeAppSettings
 
 # Largest replica count searched: a GPU node group holds at most 64 nodes.
 MAX_REPLICAS = 64
+MAX_NUM_SEQS_KEY = ServeAppSettings.key("max_num_seqs")
 
 
 @dataclass(frozen=True)
@@ -65,10 +74,38 @@ class Floors:
 
 @dataclass(frozen=True)
 class DecodeLoad:
-    mean_batch: float  # sequences decoding at once per replica, on average (inf: it never drains)
-    batch_at_percentile: int
-    tpot_seconds: float  # at the percentile batch
-    sequences_that_fit: int  # in one replica's KV cache at the typical prompt + output
+    """The decode replicas' batch at peak, as their engines run it."""
+
+    mean_batch: float | None  # sequences in flight per replica on average, the cap aside; None: never drains
+    batch_at_percentile: int | None  # the same at the objective's percentile; None: never drains
+    cap: int  # most sequences one engine decodes at once: maxNumSeqs and its KV cache
+    cap_reason: str  # which of the two binds, in the user's words
+    tpot_seconds: float  # one step at the batch an engine runs at the percentile (its cap at most)
+    replicas: int
+    sequences_in_flight: float  # what the arrivals keep decoding over all replicas, on average
+    waiting_share: float  # of requests that find every sequence slot taken (1: the queue never drains)
+    objective: float
+    stall_share: float  # of an engine's time its steps stall for what arrives (≥ 1: all of it)
+    stall_for: str  # what it stalls for: taking in KV hand-overs (PD), prefilling prompts (colocated)
+
+    @property
+    def fits(self) -> bool:
+        """At the objective's percentile a request finds a free sequence slot on arrival."""
+        return self.waiting_share <= 1 - self.objective
+
+    def shortfall(self) -> str | None:
+        """Why the replicas fall short on sequence slots, in a user's words; None when they do not."""
+        if self.stall_share >= 1:
+            return (f"{self.stall_for} alone would keep each engine busy ({self.stall_share:.0%} of its time): "
+                    "it never gets to a decode step")
+        slots = f"{self.replicas} replica{'s' if self.replicas > 1 else ''} × {self.cap} sequences ({self.cap_reason})"
+        if self.sequences_in_flight >= self.replicas * self.cap:
+            return (f"the peak keeps about {self.sequences_in_flight:,.0f} sequences decoding, more than {slots}: "
+                    "the decode queue grows without bound")
+        if not self.fits:
+            return (f"{self.waiting_share:.0%} of requests would wait for a free sequence slot on {slots}, more than "
+                    f"the {1 - self.objective:.0%} the objective allows")
+        return None
 
 
 def floors(prefill: ReplicaModel, decode: ReplicaModel, workload: Workload) -> Floors:
@@ -97,22 +134,113 @@ def ttft_at_percentile(prefill: ReplicaModel, decode: ReplicaModel, workload: Wo
             + decode.decode_step_seconds(1, prompt))
 
 
-def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> DecodeLoad:
+def ttft_unbounded(prefill: ReplicaModel, workload: Workload, replicas: int) -> str | None:
+    """What makes the time to first token grow without bound at `replicas` prefill replicas, in a
+    user's words (the prefill queue, or the hand-over queue on the KV link); None when neither does."""
+    prompt, rate = workload.typical_prompt_tokens, workload.requests_per_second
+    plural, verb = ("s", "finish") if replicas > 1 else ("", "finishes")
+    prefills = replicas / prefill.prefill_seconds(prompt)
+    if rate >= prefills:
+        return (f"{replicas} prefill replica{plural} {verb} at most {prefills:,.1f} prompts of {prompt:,} tokens a "
+                f"second, the peak brings {rate:g}: the prefill queue grows without bound")
+    hand_overs = replicas / prefill.transfer_seconds(prompt)
+    if rate >= hand_overs:
+        return (f"the KV link of {replicas} prefill node{plural} at {prefill.network_bytes_per_second / 1e9:g} GB/s "
+                f"hands over at most {hand_overs:,.1f} prompts of {prompt:,} tokens a second, the peak brings "
+                f"{rate:g}: the hand-over queue grows without bound")
+    return None
+
+
+def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, replicas: int,
+                hand_overs_per_second: float | None = None, *, colocated: bool = False) -> DecodeLoad:
+    """`hand_overs_per_second`: KV hand-overs reaching the decode replicas (None: the arrival rate,
+    each request's as it comes; fewer where a saturated link holds them back). `colocated`: the engine
+    prefills the prompts too, in chunks between its decode steps, instead of taking in hand-overs."""
     context = workload.decode_context_tokens
-    fit = decode.sequences_that_fit(workload.typical_prompt_tokens + workload.typical_output_tokens)
+    tokens = workload.typical_prompt_tokens + workload.typical_output_tokens
+    fit, cap = decode.sequences_that_fit(tokens), decode.batch_cap(tokens)
+    cap_reason = f"{MAX_NUM_SEQS_KEY} {cap}" if cap < fit else f"what its KV cache holds at {tokens:,} tokens each"
+    # What arrives stalls the engine's steps while it is taken in: the steps get 1 - ρ of its time.
+    arriving = workload.requests_per_second if hand_overs_per_second is None else hand_overs_per_second
+    prompt = workload.typical_prompt_tokens
+    stall_for = "prefilling the prompts" if colocated else "taking in the KV hand-overs"
+    stall = arriving / replicas * (decode.prefill_seconds(prompt) if colocated else decode.ingest_seconds(prompt))
+    if stall >= 1:
+        return DecodeLoad(None, None, cap, cap_reason, math.inf, replicas, math.inf, 1.0, targets.objective, stall,
+                          stall_for)
+    stretch = 1 / (1 - stall)
     # Little's law, B = k · step(B) with k = λ/n · O and step(B) = max(f + m·B, c·B): its least
     # fixed point is k·f / (1 - k·m) when k·m < 1 and k·c < 1; otherwise the batch never drains.
     k = workload.requests_per_second / replicas * workload.typical_output_tokens
-    fixed, memory, compute = decode.decode_step_terms(context)
-    if k * memory >= 1 or k * compute >= 1:
-        return DecodeLoad(math.inf, 2**31, math.inf, fit)
-    batch = k * fixed / (1 - k * memory)
-    at_percentile = max(1, poisson_quantile(batch, targets.objective))
-    return DecodeLoad(batch, at_percentile, decode.decode_step_seconds(at_percentile, context), fit)
+    fixed, memory, compute = (term * stretch for term in decode.decode_step_terms(context))
+    batch = k * fixed / (1 - k * memory) if k * memory < 1 and k * compute < 1 else None
+    at_percentile = None if batch is None else max(1, poisson_quantile(batch, targets.objective))
+    # Past the cap an engine runs the cap and the rest wait: the step is the cap's.
+    tpot = stretch * decode.decode_step_seconds(cap if at_percentile is None else min(at_percentile, cap), context)
+    # Sequence slots as M/G/c: replicas × cap slots, each held for the output's steps.
+    in_flight = workload.requests_per_second * workload.typical_output_tokens * tpot
+    return DecodeLoad(batch, at_percentile, cap, cap_reason, tpot, replicas, in_flight,
+                      erlang_c(replicas * cap, in_flight), targets.objective, stall, stall_for)
 
 
 def decode_meets(load: DecodeLoad, targets: Targets) -> bool:
-    return load.tpot_seconds <= targets.tpot_seconds and load.batch_at_percentile <= load.sequences_that_fit
+    return load.fits and load.tpot_seconds <= targets.tpot_seconds
+
+
+def colocated_ttft(engine: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> float:
+    """TTFT at the percentile when each engine does both phases: no hand-over; the prompt is prefilled in
+    chunks of what a step's token budget leaves beside the decode batch, each chunk riding one decode step.
+    Engines as M/D/c over that service time."""
+    prompt = workload.typical_prompt_tokens
+    load = decode_load(engine, workload, targets, replicas, colocated=True)
+    batch = load.cap if load.batch_at_percentile is None else min(load.batch_at_percentile, load.cap)
+    chunk = max(1, (engine.max_num_batched_tokens or prompt) - batch)
+    step = engine.decode_step_seconds(batch, workload.decode_context_tokens)
+    service = engine.prefill_seconds(prompt) + -(-prompt // chunk) * step
+    wait = mdc_wait_percentile(workload.requests_per_second, service, replicas, targets.objective)
+    return engine.request_overhead_seconds + wait + service + engine.decode_step_seconds(1, prompt)
+
+
+def colocated_meets(engine: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> bool:
+    return (colocated_ttft(engine, workload, targets, replicas) <= targets.ttft_seconds
+            and decode_meets(decode_load(engine, workload, targets, replicas, colocated=True), targets))
+
+
+def colocated_replicas_needed(engine: ReplicaModel, workload: Workload, targets: Targets) -> int | None:
+    return fewest_replicas(lambda n: colocated_meets(engine, workload, targets, n))
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """A typical prompt's KV hand-over on the stack's link, and what the peak gets if NIXL falls back
+    to a slower path (UCX on EFA: a failure mode, not a configuration)."""
+
+    bytes_moved: int  # one typical prompt's KV and state
+    link_bytes_per_second: float
+    link_seconds: float
+    per_node_per_second: float  # hand-overs one prefill node's link carries a second
+    fallback_bytes_per_second: float
+    fallback_seconds: float
+    fallback_per_node_per_second: float
+    fallback_ttft_seconds: float  # at the configured prefill replicas, at peak (inf: the queue never drains)
+    fallback_tpot_seconds: float  # at the configured decode replicas, at peak, ingest included
+
+
+def hand_over(prefill: ReplicaModel, decode: ReplicaModel, workload: Workload, targets: Targets,
+              replicas: tuple[int, int], fallback_bytes_per_second: float) -> HandOver:
+    """The hand-over at `replicas` (prefill, decode) on the stack's link and on the fallback's."""
+    prompt = workload.typical_prompt_tokens
+    slow = {phase: replace(model, network_bytes_per_second=fallback_bytes_per_second)
+            for phase, model in (("prefill", prefill), ("decode", decode))}
+    seconds, fallback = prefill.transfer_seconds(prompt), slow["prefill"].transfer_seconds(prompt)
+    return HandOver(
+        bytes_moved=prompt * prefill.kv_bytes_per_token + prefill.state_bytes_per_sequence,
+        link_bytes_per_second=prefill.network_bytes_per_second, link_seconds=seconds,
+        per_node_per_second=1 / seconds, fallback_bytes_per_second=fallback_bytes_per_second,
+        fallback_seconds=fallback, fallback_per_node_per_second=1 / fallback,
+        fallback_ttft_seconds=ttft_at_percentile(slow["prefill"], slow["decode"], workload, targets, replicas[0]),
+        fallback_tpot_seconds=decode_load(slow["decode"], workload, targets, replicas[1],
+                                          min(workload.requests_per_second, replicas[0] / fallback)).tpot_seconds)
 
 
 def fewest_replicas(meets: Callable[[int], bool]) -> int | None:
@@ -128,3 +256,22 @@ def prefill_replicas_needed(prefill: ReplicaModel, decode: ReplicaModel, workloa
 
 def decode_replicas_needed(decode: ReplicaModel, workload: Workload, targets: Targets) -> int | None:
     return fewest_replicas(lambda n: decode_meets(decode_load(decode, workload, targets, n), targets))
+
+
+def highest_rate(meets: Callable[[float], bool], most: float = 10_000.0) -> float:
+    """The highest request rate (to 2 significant figures) at which `meets` holds, 0 if none does:
+    `meets` must hold below a rate and fail above it."""
+    low, high = 0.0, most
+    if not meets(1e-6):
+        return 0.0
+    while high - low > max(low, 1e-3) * 0.005:
+        middle = (low + high) / 2
+        low, high = (middle, high) if meets(middle) else (low, middle)
+    return low
+
+
+def pd_meets(prefill: ReplicaModel, decode: ReplicaModel, workload: Workload, targets: Targets,
+             replicas: tuple[int, int]) -> bool:
+    """Whether `replicas` (prefill, decode) meet both targets at the workload's peak."""
+    return (ttft_at_percentile(prefill, decode, workload, targets, replicas[0]) <= targets.ttft_seconds
+            and decode_meets(decode_load(decode, workload, targets, replicas[1]), targets))

@@ -4,9 +4,11 @@ rates, and a calibration fitted to such measurements. Pure arithmetic.
 A measurement is open-loop traffic (Poisson arrivals at `requests_per_second`) of one prompt and
 output length against a known number of prefill and decode replicas, with the TTFT and TPOT at one
 percentile (`pdctl bench` reports p90). `compare` predicts the same percentiles with the sizing's
-own functions; `fit_calibration` searches the efficiency factors that minimise the squared log error
+own functions (the hand-overs reach decode no faster than the link moves them); `fit_calibration`
+searches the efficiency factors that minimise the squared log error
 (decode bandwidth efficiency from TPOT first, then prefill efficiency and request overhead from
-TTFT), so a new GPU run becomes a new `facts.slo_calibration.Calibration`.
+TTFT), so a new GPU run becomes a new `facts.slo_calibration.Calibration`; `fit_ingest_share` fits
+what the decode engine loses taking hand-overs in, from TPOT at rates where they arrive often.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from serve_app.capacity import capacity_report
 from serve_app.performance import ReplicaModel
 from serve_app.slo_sizing import Targets, Workload, decode_load, ttft_at_percentile
 
-# Search grids: efficiencies in steps of 0.005 from 0.05 to 1, overhead in 1 ms steps up to 0.5 s.
+# Search grids: efficiencies in steps of 0.005 from 0.05 to 1, overhead in 1 ms steps up to 0.5 s,
+# the decode engine's ingest share in steps of 0.005 from 0 to 1.
 EFFICIENCY_GRID = tuple(round(0.05 + 0.005 * i, 3) for i in range(191))
+SHARE_GRID = tuple(round(0.005 * i, 3) for i in range(201))
 OVERHEAD_GRID = tuple(round(0.001 * i, 3) for i in range(501))
 
 
@@ -73,8 +77,10 @@ def _predict(point: MeasuredPoint, prefill: ReplicaModel, decode: ReplicaModel, 
     workload = Workload(point.requests_per_second, point.prompt_tokens, point.output_tokens,
                         point.prompt_tokens, point.output_tokens)
     targets = Targets(math.inf, math.inf, percentile)
+    # Past the link's rate the hand-overs reach decode only as fast as the link moves them.
+    hand_overs = min(point.requests_per_second, replicas[0] / prefill.transfer_seconds(point.prompt_tokens))
     return (ttft_at_percentile(prefill, decode, workload, targets, replicas[0]),
-            decode_load(decode, workload, targets, replicas[1]).tpot_seconds)
+            decode_load(decode, workload, targets, replicas[1], hand_overs).tpot_seconds)
 
 
 def compare(points: list[MeasuredPoint], prefill: ReplicaModel, decode: ReplicaModel, percentile: float,
@@ -112,3 +118,15 @@ def fit_calibration(points: list[MeasuredPoint], prefill: ReplicaModel, decode: 
     overhead = errors[prefill_efficiency][1]
     return replace(template, prefill_compute_efficiency=prefill_efficiency,
                    decode_bandwidth_efficiency=decode_efficiency, request_overhead_seconds=overhead)
+
+
+def fit_ingest_share(points: list[MeasuredPoint], prefill: ReplicaModel, decode: ReplicaModel, percentile: float,
+                     replicas: tuple[int, int] = (1, 1)) -> float:
+    """The decode engine's ingest share (`Calibration.decode_ingest_share`) that fits the measured TPOT
+    best, the other factors as `decode` has them: what the hand-overs arriving between steps cost."""
+    def tpot_error(share: float) -> float:
+        trial = replace(decode, calibration=replace(decode.calibration, decode_ingest_share=share))
+        return _squared_log_error([(_predict(p, prefill, trial, percentile, replicas)[1], p.tpot_seconds)
+                                   for p in points])
+
+    return min(SHARE_GRID, key=tpot_error)

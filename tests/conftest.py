@@ -19,8 +19,9 @@
 - `hf_cache`: a Hugging Face cache of the test's own (HF_HOME in tmp_path, HF_HUB_OFFLINE=1), to which a
   test adds a model's config.json and safetensors index; `read_model_facts` then reads them as it
   reads a user's cache.
-- `bootstrap_run(**config)`: the real bootstrap/__main__.py run offline for repository
-  `BOOTSTRAP_REPOSITORY`, its Pulumi.yaml defaults merged with `config` (cached per config).
+- `bootstrap_run(account_roles=(), **config)`: the real bootstrap/__main__.py run offline for repository
+  `BOOTSTRAP_REPOSITORY`, its Pulumi.yaml defaults merged with `config`, in an account that holds the
+  IAM roles `account_roles` (none by default) (cached per account and config).
 
 The session never reaches the Hugging Face Hub: HF_HUB_OFFLINE=1 and an empty HF_HOME are set here,
 before huggingface_hub is imported, so the preview's model facts come from the shipped fallback
@@ -386,7 +387,20 @@ def _bootstrap_arn(resource_type: str, name: str, inputs: dict) -> str:
 
 
 class _BootstrapMocks:
-    """Fake AWS for the bootstrap: resources echo their inputs, with their name and an AWS-shaped ARN."""
+    """Fake AWS for the bootstrap: resources echo their inputs, with their name and an AWS-shaped ARN;
+    IAM's role listing answers from `account_roles` (path + name of each role the account has) or, when
+    that is an exception, fails with its text as the provider's failure (the SDK raises "invoke of … failed")."""
+
+    def __init__(self, account_roles: tuple[str, ...] | BaseException = ()):
+        self.account_roles = account_roles
+
+    def list_roles(self, path_prefix: str) -> dict | tuple[dict, list[tuple[str, str]]]:
+        if isinstance(self.account_roles, BaseException):
+            return {}, [("pathPrefix", str(self.account_roles))]
+        found = [role for role in self.account_roles if role.startswith(path_prefix or "/")]
+        return {"names": [role.rsplit("/", 1)[1] for role in found],
+                "arns": [f"arn:aws:iam::{BOOTSTRAP_ACCOUNT}:role{role}" for role in found],
+                "pathPrefix": path_prefix, "id": "us-west-2"}
 
     def new_resource(self, args):
         arn = _bootstrap_arn(args.typ, args.name, args.inputs)
@@ -398,24 +412,29 @@ class _BootstrapMocks:
                     "userId": "AIDABOOTSTRAP", "id": BOOTSTRAP_ACCOUNT}
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+        if args.token == "aws:iam/getRoles:getRoles":
+            return self.list_roles(args.args.get("pathPrefix"))
         return {}
 
 
 @pytest.fixture(scope="session")
 def bootstrap_run(tmp_path_factory) -> Callable[..., OfflineRun]:
-    """The real bootstrap/__main__.py under Pulumi mocks, its Pulumi.yaml defaults merged."""
+    """The real bootstrap/__main__.py under Pulumi mocks, its Pulumi.yaml defaults merged, in an account
+    holding `account_roles` (IAM paths + names, e.g. /aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS;
+    none by default), or whose role listing fails with `account_roles` when it is an exception."""
     runs: dict[tuple, OfflineRun] = {}
 
-    def run(**config: str) -> OfflineRun:
-        key = tuple(sorted(config.items()))
+    def run(account_roles: tuple[str, ...] | BaseException = (), **config: str) -> OfflineRun:
+        key = (account_roles, *sorted(config.items()))
         if key in runs:
             return runs[key]
         project = tmp_path_factory.mktemp("bootstrap")
-        sources = [*sorted((REPO / "bootstrap").glob("*.py")), REPO / "bootstrap" / "Pulumi.yaml"]
+        sources = [*sorted((REPO / "bootstrap").glob("*.py")), *sorted((REPO / "bootstrap").glob("*.json")),
+                   REPO / "bootstrap" / "Pulumi.yaml"]
         with pytest.MonkeyPatch.context() as monkeypatch:
             monkeypatch.syspath_prepend(str(project))  # the Pulumi Python host puts the program's folder there
             for source in sources:
-                if source.stem != "__main__":  # its modules (policies, …), fresh for this run
+                if source.suffix == ".py" and source.stem != "__main__":  # its modules, fresh for this run
                     monkeypatch.delitem(sys.modules, source.stem, raising=False)
                 (project / source.name).write_text(source.read_text())
             (project / "Pulumi.ci.yaml").write_text(yaml.safe_dump({"config": {
@@ -424,7 +443,7 @@ def bootstrap_run(tmp_path_factory) -> Callable[..., OfflineRun]:
                 "eks-pd-llm-bootstrap:stateBucketName": "acme-pulumi-state",
                 **{f"eks-pd-llm-bootstrap:{k}": v for k, v in config.items()},
             }}))
-            runs[key] = run_offline("ci", project_dir=project, mocks=_BootstrapMocks())
+            runs[key] = run_offline("ci", project_dir=project, mocks=_BootstrapMocks(account_roles))
         return runs[key]
 
     return run

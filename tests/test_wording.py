@@ -15,8 +15,10 @@ from pdctl.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = ("facts", "serve_app", "components", "offline", "pdctl", "measure", "policy", "dashboards", "docs")
-TRACKER_WORDS = re.compile(r"\bissue ?\d{1,2}\b|\bissue\d{1,2}-|\brun [A-C]\b|\bRun \d\b|prefill = decode",
+TRACKER_WORDS = re.compile(r"\bissue[ -]?\d{1,2}\b|\bissue\d{1,2}-|\brun [A-C]\b|\bRun \d\b|prefill = decode",
                            re.IGNORECASE)
+# The lab's own words to its users: its READMEs, its code and the names of its variant files.
+LAB_TEXTS = ("lab/README.md", "lab/results/README.md")
 
 
 def product_files() -> list[Path]:
@@ -32,6 +34,17 @@ def test_no_tracker_words_in_the_product_or_its_docs():
              for path in product_files()
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              for match in [TRACKER_WORDS.search(line)] if match]
+    assert found == []
+
+
+def test_no_tracker_words_in_the_labs_readmes_code_or_variant_names():
+    files = [REPO / name for name in LAB_TEXTS] + sorted((REPO / "lab").rglob("*.py")) + sorted(
+        (REPO / "lab").glob("*.sh"))
+    found = [f"{path.relative_to(REPO)}:{number}: {match.group()}"
+             for path in files
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             for match in [TRACKER_WORDS.search(line)] if match]
+    found += [name.name for name in (REPO / "lab" / "variants").iterdir() if TRACKER_WORDS.search(name.name)]
     assert found == []
 
 

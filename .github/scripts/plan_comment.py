@@ -4,8 +4,10 @@ Two halves, in two workflows, because the code that runs the pull request's prog
 a token that can write:
 
 - `collect` runs in pull-request.yml's `plan` job (event `pull_request`, read-only token, no
-  secrets, the pull request's own code): for every stack, the base branch's `pdctl plan -o json` and
-  the change's `pdctl plan --diff` of it, saved with the exit codes as the `plan-diff` artifact.
+  secrets, the pull request's own code): for every stack, the change's `pdctl update-check` (the
+  stack as each release stacks run today deployed it, updated by this change: what state it would
+  lose, which nodes roll), the base branch's `pdctl plan -o json` and the change's `pdctl plan --diff`
+  of it, saved with the exit codes as the `plan-diff` artifact.
 - `post` runs in plan-comment.yml (event `workflow_run`, the default branch's code only, a token
   that may write pull-request comments): it downloads that artifact and treats every byte of it as
   untrusted data. The pull-request number is believed only if GitHub says that pull request's head is
@@ -38,6 +40,7 @@ SHA = re.compile(r"^[0-9a-f]{40}$")
 COMMENT_LIMIT = 65_536  # GitHub refuses longer comment bodies
 MEMBER_LIMIT = 1_000_000  # bytes read of any one artifact file
 EXIT_NO_CHANGE, EXIT_CHANGED = 0, 3  # pdctl plan --diff (pdctl/plan_diff.py)
+EXIT_UPDATE_PASSES, EXIT_UPDATE_REFUSED = 0, 4  # pdctl update-check (pdctl/release_update.py)
 
 
 # ------------------------------------------------------------------------------ collect
@@ -49,25 +52,27 @@ def _pdctl(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def collect(base: Path, head: Path, out: Path, pr_number: int, head_sha: str,
             stacks: list[str] | None = None) -> dict:
-    """Base plan and diff per stack (default: every Pulumi.<stack>.yaml of `head`) into `out` (the
-    artifact), with `meta.json`."""
+    """Update check, base plan and diff per stack (default: every Pulumi.<stack>.yaml of `head`) into
+    `out` (the artifact), with `meta.json`."""
     out.mkdir(parents=True, exist_ok=True)
     if stacks is None:
         stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in head.glob("Pulumi.*.yaml"))
-    results = {}
+    results: dict[str, dict] = {}
     for stack in stacks:
+        check = _pdctl(["update-check", "--stack", stack], head)
+        (out / f"{stack}-update.txt").write_text(check.stdout + (f"\n{check.stderr}" if check.stderr.strip() else ""))
         base_plan = out / f"base-{stack}.json"
         made = _pdctl(["plan", "--stack", stack, "--output", "json"], base)
         if made.returncode != 0:
             text = (f"no base plan for stack {stack}: the base branch's `pdctl plan` exited {made.returncode}\n"
                     f"{made.stderr.strip()}\n")
             (out / f"{stack}.txt").write_text(text)
-            results[stack] = {"exit": None}
+            results[stack] = {"exit": None, "update_exit": check.returncode}
             continue
         base_plan.write_text(made.stdout)
         diff = _pdctl(["plan", "--stack", stack, "--diff", str(base_plan.resolve())], head)
         (out / f"{stack}.txt").write_text(diff.stdout + (f"\n{diff.stderr}" if diff.stderr.strip() else ""))
-        results[stack] = {"exit": diff.returncode}
+        results[stack] = {"exit": diff.returncode, "update_exit": check.returncode}
     meta = {"pr_number": pr_number, "head_sha": head_sha, "stacks": results}
     (out / META).write_text(json.dumps(meta, indent=2) + "\n")
     return meta
@@ -119,32 +124,57 @@ def fence_for(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
+def _status(exit_code, known: dict[int, str], missing: str) -> str:
+    if exit_code in known:
+        return known[exit_code]
+    return missing if exit_code is None else f"pdctl failed (exit {int(exit_code)})"
+
+
 def status_of(exit_code) -> str:
-    if exit_code == EXIT_NO_CHANGE:
-        return "no change"
-    if exit_code == EXIT_CHANGED:
-        return "changes"
-    return "no diff (see below)" if exit_code is None else f"pdctl failed (exit {int(exit_code)})"
+    return _status(exit_code, {EXIT_NO_CHANGE: "no change", EXIT_CHANGED: "changes"}, "no diff (see below)")
+
+
+def update_status_of(exit_code) -> str:
+    return _status(exit_code, {EXIT_UPDATE_PASSES: "passes", EXIT_UPDATE_REFUSED: (
+        "**refused**: it loses state no entry of pdctl/intended_replacements.yaml declares")},
+        "did not run (see below)")
+
+
+def _exit(info: dict, key: str) -> int | None:
+    value = info.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _fenced(title: str, text: str, budget: int, is_open: bool) -> list[str]:
+    if len(text) > budget:
+        text = text[:budget] + "\n… cut to fit a GitHub comment; the whole text is in the run's artifact\n"
+    fence = fence_for(text)
+    return ["", f"<details{' open' if is_open else ''}><summary>{title}</summary>", "",
+            f"{fence}text", text.rstrip("\n"), fence, "", "</details>"]
 
 
 def comment_body(meta: dict, files: dict[str, str], run_url: str) -> str:
-    """The comment: only trusted words outside the fences; each stack's text inside its own fence."""
+    """The comment, led by the update check's verdict per stack: only trusted words outside the fences;
+    each stack's texts inside their own fences."""
     stacks = {name: info for name, info in sorted((meta.get("stacks") or {}).items())
               if STACK_NAME.match(name) and isinstance(info, dict)}
-    header = [MARKER, "### Offline plan diff (`pdctl plan --diff`)", "",
-              "What this pull request changes in each stack, planned offline against the base branch: no "
-              f"cloud credentials involved, so forks get it too. [Workflow run]({run_url}).", ""]
-    header += [f"- **{name}**: {status_of(info.get('exit') if isinstance(info.get('exit'), int) else None)}"
-               for name, info in stacks.items()]
-    budget = (COMMENT_LIMIT - 2_000 - sum(len(line) + 1 for line in header)) // max(1, len(stacks))
+    header = [MARKER, "### Update check (`pdctl update-check`)", "",
+              "Each stack as the releases stacks run today deployed it, updated by this pull request: state "
+              "it would lose (a replaced or deleted cluster, node group, KMS key or store), node groups whose "
+              "nodes roll, with their extra quota and minutes.", ""]
+    header += [f"- **{name}**: {update_status_of(_exit(info, 'update_exit'))}" for name, info in stacks.items()]
+    header += ["", "### Offline plan diff (`pdctl plan --diff`)", "",
+               "What this pull request changes in each stack, planned offline against the base branch: no "
+               f"cloud credentials involved, so forks get it too. [Workflow run]({run_url}).", ""]
+    header += [f"- **{name}**: {status_of(_exit(info, 'exit'))}" for name, info in stacks.items()]
+    budget = (COMMENT_LIMIT - 3_000 - sum(len(line) + 1 for line in header)) // max(1, 2 * len(stacks))
     sections = []
+    for name, info in stacks.items():
+        update = files.get(f"{name}-update.txt", "(no update check text in the artifact)\n")
+        sections += _fenced(f"{name}: update check", update, budget, _exit(info, "update_exit") != EXIT_UPDATE_PASSES)
     for name in stacks:
         text = files.get(f"{name}.txt", "(no diff text in the artifact)\n")
-        if len(text) > budget:
-            text = text[:budget] + "\n… cut to fit a GitHub comment; the whole diff is in the run's artifact\n"
-        fence = fence_for(text)
-        sections += ["", f"<details{' open' if len(stacks) <= 2 else ''}><summary>{name}</summary>", "",
-                     f"{fence}text", text.rstrip("\n"), fence, "", "</details>"]
+        sections += _fenced(name, text, budget, len(stacks) <= 2)
     return "\n".join(header + sections) + "\n"
 
 

@@ -39,7 +39,6 @@ class ClusterSettings(StackKeyModel):
     iam_permissions_boundary_arn: str | None = Field(
         alias="iamPermissionsBoundaryArn",
         description='"" or a customer managed policy ARN (arn:aws:iam::<12-digit account>:policy/<name>)')
-    keep_earlier_iam_roles: bool = Field(alias="keepEarlierIamRoles", description="true or false")
 
     @field_validator("iam_permissions_boundary_arn", mode="before")
     @classmethod

@@ -1,4 +1,5 @@
-"""What the stack's names look like: AWS regions, AZs and zone IDs, DNS labels, the cluster name, CIDRs."""
+"""What the stack's names look like: AWS regions, AZs and zone IDs, DNS labels, the cluster name, CIDRs,
+and the tags subnets are found by."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d[a-z]$")
 ZONE_ID = re.compile(r"^[a-z]{3,7}\d-az\d+$")
+
 
 def ipv4_cidrs(value: tuple[str, ...]) -> tuple[str, ...]:
     """`value` when each item is an IPv4 CIDR; else a ValueError naming the first that is not."""
@@ -32,3 +34,12 @@ def _cluster_name(value: str) -> str:
 
 
 ClusterName = Annotated[str, AfterValidator(_cluster_name)]
+
+# Subnet tags the AWS Load Balancer Controller and EKS use to find subnets
+# (https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html).
+PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
+INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+
+
+def cluster_tag(cluster_name: str) -> str:
+    return f"kubernetes.io/cluster/{cluster_name}"

@@ -68,6 +68,7 @@ class RayServiceSettings(StackKeyModel):
         f"a Go duration (e.g. '30m', '1h') or integer seconds, at least {MIN_INITIALIZING_TIMEOUT_SECONDS // 60}m"))
     upgrade_strategy: str = Field(alias="upgradeStrategy", description=", ".join(UPGRADE_STRATEGIES_THIS_STACK_RUNS))
     image_carries_runai_streamer: bool = Field(alias="rayImageCarriesRunaiStreamer", description="true or false")
+    compile_cache_in_s3: bool = Field(alias="compileCacheInS3", description="true or false")
     gcs_fault_tolerance: bool = Field(alias="gcsFaultTolerance", description="true or false")
     # Every Ray container's environment, so it is the cluster's setting, not the serve app's.
     http_front: HttpFront = Field(alias="httpFront", description=" or ".join(HTTP_FRONTS))

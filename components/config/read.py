@@ -66,10 +66,14 @@ def _parse(key: DeclaredKey, text: str) -> Any:
 
 # Settings this project no longer reads, with why: a stack file that still sets one is told, not
 # given a long list of every key.
-RETIRED_KEYS = dict.fromkeys(
-    ("prefillEngineId", "decodeEngineId"),
-    "Ray Serve LLM now names each NIXL engine at its start, so decode hand-shakes with a restarted prefill "
-    "engine instead of reusing its stale peer (serve_app/config.py); delete it from the stack file")
+RETIRED_KEYS = {
+    **dict.fromkeys(
+        ("prefillEngineId", "decodeEngineId"),
+        "Ray Serve LLM now names each NIXL engine at its start, so decode hand-shakes with a restarted prefill "
+        "engine instead of reusing its stale peer (serve_app/config.py); delete it from the stack file"),
+    "keepEarlierIamRoles": "delete it from the stack file: the stack keeps the IAM roles its deployed EKS cluster "
+                           "has (docs/DELIVERY.md, Updating from the previous release)",
+}
 
 
 def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:

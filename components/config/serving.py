@@ -35,6 +35,7 @@ class ServingSettings:
     hf_token_configured: bool
     region: str
     model_gated: bool = False  # the Hub says the model is gated: the engines need hfToken to download it
+    vllm_version: str | None = None  # the image's, where known: part of the compile caches' key
 
     def node_group(self, phase: Phase) -> GpuNodeGroupSpec:
         """The GPU node group `phase`'s worker pods run on."""
@@ -114,6 +115,7 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
     own where one is set), with the model's own facts."""
     image_stack = serving_stack(ray_service.image)
     _check_image_streams_weights(app_settings, ray_service, image_stack)
+    _check_compile_cache(app_settings, ray_service, instance, phase_groups)
     model = read_model_facts(app_settings.model_source)
     model_setting = ServeAppSettings.field("model_source")
     if model.missing:
@@ -141,7 +143,27 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
         hf_token_configured=hf_token_configured,
         region=region,
         model_gated=model.gated,
+        vllm_version=image_stack.vllm if image_stack else None,
     )
+
+
+def _check_compile_cache(app_settings: ServeAppSettings, ray_service: RayServiceSettings, instance: InstanceType,
+                         phase_groups: Mapping[str, NodeGroupTarget]) -> None:
+    """compileCacheInS3 keeps the caches beside an S3 model mirror, for one engine per node, compiled."""
+    if not ray_service.compile_cache_in_s3:
+        return
+    setting = RayServiceSettings.field("compile_cache_in_s3")
+    if not app_settings.model_source.startswith(S3_SCHEME):
+        raise setting.refuse(True, f"false, or {ServeAppSettings.key('model_source')} an s3:// mirror "
+                             "(`pdctl mirror-model`)", "the caches are kept in the mirror's bucket")
+    if app_settings.enforce_eager:
+        raise setting.refuse(True, f"false, or {ServeAppSettings.key('enforce_eager')} false",
+                             "an eager engine compiles nothing to keep")
+    several = [group.instance.name for group in (*phase_groups.values(),) if group.instance.gpus > 1]
+    if instance.gpus > 1 or several:
+        raise setting.refuse(True, "false, or GPU node types with one GPU",
+                             f"{several[0] if several else instance.name} runs several engines per node, which do "
+                             "not share vLLM's compile cache")
 
 
 def _check_image_streams_weights(app_settings: ServeAppSettings, ray_service: RayServiceSettings,

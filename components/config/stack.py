@@ -56,6 +56,9 @@ class StackSettings:
     hf_token_configured: bool
     front_door: FrontDoor
     slo: StackSlo | None = None  # the SLO sizing (components/config/workload.py)
+    # The deployed cluster runs with the IAM roles of stacks created before the stack made its own under
+    # its path (DeployedStack.earlier_iam_roles): they are kept, since a new one replaces the cluster.
+    earlier_iam_roles: bool = False
     # Placeholders the offline plan lets through (a real preview refuses them): warned.
     findings: tuple[str, ...] = ()
 
@@ -94,7 +97,7 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     front_door = _front_door(from_stack_keys(FrontDoorSettings, typed, texts), texts,
                              region, salt_of=f"{project}/{stack}/{cluster.name}")
 
-    cloud = ask_cloud(_cloud_query(region, system_nodes, gpu_nodes, phase_gpu_nodes))
+    cloud = ask_cloud(_cloud_query(region, cluster, system_nodes, gpu_nodes, phase_gpu_nodes))
     system_nodes.check(cloud.system_instance)
     gpu_instance = gpu_nodes.check(cloud.gpu_instance)
     phase_groups = phase_gpu_nodes.targets(cloud.phase_gpu_instances)
@@ -113,10 +116,11 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     slo = stack_slo(workload, targets, serving.app, {p: serving.node_group(p).instance for p in PHASES})
     return StackSettings(
         project=project, stack=stack, region=region, network=network, cluster=cluster, system_nodes=system_nodes,
-        gpu_nodes=gpu_nodes, charts=charts, zones=plan_availability_zones(network.az_count, gpu_nodes, cloud),
+        gpu_nodes=gpu_nodes, charts=charts, zones=plan_availability_zones(network, gpu_nodes, cloud),
         serving=serving, observability=observability, hf_token_configured=hf_token_configured,
         front_door=front_door, slo=slo,
-        findings=tuple(str(p) for p in placeholders))
+        findings=tuple(str(p) for p in placeholders),
+        earlier_iam_roles=cloud.deployed is not None and cloud.deployed.earlier_iam_roles)
 
 
 def _front_door(settings: FrontDoorSettings, texts: Mapping[str, str], region: str, *, salt_of: str) -> FrontDoor:
@@ -133,10 +137,11 @@ def _check_gpu_zone_in_region(gpu_nodes: GpuNodeSettings, region: str) -> None:
         raise gpu_nodes.field("availability_zone").refuse(zone, f"an AZ of {region}, or \"\"")
 
 
-def _cloud_query(region: str, system_nodes: SystemNodeSettings, gpu_nodes: GpuNodeSettings,
-                 phase_gpu_nodes: PhaseGpuNodeSettings) -> CloudQuery:
-    """What to ask EC2: the region, and each node type the settings name."""
+def _cloud_query(region: str, cluster: ClusterSettings, system_nodes: SystemNodeSettings,
+                 gpu_nodes: GpuNodeSettings, phase_gpu_nodes: PhaseGpuNodeSettings) -> CloudQuery:
+    """What to ask EC2 and EKS: the region, each node type the settings name, and the deployed stack."""
     return CloudQuery(
+        cluster=NodeTypeQuestion(cluster.field("name"), cluster.name),
         region=region, region_setting=RegionSettings.field("region"),
         gpu_node_type=NodeTypeQuestion(gpu_nodes.field("instance_type"), gpu_nodes.instance_type),
         system_node_type=NodeTypeQuestion(system_nodes.field("instance_type"), system_nodes.instance_type),

@@ -33,7 +33,6 @@ from serve_app.performance import ReplicaModel
 from serve_app.settings import ServeAppSettings
 from serve_app.slo_sizing import (
     MAX_REPLICAS,
-    DecodeLoad,
     Floors,
     Targets,
     Workload,
@@ -42,6 +41,7 @@ from serve_app.slo_sizing import (
     floors,
     prefill_replicas_needed,
     ttft_at_percentile,
+    ttft_unbounded,
 )
 from serve_app.stack_keys import StackKeyModel
 
@@ -105,7 +105,9 @@ class PhaseSlo:
     floor_datasheet_seconds: float  # decode: TPOT at batch 1; prefill: the long prompt's TTFT, unqueued
     floor_predicted_seconds: float
     calibration: str  # how the predicted figures are labelled
-    kv_bound: str | None = None  # decode: why the KV cache, not the time, limits it at the configured maximum
+    # What bounds the phase at its configured maximum besides time: a queue that never drains, or
+    # decode's sequence cap; None when the time alone decides.
+    bound: str | None = None
 
     @property
     def meets_at_max(self) -> bool:
@@ -138,6 +140,14 @@ class StackSlo:
                 "calibration_source": CALIBRATION.source, "warnings": list(self.warnings)}
 
 
+def unknown_link(instance: InstanceType) -> str | None:
+    """Why the KV hand-over cannot be timed on `instance`, and what would time it; None when it can."""
+    if instance.network_bytes_per_second > 0:
+        return None
+    return (f"{instance.name} has no network bandwidth on record, and the KV hand-over's time needs it "
+            "(its network cards in facts/instances.py)")
+
+
 def replica_models(serving_app: CheckedApp, instances: dict[Phase, InstanceType]) -> dict[Phase, ReplicaModel] | str:
     """Each phase's `ReplicaModel` from a checked app's capacity reports and its phases' instance
     types; a string says why there are none (no model facts, a GPU without vendor figures)."""
@@ -149,7 +159,11 @@ def replica_models(serving_app: CheckedApp, instances: dict[Phase, InstanceType]
         if spec is None:
             return (f"no vendor figures for the {instances[phase].gpu_model} GPU (facts/gpus.py), "
                     "so the SLO is not sized")
-        models[phase] = ReplicaModel.from_capacity(serving_app.capacity[phase], serving_app.model, spec)
+        unknown = unknown_link(instances[phase])
+        if unknown:
+            return f"{unknown}: the SLO is not sized"
+        models[phase] = ReplicaModel.from_capacity(serving_app.capacity[phase], serving_app.model, spec,
+                                                   engine=serving_app.config.engine_for(phase))
     return models
 
 
@@ -199,6 +213,9 @@ def stack_slo(settings: WorkloadSettings, targets: Targets, serving_app: Checked
         "decode": lambda n: decode_load(decode, workload, targets, n).tpot_seconds}
     needed_replicas = {"prefill": prefill_replicas_needed(prefill, decode, workload, targets),
                        "decode": decode_replicas_needed(decode, workload, targets)}
+    bounds_at: dict[Phase, Callable[[int], str | None]] = {
+        "prefill": lambda n: ttft_unbounded(prefill, workload, n),
+        "decode": lambda n: decode_load(decode, workload, targets, n).shortfall()}
     phases, warnings = [], []
     for phase in PHASES:
         needed, metric = needed_replicas[phase], metrics[phase]
@@ -215,24 +232,18 @@ def stack_slo(settings: WorkloadSettings, targets: Targets, serving_app: Checked
             predicted_at_min_seconds=metric(replicas.min_replicas), predicted_at_max_seconds=metric(replicas.most),
             floor_datasheet_seconds=datasheet_floor[phase], floor_predicted_seconds=predicted_floor[phase],
             calibration=label_for(models[phase].gpu.name),
-            kv_bound=_kv_bound(decode_load(decode, workload, targets, replicas.most)) if phase == "decode" else None)
+            bound=bounds_at[phase](replicas.most))
         phases.append(result)
         warnings.extend(_shortfall(result, settings))
     return StackSlo(workload, targets, tuple(phases), warnings=tuple(warnings))
 
 
-def _kv_bound(load: DecodeLoad) -> str | None:
-    if load.batch_at_percentile <= load.sequences_that_fit:
-        return None
-    return (f"{load.batch_at_percentile} sequences decode at once at the percentile, {load.sequences_that_fit} fit "
-            "a replica's KV cache")
-
-
 def _shortfall(result: PhaseSlo, settings: WorkloadSettings) -> list[str]:
     rate = f"{settings.key('peak_requests_per_second')} {settings.peak_requests_per_second:g}"
     if result.needed_replicas is None:
+        at_most = f" (at {result.configured_max_replicas}: {result.bound})" if result.bound else ""
         return [f"{result.target_key} {result.target_seconds:g}: no {result.phase} replica count up to "
-                f"{MAX_REPLICAS} meets it at {rate} on {result.gpu} ({result.instance_type}); predicted floor "
+                f"{MAX_REPLICAS} meets it at {rate} on {result.gpu} ({result.instance_type}){at_most}; predicted floor "
                 f"{result.floor_predicted_seconds * 1000:.0f} ms ({result.calibration}): raise the target, lower the "
                 f"rate, or pick a faster GPU (`pdctl size`)"]
     if result.floor_predicted_seconds > result.target_seconds:
@@ -245,6 +256,6 @@ def _shortfall(result: PhaseSlo, settings: WorkloadSettings) -> list[str]:
     most_key = ServeAppSettings.key(f"{result.phase}_max_replicas")
     return [f"{result.phase}: {result.needed_replicas} replicas needed for {result.target_key} "
             f"{result.target_seconds:g} at {rate}, the stack has at most {result.configured_max_replicas} "
-            f"({result.kv_bound or f'predicted {result.predicted_at_max_seconds * 1000:.0f} ms at the percentile'}; "
+            f"({result.bound or f'predicted {result.predicted_at_max_seconds * 1000:.0f} ms at the percentile'}; "
             f"{result.calibration}): "
             f"raise {most_key}"]

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from components.compile_cache import METRICS_PORT_NAME as COMPILE_CACHE_METRICS_PORT_NAME
 from components.config.serving import ServingSettings
 from components.manifests.helm_values import DASHBOARD_LABEL, DASHBOARD_LABEL_VALUE, GPU_SCRAPE_INTERVAL
 from components.manifests.prometheus_rules import ray_pod_monitor_name
@@ -45,7 +46,8 @@ def ray_pod_monitor_manifest(serving: ServingSettings) -> dict[str, Any]:
                 "honorLabels": True,
                 "relabelings": [{"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_label_ray_io_node_type"],
                                  "targetLabel": "ray_node_type"}],
-            }],
+            }, *([{"port": COMPILE_CACHE_METRICS_PORT_NAME, "interval": GPU_SCRAPE_INTERVAL}]
+                 if serving.ray_service.compile_cache_in_s3 else [])],
         },
     }
 

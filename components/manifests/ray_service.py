@@ -19,6 +19,7 @@ from typing import Any
 import pulumi
 import yaml
 
+from components import compile_cache
 from components.config.front_door import CODE_MOUNT, FRONT_DOOR_MODULES, KEYS_MOUNT
 from components.config.nodes import GpuNodeGroupSpec
 from components.config.ray_service import INITIALIZING_TIMEOUT_ANNOTATION
@@ -311,14 +312,37 @@ def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None,
     }
 
 
-def _compile_cache_env(worker: WorkerResources) -> list[dict[str, Any]]:
+def _compile_cache_env(serving: ServingSettings, worker: WorkerResources) -> list[dict[str, Any]]:
     # One engine per node (one GPU): vLLM's compile cache on the node, so a restarted engine skips
     # torch.compile. Several engines on one node start, and compile, at once in this one pod, and
     # engines compiling at once must not share vLLM's cache directory (the H200 lab,
-    # docs/PROVEN.md#serving-defaults): there the cache is off.
-    if worker.gpus == 1:
-        return [{"name": "VLLM_CACHE_ROOT", "value": NODE_VLLM_CACHE_ROOT}]
-    return [{"name": "VLLM_DISABLE_COMPILE_CACHE", "value": "1"}]
+    # docs/PROVEN.md#serving-defaults): there the cache is off. With compileCacheInS3, Inductor's,
+    # Triton's and FlashInfer's caches join vLLM's on the node, where the sidecar restores and saves them.
+    if worker.gpus != 1:
+        return [{"name": "VLLM_DISABLE_COMPILE_CACHE", "value": "1"}]
+    if serving.ray_service.compile_cache_in_s3:
+        return [{"name": name, "value": f"{NODE_CACHE_MOUNT}/{directory}"}
+                for name, directory in compile_cache.CACHE_DIRECTORIES.items()]
+    return [{"name": "VLLM_CACHE_ROOT", "value": NODE_VLLM_CACHE_ROOT}]
+
+
+def phase_compile_cache_key(serving: ServingSettings, phase: Phase) -> str:
+    """The key of `phase`'s compile caches: its GPU, the image's vLLM, the model and its rendered engine arguments."""
+    return compile_cache.cache_key(
+        gpu_model=serving.node_group(phase).instance.gpu_model or "none", vllm_version=serving.vllm_version,
+        model_source=serving.app.config.model.model_source,
+        engine_kwargs=serving.app.pd_serving_args[f"{phase}_config"]["engine_kwargs"])
+
+
+def _compile_cache_sidecars(serving: ServingSettings, phase: Phase,
+                            role_arn: pulumi.Input[str] | None) -> list[dict[str, Any]]:
+    mirror = serving.app.config.model.s3_mirror
+    if not serving.ray_service.compile_cache_in_s3 or mirror is None:
+        return []
+    return [compile_cache.sidecar(
+        image=serving.image, mount=NODE_CACHE_MOUNT, uri=compile_cache.cache_uri(*mirror),
+        key=phase_compile_cache_key(serving, phase), env=_model_reader_env(role_arn, serving.region),
+        volume_mounts=[{"name": "node-cache", "mountPath": NODE_CACHE_MOUNT}, *_model_reader_mounts(role_arn)])]
 
 
 def _node_cache_init_container(serving: ServingSettings) -> dict[str, Any]:
@@ -327,6 +351,9 @@ def _node_cache_init_container(serving: ServingSettings) -> dict[str, Any]:
     # and pods of the serving namespace (the only one Pod Security lets mount a host path) reach it.
     # The Ray image itself, already on the node, so nothing more is pulled.
     directories = [NODE_HF_HOME, NODE_VLLM_CACHE_ROOT]
+    if serving.ray_service.compile_cache_in_s3:
+        directories += [f"{NODE_CACHE_MOUNT}/{d}" for d in compile_cache.CACHE_DIRECTORIES.values()
+                        if f"{NODE_CACHE_MOUNT}/{d}" not in directories]
     return {
         "name": NODE_CACHE_INIT_CONTAINER,
         "image": serving.image,
@@ -374,7 +401,7 @@ def _worker_container(serving: ServingSettings, sizing: WorkerResources,
         # vLLM/NIXL advertise this address to the peer engine; the pod IP is the one EFA can reach.
         {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "HF_HOME", "value": NODE_HF_HOME},
-        *_compile_cache_env(sizing),
+        *_compile_cache_env(serving, sizing),
     ]
     if serving.hybrid_model:
         env.extend({"name": name, "value": value} for name, value in HYBRID_WORKER_ENV.items())
@@ -453,7 +480,8 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
             "spec": _pod_spec(node_group.labels, _worker_container(serving, sizing, role_arn),
                               _worker_volumes(serving, node_group, role_arn), [dict(GPU_TOLERATION)],
                               service_account=MODEL_READER_SERVICE_ACCOUNT if role_arn is not None else None,
-                              init_containers=[_node_cache_init_container(serving)]),
+                              init_containers=[_node_cache_init_container(serving),
+                                               *_compile_cache_sidecars(serving, phase, role_arn)]),
         },
     }
 

@@ -29,7 +29,7 @@ def make_model(kind: str, directory: Path, seed: int):
 
 def lab_models(kinds: list[str], model_dir: Path, seed: int, local_models: list[str],
                untimed: frozenset[str] = frozenset()):
-    from lab.runner import LabModel, prompt_range
+    from lab.apps import LabModel, prompt_range
 
     out = []
     for kind in kinds:

@@ -16,7 +16,8 @@ COMPARE_SETTINGS = ("seed", "compare_prompts", "compare_prompt_tokens", "compare
 
 def cmd_compare_greedy(args) -> int:
     """Greedy PD == colocated across two results files (a split run: --modes pd, --modes colocated)."""
-    from lab.runner import Workload, compare_greedy_outputs
+    from lab.apps import Workload
+    from lab.runner import compare_greedy_outputs
 
     colocated, pd = (json.loads(Path(p).read_text()) for p in (args.colocated_result, args.pd_result))
     for name in COMPARE_SETTINGS:

@@ -9,8 +9,8 @@ from lab.commands.common import SET_HELP, VARIANTS_HELP, render_args
 
 
 def cmd_render(args) -> int:
+    from lab.apps import LabModel, lab_apps
     from lab.overlay import GiB, changed_paths
-    from lab.runner import LabModel, lab_apps
     from lab.variants import parse_variants
 
     rendered, source = render_args(args.stack, args.set)

@@ -22,7 +22,7 @@ def _int_list(option: str, text: str) -> tuple[int, ...]:
 
 
 def _workload(args):
-    from lab.runner import Interference, Workload
+    from lab.apps import Interference, Workload
 
     if args.repeats < 1:
         raise ConfigError("--repeats", args.repeats, "a positive integer")
@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="the whole lab run on this host's GPU")
     run.add_argument("--stack", default="dev")
     run.add_argument("--models", default="tiny,llama3-8b-shape", help=f"comma-separated: {', '.join(MODEL_KINDS)}")
-    run.add_argument("--local-model", action="append", metavar="KEY=DIR", help="also run a real local model")
+    run.add_argument("--local-model", action="append", metavar="KEY=DIR", help="also serve and time a real local model")
     run.add_argument("--model-dir", default="/tmp/lab-models")
     run.add_argument("--out", default=".lab/out", help=RESULTS_HELP)
     run.add_argument("--seed", type=int, default=0)

@@ -8,6 +8,7 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -42,23 +43,31 @@ def overrides_from_set(pairs: list[str]) -> dict[str, str]:
 
 
 
-def offline_run(stack: str, overrides: dict[str, str], project: Path | None = None):
-    """Run the real program under mocks; a user mistake exits 2 with the config error, no traceback.
-    The project is `project`, else found from the working directory (components/project.py)."""
-    import yaml
-
-    import offline
+def use_project(project: Path | None) -> Path:
+    """The project directory: `project`, else found from the working directory (components/project.py);
+    none found exits 2 with one line saying what to pass."""
     from components.project import ProjectNotFound, find_project_dir
-    from serve_app.errors import ConfigError
 
     try:
         if project is not None:
             os.environ[PROJECT_ENV] = str(project)
-        find_project_dir()
+        return find_project_dir()
     except ProjectNotFound as exc:
         raise fail(str(exc), 2) from None
+
+
+def offline_run(stack: str, overrides: dict[str, str], project: Path | None = None, deployed: Any = None):
+    """Run the real program under mocks; a user mistake exits 2 with the config error, no traceback.
+    The project is `project`, else found from the working directory (components/project.py); the
+    stack is new unless `deployed` (a DeployedStack) says how it is deployed."""
+    import yaml
+
+    import offline
+    from serve_app.errors import ConfigError
+
+    use_project(project)
     try:
-        return offline.run_offline(stack, overrides=overrides or None)
+        return offline.run_offline(stack, overrides=overrides or None, deployed=deployed)
     except ConfigError as exc:
         raise fail(f"stack {stack!r}: {exc}", 2) from None
     except yaml.YAMLError as exc:

@@ -35,7 +35,8 @@ def plan(
     diff: Path | None = typer.Option(
         None, "--diff", metavar="BASE.json",
         help="Print what changes from this saved `pdctl plan -o json` (e.g. the base branch's) instead of "
-             "the plan. Exit status: 0 no change, 3 changed, 2 bad input, 1 failure."),
+             "the plan, planning the stack as deployed from it (its subnets, GPU and NAT zones, IAM roles "
+             "kept, as `pulumi preview` keeps them). Exit status: 0 no change, 3 changed, 2 bad input, 1 failure."),
     width: int | None = typer.Option(
         None, "--width", min=40, help=f"Wrap text at this many columns (default: the terminal's; {PIPED_WIDTH} when "
                                       "piped)."),
@@ -48,11 +49,13 @@ def plan(
     Values the offline mock cloud made up (ids, ARNs, AZ names) are marked "(offline)". Exits 1 when
     a rule of the policy pack (policy/) refuses a resource, as `pulumi preview --policy-pack policy`
     would; with --strict, also on a warning."""
+    from offline import deployed_stack_from_plan
     from pdctl.plan import build_plan
     from pdctl.views import render_plan
 
     base = read_plan_document(diff) if diff is not None else None
-    run = offline_run(stack, overrides_from_set(set_), project)
+    run = offline_run(stack, overrides_from_set(set_), project,
+                      deployed=deployed_stack_from_plan(base) if base is not None else None)
     document = build_plan(run, stack=stack, config_region=run.config.get("aws:region"))
     if base is not None:
         _print_diff(base, document.to_dict(), output)
@@ -113,7 +116,8 @@ def render(
 
 def preflight(stack: str = STACK_OPTION, set_: list[str] = SET_OPTION, principal: str = typer.Option(
         None, "--principal", help="IAM ARN of the deploy role to check (default: the caller's).")) -> None:
-    """Ask the AWS account, read-only, what it would refuse: deploy permissions, quotas, GPU offerings."""
+    """Ask the AWS account, read-only, what it would refuse: the deploy's calls, the permissions boundary,
+    quotas with a node update's surge, GPU offerings, service-linked roles."""
     from pdctl.preflight import run_preflight
 
     lines, status = run_preflight(offline_run(stack, overrides_from_set(set_)).program["settings"], principal)
@@ -122,9 +126,39 @@ def preflight(stack: str = STACK_OPTION, set_: list[str] = SET_OPTION, principal
     raise typer.Exit(status)
 
 
+def update_check(
+    stack: str = STACK_OPTION,
+    release: str | None = typer.Option(None, "--release", help="Only this release (its name, e.g. 2026-12-02); "
+                                       "default: every release stacks run today."),
+) -> None:
+    """Plan the stack as each release stacks run today deployed it and as this checkout would update it:
+    refuse a lost cluster, node group, KMS key or store not declared in pdctl/intended_replacements.yaml,
+    and name every node group whose nodes roll. Needs the releases' commits in the clone.
+    Exit status: 0 passes, 4 refused, 1 failure."""
+    import tempfile
+
+    from pdctl.plan_diff import render_diff
+    from pdctl.release_update import EXIT_REFUSED, RELEASES, unintended_stateful_losses, update_diff, verdict
+
+    chosen = [r for r in RELEASES if release in (None, r.name)]
+    if not chosen:
+        raise fail(f"--release {release}: not a release stacks run today ({', '.join(r.name for r in RELEASES)})", 2)
+    refused = False
+    with tempfile.TemporaryDirectory(prefix="pdctl-releases-") as workdir:
+        diffs = [(r, update_diff(stack, r, Path(workdir))) for r in chosen]
+    for r, diff in diffs:
+        head, lines = verdict(diff, stack, r)
+        sys.stdout.write("\n".join([head, *lines]) + "\n")
+        refused = refused or bool(unintended_stateful_losses(diff, stack, r))
+    for r, diff in diffs:
+        sys.stdout.write(f"\n--- from release {r.name} ---\n" + render_diff(diff))
+    raise typer.Exit(EXIT_REFUSED if refused else 0)
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the pdctl app."""
     app.command()(plan)
+    app.command("update-check")(update_check)
     app.command("size")(size.size_command)
     app.command()(render)
     app.command()(preflight)

@@ -80,7 +80,6 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "deployFromInsideVpc": _BOOLS,
     "iamPermissionsBoundaryArn": _one_of("", "arn:aws:iam::111122223333:policy/eks-pd-llm/boundary",
                                          "arn:aws:iam::aws:policy/AdministratorAccess", "boundary", " "),
-    "keepEarlierIamRoles": _BOOLS,
     "hfToken": _one_of("", "hf_plaintexttoken"),  # plaintext: must be refused (secrets only)
     "rayServiceName": _one_of("ray-llm", "x" * 48, "Bad", "1abc", "llm-", ""),
     "rayImage": _one_of("", "rayproject/ray-llm:2.60.0-py311-cu128", "rayproject/ray:latest", "rayproject/ray", " "),
@@ -102,6 +101,8 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "maxNumSeqs": st.one_of(_INTS, _one_of("16", "256", "1024", "1025")),
     "maxNumBatchedTokens": st.one_of(_INTS, _one_of("15", "2048", "8192")),
     "visionInputs": _BOOLS,
+    "kvCacheFromPlan": _BOOLS,
+    "compileCacheInS3": _BOOLS,
     "streamBatchingIntervalMs": st.one_of(_INTS, _one_of("1000", "1001")),
     "pdDirectStreaming": _BOOLS,
     "tensorParallelSize": _INTS,

@@ -193,7 +193,9 @@ def test_rayservice_spec_reaches_the_engine_unchanged(run: OfflineRun, settings_
     # Keys such as "num-gpus" or "rayStartParams" must not be re-cased on the way; ints arrive as floats.
     assert ray_service.inputs["spec"] == yaml.safe_load(yaml.safe_dump(expected["spec"]))
     ingress = settings_for().serving.app.config.ingress  # the front door's keyed ingress (docs/FRONT_DOOR.md)
-    assert yaml.safe_load(ray_service.inputs["spec"]["serveConfigV2"]) == serve_config_v2(PDAppConfig(ingress=ingress))
+    # Each engine's KV cache fixed at the restart's size the plan computes (serve_app/capacity.py).
+    assert yaml.safe_load(ray_service.inputs["spec"]["serveConfigV2"]) == serve_config_v2(
+        PDAppConfig(ingress=ingress), {"prefill": 2_849_190_707, "decode": 2_849_190_707})
     assert ray_service.inputs["metadata"]["name"] == "ray-llm"
     assert ray_service.inputs["metadata"]["namespace"] == "inference"
 

@@ -67,7 +67,8 @@ def test_each_phase_gets_its_own_node_group_in_one_az_and_one_placement_group(he
     assert decode["labels"] == {**GPU_NODE_SELECTOR, PHASE_LABEL: "decode", ACCELERATOR: "nvidia-l4"}
     assert prefill["labels"] == {**GPU_NODE_SELECTOR, PHASE_LABEL: "prefill", ACCELERATOR: "nvidia-l4"}
     assert decode["taints"] == prefill["taints"]  # the GPU taint: every GPU DaemonSet tolerates it
-    assert (decode["nodeGroupName"], prefill["nodeGroupName"]) == (f"{CLUSTER}-gpu", f"{CLUSTER}-gpu-prefill")
+    assert decode["nodeGroupName"].startswith(f"{CLUSTER}-gpu-") and "prefill" not in decode["nodeGroupName"]
+    assert prefill["nodeGroupName"].startswith(f"{CLUSTER}-gpu-prefill-")
     assert decode["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 3}
     assert prefill["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 2}
     assert decode["subnetIds"] == prefill["subnetIds"] and len(prefill["subnetIds"]) == 1  # the GPU AZ's
@@ -104,27 +105,34 @@ def test_each_worker_group_is_pinned_to_its_phases_nodes_and_sized_for_them(sett
     assert [(g["minReplicas"], g["maxReplicas"]) for g in groups.values()] == [(1, 2), (1, 3)]
 
 
+def _node_group_names(run) -> dict[str, str]:
+    return {name: r.inputs.get("nodeGroupName") for name, r in _of_type(run, "eks:index:ManagedNodeGroup").items()}
+
+
 def test_the_cluster_autoscaler_sees_both_groups_and_may_resize_only_them(hetero_run) -> None:
+    names = _node_group_names(hetero_run)
+    shared, prefill = names["gpu-nodes"], names["prefill-gpu-nodes"]
     (release,) = [r for r in _of_type(hetero_run, "kubernetes:helm.sh/v3:Release").values()
                   if r.inputs["chart"] == "cluster-autoscaler"]
     values = release.inputs["values"]
-    assert f"eks:nodegroup-name={CLUSTER}-gpu" in values["autoDiscovery"]["tags"]
+    assert f"eks:nodegroup-name={shared}" in values["autoDiscovery"]["tags"]
     assert values["extraArgs"] == {"node-group-auto-discovery_2": (
         f"asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/{CLUSTER},"
-        f"eks:nodegroup-name={CLUSTER}-gpu-prefill")}
+        f"eks:nodegroup-name={prefill}")}
     (policy,) = [r for r in _of_type(hetero_run, "aws:iam/rolePolicy:RolePolicy").values()
                  if r.name.startswith("cluster-autoscaler")]
     (resize,) = [s for s in json.loads(policy.inputs["policy"])["Statement"] if "Condition" in s]
-    assert resize["Condition"]["StringEquals"]["aws:ResourceTag/eks:nodegroup-name"] == [
-        f"{CLUSTER}-gpu", f"{CLUSTER}-gpu-prefill"]
+    assert resize["Condition"]["StringEquals"]["aws:ResourceTag/eks:nodegroup-name"] == [shared, prefill]
 
 
 def test_only_the_group_that_can_grow_is_discovered() -> None:
     run = run_offline("dev", overrides={"prefillGpuNodeType": "g6.12xlarge", "prefillGpuNodeMaxCount": "2",
                                         "prefillMaxReplicas": "8"})
+    names = _node_group_names(run)
+    assert names["gpu-nodes"] is None and names["prefill-gpu-nodes"].startswith(f"{CLUSTER}-gpu-prefill-")
     (release,) = [r for r in _of_type(run, "kubernetes:helm.sh/v3:Release").values()
                   if r.inputs["chart"] == "cluster-autoscaler"]
-    assert release.inputs["values"]["autoDiscovery"]["tags"][-1] == f"eks:nodegroup-name={CLUSTER}-gpu-prefill"
+    assert release.inputs["values"]["autoDiscovery"]["tags"][-1] == f"eks:nodegroup-name={names['prefill-gpu-nodes']}"
     assert "extraArgs" not in release.inputs["values"]
 
 

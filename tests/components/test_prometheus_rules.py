@@ -281,7 +281,8 @@ def test_without_a_capacity_report_the_kv_alerts_are_left_out_and_said_so(settin
 def test_gpu_memory_alert_sits_above_what_vllm_takes_by_design(settings_for: Any) -> None:
     # gpuMemoryUtilization 0.90 → half of the 10 % headroom: 0.95.
     assert rules.gpu_memory_near_full(settings_for().serving) == 0.95
-    assert rules.gpu_memory_near_full(settings_for(gpuMemoryUtilization="0.94").serving) == 0.97
+    without_fixed_kv = settings_for(gpuMemoryUtilization="0.94", kvCacheFromPlan="false")
+    assert rules.gpu_memory_near_full(without_fixed_kv.serving) == 0.97
 
 
 @pytest.mark.parametrize(("key", "value"), [

@@ -186,7 +186,7 @@ def test_serving_network_policies_still_select_both_phases_pods(settings_for: An
 def test_gpu_node_group_spans_its_bounds_and_only_it_is_named(scaling_run) -> None:
     groups = {r.name: r.inputs for r in _resources_of(scaling_run, "eks:index:ManagedNodeGroup")}
     assert groups["gpu-nodes"]["scalingConfig"] == {"minSize": 2, "desiredSize": 2, "maxSize": 4}
-    assert groups["gpu-nodes"]["nodeGroupName"] == "ray-llm-multinode-gpu"
+    assert groups["gpu-nodes"]["nodeGroupName"].startswith("ray-llm-multinode-gpu-")
     assert groups["system-nodes"]["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 1}
 
 
@@ -212,7 +212,8 @@ def test_cluster_autoscaler_release_pinned_on_system_nodes_for_the_gpu_group_onl
     assert release.inputs["version"] == CLUSTER_AUTOSCALER.default_version
     assert release.inputs["namespace"] == "kube-system"
     assert values["nodeSelector"] == {"role": "system"}
-    assert "eks:nodegroup-name=ray-llm-multinode-gpu" in values["autoDiscovery"]["tags"]
+    (group,) = [r for r in _resources_of(scaling_run, "eks:index:ManagedNodeGroup") if r.name == "gpu-nodes"]
+    assert f"eks:nodegroup-name={group.inputs['nodeGroupName']}" in values["autoDiscovery"]["tags"]
     assert values["image"]["tag"] == "v1.35.2"  # the cluster's Kubernetes 1.35
     assert values["rbac"]["serviceAccount"]["name"] == SERVICE_ACCOUNT
     assert values["rbac"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"].startswith(
@@ -233,9 +234,10 @@ def test_cluster_autoscaler_identity_is_its_service_account_and_the_gpu_group(sc
                  if r.name.startswith("cluster-autoscaler")]
     statements = json.loads(policy.inputs["policy"])["Statement"]
     writes = [s for s in statements if set(s["Action"]) & set(WRITE_ACTIONS)]
+    (group,) = [r for r in _resources_of(scaling_run, "eks:index:ManagedNodeGroup") if r.name == "gpu-nodes"]
     assert len(writes) == 1 and writes[0]["Condition"]["StringEquals"] == {
         "aws:ResourceTag/eks:cluster-name": "ray-llm-multinode",
-        "aws:ResourceTag/eks:nodegroup-name": "ray-llm-multinode-gpu"}
+        "aws:ResourceTag/eks:nodegroup-name": group.inputs["nodeGroupName"]}
 
 
 def test_no_node_autoscaler_for_a_fixed_node_group(offline_run: Any) -> None:

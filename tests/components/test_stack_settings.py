@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from components.config.cluster import SUPPORTED_KUBERNETES_VERSIONS
 from components.config.declared import declared_keys, project_name
+from components.config.network import NetworkSettings
 from components.config.nodes import GpuNodeSettings
 from components.config.read import read_config
 from components.config.stack import StackSettings, settings_from_config
@@ -91,7 +92,6 @@ ALTERNATIVES = {
     "deletionProtection": "true",
     "deployFromInsideVpc": "true",
     "iamPermissionsBoundaryArn": "arn:aws:iam::111122223333:policy/eks-pd-llm/workload-boundary",
-    "keepEarlierIamRoles": "true",
     "gcsFaultTolerance": "true",
     "httpFront": "haproxy",
     "hfToken": "hf_abc",
@@ -101,6 +101,7 @@ ALTERNATIVES = {
     "initializingTimeout": "45m",
     "upgradeStrategy": "NewCluster",
     "rayImageCarriesRunaiStreamer": "true",
+    "compileCacheInS3": "true",
     "modelId": "my-model",
     "modelSource": "acme/custom-model-7b",
     "tokenizerSource": "Qwen/Qwen3.5-9B",
@@ -112,6 +113,7 @@ ALTERNATIVES = {
     "maxNumSeqs": "16",
     "maxNumBatchedTokens": "4096",
     "visionInputs": "true",
+    "kvCacheFromPlan": "false",
     "streamBatchingIntervalMs": "5",
     "pdDirectStreaming": "true",
     "tensorParallelSize": "2",
@@ -157,6 +159,10 @@ COMPANIONS = {
     # The vision encoder leaves an L4 16 KV blocks: CUDA graphs of 32 sequences would not start.
     "visionInputs": {"enforceEager": "true"},
     "maxModelLen": {"longPromptTokens": "1024"},  # the long request must fit it
+    # A KV cache fixed at 0.95 of an L4 would not fit a new node's first start (refused).
+    "gpuMemoryUtilization": {"kvCacheFromPlan": "false"},
+    "compileCacheInS3": {"modelSource": "s3://acme-models/mirror/Qwen/Qwen3.5-9B",
+                         "rayImageCarriesRunaiStreamer": "true"},
 }
 
 
@@ -369,13 +375,17 @@ def test_supported_kubernetes_versions_include_the_reference():
 def test_subnets_fit_the_vpc_without_overlap(prefix, az_count):
     # us-east-1: the (recorded) region with 6 AZs.
     s = settings_for("dev", vpcCidr=f"10.0.0.0/{prefix}", azCount=str(az_count), **{"aws:region": "us-east-1"})
-    pairs = s.network.subnet_cidrs()
-    subnets = [net for pair in pairs for net in pair]
+    pairs = s.zones.subnet_cidrs
+    subnets = [net for pair in pairs for net in (pair.private, pair.public)]
     assert len(pairs) == az_count
     assert all(net.subnet_of(s.network.vpc_cidr) for net in subnets)
     assert all(not a.overlaps(b) for i, a in enumerate(subnets) for b in subnets[i + 1:])
     # Pods take VPC addresses: private subnets are the big ones.
-    assert all(private.num_addresses == 8 * public.num_addresses for private, public in pairs)
+    assert all(pair.private.num_addresses == 8 * pair.public.num_addresses for pair in pairs)
+    # Each zone's slot is its zone ID's number.
+    for zone, pair in zip(s.zones.network_zones, pairs, strict=True):
+        slot = int(zone.zone_id.rsplit("az", 1)[1]) - 1
+        assert pair.private == list(s.network.vpc_cidr.subnets(prefixlen_diff=3))[slot]
 
 
 # ── AZ choice (by zone ID, from EC2's answer) ─────────────────────────────────────────────────
@@ -391,13 +401,18 @@ def cloud(zones=ZONES, offering=("us-west-2c", "us-west-2b"), region="us-west-2"
                       system_instance=g6, account_id="210987654321")
 
 
+def network(az_count: int) -> NetworkSettings:
+    typed, texts = read_config({"azCount": str(az_count)}, project=PROJECT)
+    return from_stack_keys(NetworkSettings, typed, texts)
+
+
 def gpu(**overrides: str) -> GpuNodeSettings:
     typed, texts = read_config(overrides, project=PROJECT)
     return from_stack_keys(GpuNodeSettings, typed, texts)
 
 
 def test_auto_gpu_zone_is_the_first_offering_one_by_zone_id_and_leads_the_network():
-    plan = plan_availability_zones(3, gpu(), cloud())
+    plan = plan_availability_zones(network(3), gpu(), cloud())
     assert plan.gpu_zone == Zone("us-west-2b", "usw2-az2")  # az2 offers it, az1 (us-west-2d) does not
     assert [z.zone_id for z in plan.network_zones] == ["usw2-az2", "usw2-az1", "usw2-az3"]
     assert plan.control_plane_zones == plan.network_zones
@@ -405,26 +420,26 @@ def test_auto_gpu_zone_is_the_first_offering_one_by_zone_id_and_leads_the_networ
 
 @pytest.mark.parametrize("wanted", ["us-west-2c", "usw2-az4"])
 def test_configured_gpu_zone_is_used_by_name_or_by_id(wanted):
-    plan = plan_availability_zones(2, gpu(gpuAvailabilityZone=wanted), cloud())
+    plan = plan_availability_zones(network(2), gpu(gpuAvailabilityZone=wanted), cloud())
     assert plan.gpu_zone == Zone("us-west-2c", "usw2-az4") and plan.network_zones[0] == plan.gpu_zone
 
 
 def test_configured_gpu_zone_without_the_type_is_refused():
     with pytest.raises(ConfigError) as caught:
-        plan_availability_zones(2, gpu(gpuAvailabilityZone="us-west-2a"), cloud(offering=("us-west-2b",)))
+        plan_availability_zones(network(2), gpu(gpuAvailabilityZone="us-west-2a"), cloud(offering=("us-west-2b",)))
     assert caught.value.setting == "gpuAvailabilityZone"
     assert caught.value.allowed == "us-west-2b (usw2-az2)"
 
 
 def test_gpu_type_offered_nowhere_is_refused():
     with pytest.raises(ConfigError) as caught:
-        plan_availability_zones(2, gpu(), cloud(offering=()))
+        plan_availability_zones(network(2), gpu(), cloud(offering=()))
     assert caught.value.setting == "gpuNodeType"
 
 
 def test_more_azs_than_the_region_has_is_refused():
     with pytest.raises(ConfigError) as caught:
-        plan_availability_zones(5, gpu(), cloud())
+        plan_availability_zones(network(5), gpu(), cloud())
     assert caught.value.setting == "azCount"
 
 
@@ -436,15 +451,15 @@ def test_the_control_plane_never_gets_an_az_eks_refuses_but_the_gpu_nodes_may():
     # plane takes the other AZs' subnets, so the VPC needs three AZs.
     only_az3 = cloud(US_EAST_1, offering=("us-east-1b",), region="us-east-1")
     with pytest.raises(ConfigError) as caught:
-        plan_availability_zones(2, gpu(**{"aws:region": "us-east-1"}), only_az3)
+        plan_availability_zones(network(2), gpu(**{"aws:region": "us-east-1"}), only_az3)
     assert caught.value.setting == "azCount" and "us-east-1b (use1-az3)" in str(caught.value)
-    plan = plan_availability_zones(3, gpu(**{"aws:region": "us-east-1"}), only_az3)
+    plan = plan_availability_zones(network(3), gpu(**{"aws:region": "us-east-1"}), only_az3)
     assert plan.gpu_zone.zone_id == "use1-az3"
     assert [z.zone_id for z in plan.control_plane_zones] == ["use1-az1", "use1-az4"]
 
 
 def test_an_az_eks_refuses_is_the_last_one_the_network_takes():
-    plan = plan_availability_zones(2, gpu(**{"aws:region": "us-east-1"}),
+    plan = plan_availability_zones(network(2), gpu(**{"aws:region": "us-east-1"}),
                                    cloud(US_EAST_1, offering=("us-east-1a",), region="us-east-1"))
     assert [z.zone_id for z in plan.network_zones] == ["use1-az4", "use1-az1"]  # az3 skipped although lower
 

@@ -76,7 +76,7 @@ def test_a_stack_short_of_replicas_at_peak_warns_naming_the_setting_to_raise():
     decode = next(p for p in settings.slo.phases if p.phase == "decode") if settings.slo else None
     assert decode is not None and decode.needed_replicas is not None and decode.needed_replicas > 1
     assert not decode.meets_at_max
-    assert any("raise decodeMaxReplicas" in w and "fit a replica's KV cache" in w for w in settings.warnings)
+    assert any("raise decodeMaxReplicas" in w and "what its KV cache holds" in w for w in settings.warnings)
     # Autoscaling up to enough replicas meets the peak: no warning.
     enough = str(decode.needed_replicas)
     scaled = settings_for(peakRequestsPerSecond="1", decodeMaxReplicas=enough, prefillMaxReplicas="4",

@@ -115,7 +115,8 @@ def post(github, comment_script):
     return run
 
 
-META = {"pr_number": 5, "head_sha": HEAD_SHA, "stacks": {"dev": {"exit": 3}, "prod": {"exit": 0}}}
+META = {"pr_number": 5, "head_sha": HEAD_SHA,
+        "stacks": {"dev": {"exit": 3, "update_exit": 4}, "prod": {"exit": 0, "update_exit": 0}}}
 DEV_DIFF = "plan diff: stack dev (base) → dev (this change)\nCHANGED: 1 to replace (62 resources unchanged)\n"
 
 
@@ -127,6 +128,12 @@ def test_posts_one_comment_then_edits_it(github, post, comment_script):
     assert body.startswith(comment_script.MARKER)
     assert "- **dev**: changes" in body and "- **prod**: no change" in body
     assert f"```text\n{DEV_DIFF.rstrip()}\n```" in body
+    # The update check's verdict leads, before the plan diff: dev's refusal first of all.
+    lines = body.splitlines()
+    assert lines[1] == "### Update check (`pdctl update-check`)"
+    verdicts = [line for line in lines if line.startswith("- **")]
+    assert verdicts[:2] == ["- **dev**: **refused**: it loses state no entry of pdctl/intended_replacements.yaml "
+                            "declares", "- **prod**: passes"]
     # The next run edits the same comment instead of adding one.
     github.archive = artifact_zip({"meta.json": json.dumps(META), "dev.txt": "no change\n", "prod.txt": "no change\n"})
     assert post() == "edited the plan-diff comment on #5"
@@ -183,8 +190,9 @@ def test_a_long_diff_is_cut_to_fit_a_comment(github, post, comment_script):
 def test_collect_plans_the_base_and_diffs_a_stack(tmp_path, comment_script):
     """The plan job's half, for real, on this repository as both base and head: no change."""
     meta = comment_script.collect(REPO, REPO, tmp_path, 5, HEAD_SHA, stacks=["dev"])
-    assert meta == {"pr_number": 5, "head_sha": HEAD_SHA, "stacks": {"dev": {"exit": 0}}}
+    assert meta == {"pr_number": 5, "head_sha": HEAD_SHA, "stacks": {"dev": {"exit": 0, "update_exit": 0}}}
     assert "no change" in (tmp_path / "dev.txt").read_text()
+    assert (tmp_path / "dev-update.txt").read_text().startswith("update check, stack dev from release ")
     assert json.loads((tmp_path / "base-dev.json").read_text())["stack"] == "dev"
     assert json.loads((tmp_path / "meta.json").read_text()) == meta
 
@@ -202,5 +210,5 @@ def test_collect_finds_every_stack_and_reports_a_base_that_cannot_plan(tmp_path,
     (tmp_path / "base").mkdir()
     meta = comment_script.collect(tmp_path / "base", REPO, tmp_path / "out", 5, HEAD_SHA)
     stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in REPO.glob("Pulumi.*.yaml"))
-    assert sorted(meta["stacks"]) == stacks and meta["stacks"]["prod"] == {"exit": None}
+    assert sorted(meta["stacks"]) == stacks and meta["stacks"]["prod"] == {"exit": None, "update_exit": 0}
     assert "no base plan for stack prod" in (tmp_path / "out" / "prod.txt").read_text()

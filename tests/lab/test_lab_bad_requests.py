@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from lab import resilience, runner
+from lab import apps, resilience
 from lab.resilience import RunOptions, run_resilience
 
 
 @pytest.fixture(scope="module")
 def documents(tmp_path_factory, dev_args) -> dict:
     """A soak that crashes at once (its memory sampler raises), then the bad requests, on one deployment."""
-    model = runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
+    model = apps.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(resilience.soak, "MemorySampler", _CrashingSampler)
         return run_resilience(["soak", "bad-requests"], rendered_args=dev_args,

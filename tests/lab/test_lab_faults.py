@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab import faults, runner
+from lab import apps, faults
 from lab.resilience import RunOptions, run_resilience
 
 CPU_LOAD = faults.LoadSpec(concurrency=2, short_prompt_tokens=32, long_prompt_tokens=256, output_tokens=8)
@@ -20,7 +20,7 @@ CPU_TIMES = faults.FaultTimes(before_s=3.0, recover_s=90.0, after_s=4.0)
 
 
 def prefill_engine_fault(tmp_path_factory, args) -> dict:
-    model = runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
+    model = apps.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
     documents = run_resilience(["faults"], rendered_args=args, source="dev [test tier, fake engines]", model=model,
                                out_dir=tmp_path_factory.mktemp("faults"), fake_engines=True,
                                options=RunOptions(fault_names=("prefill-engine",), load=CPU_LOAD, times=CPU_TIMES),

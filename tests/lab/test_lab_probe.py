@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from lab.probe import LOG_PATTERNS, budget_utilization, parse_log, probe_specs
+from lab.probe import (
+    KV_CACHE_MARGIN_BYTES,
+    LOG_PATTERNS,
+    budget_utilization,
+    parse_log,
+    planned_kv_cache_bytes,
+    probe_specs,
+    restore_caches,
+)
+from serve_app.errors import ConfigError
 
 # vLLM 0.26.0's own lines from the as-rendered probe on an L4's budget (lab/results, 2026-12-02).
 AS_RENDERED_LOG = """\
@@ -60,6 +69,57 @@ def test_each_variant_changes_only_what_it_names_on_the_stacks_decode_engine(dev
     assert specs["as-rendered-warm"].engine_kwargs == rendered and specs["as-rendered"].changes == {}
 
 
+def test_fp8_and_fixed_kv_variants_change_only_the_quantization_and_the_kv_bytes(dev_args):
+    specs = {s.name: s for s in probe_specs(dev_args, model_path="/m", utilization=0.1439,
+                                            variants=("as-rendered", "fp8", "fp8-warm", "kv-bytes"),
+                                            kv_cache_bytes=2_849_190_707)}
+    rendered = specs["as-rendered"].engine_kwargs
+    assert specs["fp8"].engine_kwargs == {**rendered, "quantization": "fp8"} == specs["fp8-warm"].engine_kwargs
+    assert specs["kv-bytes"].engine_kwargs == {**rendered, "kv_cache_memory_bytes": 2_849_190_707}
+    assert specs["kv-bytes"].changes == {"kv_cache_memory_bytes": 2_849_190_707}
+
+
+def test_a_variant_the_probe_cannot_build_is_refused_naming_the_flag(dev_args):
+    with pytest.raises(ConfigError, match=r"^--variants: got 'fp16'"):
+        probe_specs(dev_args, model_path="/m", utilization=0.1, variants=("fp16",))
+    with pytest.raises(ConfigError, match=r"^--kv-cache-bytes"):
+        probe_specs(dev_args, model_path="/m", utilization=0.1, variants=("kv-bytes",))
+
+
+def test_the_fixed_kv_cache_is_the_plans_restart_less_vllms_margin():
+    from lab.stack import stack_app
+
+    plan = planned_kv_cache_bytes(stack_app("dev"))
+    # The dev stack's decode engine on g6.8xlarge's L4: the plan's restart holds 173 blocks, a first start 67.
+    assert (plan["restart_blocks"], plan["first_start_blocks"]) == (173, 67)
+    assert plan["kv_cache_bytes"] == plan["restart_kv_bytes"] - KV_CACHE_MARGIN_BYTES == 2_849_190_707
+
+
+def test_restored_caches_are_a_copy_and_the_originals_are_gone(tmp_path):
+    source = tmp_path / "first-start"
+    (source / "vllm" / "torch_compile_cache").mkdir(parents=True)
+    (source / "vllm" / "torch_compile_cache" / "graph.py").write_text("x" * 100)
+    (source / "triton").mkdir()
+    (source / "triton" / "kernel.cubin").write_bytes(b"\0" * 50)
+    restored = restore_caches(source, tmp_path / "new-node")
+    assert not source.exists()
+    assert (tmp_path / "new-node" / "triton" / "kernel.cubin").read_bytes() == b"\0" * 50
+    assert (restored["files"], restored["bytes"]) == (2, 150)
+
+
+def test_the_qwen35_config_has_the_published_rotary_settings_and_vllm_reads_mrope():
+    from transformers import Qwen3_5Config
+
+    from lab.models import qwen35_config_dict, qwen_special_ids
+
+    config = Qwen3_5Config(**qwen35_config_dict(qwen_special_ids()))
+    rope = config.text_config.rope_parameters
+    assert (rope["mrope_section"], rope["mrope_interleaved"], rope["partial_rotary_factor"]) == ([11, 11, 10], True, 0.25)
+    assert rope["rope_theta"] == 10_000_000
+    uses_mrope = pytest.importorskip("vllm.transformers_utils.config").uses_mrope
+    assert uses_mrope(config)  # vLLM builds its M-RoPE rotary (a larger position table) for this model
+
+
 @pytest.mark.slow
 def test_the_qwen35_directory_has_the_configs_ids_in_its_tokenizer_and_a_chat_template(tmp_path):
     from transformers import AutoConfig, AutoTokenizer
@@ -79,3 +139,33 @@ def test_the_qwen35_directory_has_the_configs_ids_in_its_tokenizer_and_a_chat_te
     assert prompt.endswith("<|im_start|>assistant\n")
     assert (config.text_config.max_position_embeddings, config.vision_config.out_hidden_size) == (262_144, 4096)
     assert json.loads((Path(tmp_path) / "preprocessor_config.json").read_text())["patch_size"] == 16
+
+
+def test_the_long_sequence_load_counts_finished_and_preempted_sequences():
+    """vLLM's scheduler requests are read as they arrive (in-process engine core): a sequence preempted
+    once shows, and one cut short is not counted as finished."""
+    pytest.importorskip("vllm")
+    from types import SimpleNamespace
+
+    from lab.probe_engine import concurrent_load
+
+    class Scheduler:
+        def add_request(self, request):
+            request.num_preemptions = 1 if request.request_id == 2 else 0
+
+    scheduler = Scheduler()
+    core = SimpleNamespace(scheduler=scheduler)
+
+    class FakeLLM:
+        llm_engine = SimpleNamespace(engine_core=SimpleNamespace(engine_core=core))
+
+        def generate(self, prompts, params):
+            assert all(len(p["prompt_token_ids"]) == 3840 for p in prompts) and params.ignore_eos
+            for index, _ in enumerate(prompts):
+                scheduler.add_request(SimpleNamespace(request_id=index))
+            return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[0] * (params.max_tokens - (i == 0)))])
+                    for i in range(len(prompts))]
+
+    load = concurrent_load(FakeLLM(), sequences=3, prompt_tokens=3840, output_tokens=256)
+    assert (load["finished"], load["preemptions"], load["preempted_sequences"]) == (2, [0, 0, 1], 1)
+    assert "add_request" not in vars(scheduler)  # the scheduler is left as it was

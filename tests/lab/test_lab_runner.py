@@ -14,6 +14,7 @@ import os
 import pytest
 
 from lab import compare, evidence, workload
+from lab.apps import LabModel, lab_apps, lab_environment
 from lab.models import SPECIAL_TOKENS, LlamaShape, build_tokenizer, filler_tokens
 from lab.overlay import (
     LabOverlay,
@@ -24,7 +25,7 @@ from lab.overlay import (
     nixl_ports,
     overlay_values,
 )
-from lab.runner import LabModel, lab_apps, lab_environment, verdict
+from lab.runner import verdict
 from serve_app.config import EngineSettings, ModelSettings, PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.render import pd_serving_args
@@ -393,6 +394,8 @@ def test_tiny_model_is_reproducible_from_its_seed(tmp_path):
 
 # ── variants: named serving-knob changes, measured side by side ──────────────────────────────
 
+from lab import apps as lab_apps_module  # noqa: E402
+from lab import ray_outputs  # noqa: E402
 from lab import runner as lab_runner  # noqa: E402
 from lab.variants import (  # noqa: E402
     DIRECT_STREAMING_ENV,
@@ -447,7 +450,7 @@ def test_variants_name_their_apps_and_every_engine_gets_its_own_share_and_ports(
         ("llama3-8b-shape-pd-direct", "/llama3-8b-shape/pd/direct"),
     ]
     configs = _engine_configs(apps)
-    assert len(configs) == lab_runner.engines_on_host(models, variants) == 6
+    assert len(configs) == lab_apps_module.engines_on_host(models, variants) == 6
     assert {c["placement_group_config"]["bundle_per_worker"]["GPU"] for c in configs} == {0.1666}
     assert lab_environment(models, variants=variants)["VLLM_RAY_PER_WORKER_GPUS"] == "0.1666"
     assert {c["engine_kwargs"]["gpu_memory_utilization"] for c in configs} == {0.15}
@@ -493,12 +496,12 @@ def test_variants_parse_from_text_or_file_and_need_distinct_names(tmp_path):
         parse_variants(str(tmp_path / "missing.json"))
 
 
-def test_the_committed_issue12_matrices_parse_and_fit_six_engines_on_one_gpu(dev_args):
+def test_the_committed_variant_matrices_parse_and_fit_six_engines_on_one_gpu(dev_args):
     from pathlib import Path
 
-    for path in sorted(Path("lab/variants").glob("issue12-*.json")):
+    for path in sorted(Path("lab/variants").glob("*.json")):
         variants = parse_variants(str(path))
-        assert lab_runner.engines_on_host(_models("llama3-8b-shape"), variants) <= 6, path
+        assert lab_apps_module.engines_on_host(_models("llama3-8b-shape"), variants) <= 6, path
         lab_apps(dev_args, _models("llama3-8b-shape"), variants=variants)
 
 
@@ -581,9 +584,9 @@ def test_raw_samples_and_process_cpu_deltas():
 
 def test_serving_series_and_the_exposition_file_header(tmp_path):
     text = "# HELP x\nray_vllm_a{x=\"1\"} 1\nray_serve_b 2\nray_node_cpu 3\n"
-    assert lab_runner.serving_series(text) == ['ray_vllm_a{x="1"} 1', "ray_serve_b 2"]
+    assert ray_outputs.serving_series(text) == ['ray_vllm_a{x="1"} 1', "ray_serve_b 2"]
     path = tmp_path / "m.prom"
-    lab_runner.write_metrics_exposition(path, text, {"versions": {"ray": "2.58.0"},
+    ray_outputs.write_metrics_exposition(path, text, {"versions": {"ray": "2.58.0"},
                                                      "host": {"gpu": {"name": "H200", "driver": "580"}}}, ["a-pd"])
     written = path.read_text()
     assert written.endswith(text) and "ray 2.58.0" in written and "a-pd" in written
@@ -599,10 +602,10 @@ def test_cli_refuses_zero_repeats(capsys):
 
 def test_cpus_wanted_counts_engine_bundles_replica_actors_and_ingresses(dev_args):
     """Seen on the 16-core H200: six engines (2 CPUs each) + five ingresses = 17 → one app never became ready."""
-    matrix = parse_variants("lab/variants/issue12-run-a.json")
+    matrix = parse_variants("lab/variants/graphs-flush-0-default-sizes.json")
     apps = lab_apps(dev_args, _models("llama3-8b-shape"), variants=matrix)
-    assert lab_runner.cpus_wanted(apps) == 6 * 2 + 5
-    assert lab_runner.cpus_wanted(apps[:4]) <= 16
+    assert lab_apps_module.cpus_wanted(apps) == 6 * 2 + 5
+    assert lab_apps_module.cpus_wanted(apps[:4]) <= 16
 
 
 def test_the_lab_s_requests_leave_no_line_each_in_the_run_log(caplog):

@@ -14,18 +14,10 @@ import pytest
 
 from lab import workload
 from lab.__main__ import main as cli_main
+from lab.apps import Interference, LabModel, Workload, lab_apps, lab_environment, lab_stages
 from lab.overlay import GiB, LabOverlay, apply_lab_overlay, changed_paths
 from lab.report import interference_table, markdown_report
-from lab.runner import (
-    Interference,
-    LabModel,
-    Workload,
-    compare_greedy_outputs,
-    lab_apps,
-    lab_environment,
-    lab_stages,
-    verdict,
-)
+from lab.runner import compare_greedy_outputs, verdict
 from measure.latency import RequestSample
 from serve_app.errors import ConfigError
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from lab import runner, scaling
+from lab import apps, scaling
 from lab.overlay import NIXL_PORT_BASE_KEY
 from lab.recovery import Observation
 from lab.stack import rendered_pd_serving_args
@@ -189,14 +189,14 @@ def test_a_bad_override_is_one_config_error_naming_it(pairs, message):
 
 def test_a_second_decode_replica_has_its_gpu_share_and_its_own_nixl_port():
     scaled, _ = rendered_pd_serving_args("dev", overrides=parse_overrides(SCALING_SETS))
-    model = runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
-    apps = runner.lab_apps(scaled, [model])
-    pd = next(a for a in apps if a.mode == "pd")
+    model = apps.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
+    built = apps.lab_apps(scaled, [model])
+    pd = next(a for a in built if a.mode == "pd")
     # prefill 1 + decode up to 2 + a colocated baseline up to 2 (decode's config): 5 shares of one GPU
-    assert runner.engines_per_app(scaled) == {"pd": 3, "colocated": 2}
+    assert apps.engines_per_app(scaled) == {"pd": 3, "colocated": 2}
     decode, prefill = pd.args["decode_config"], pd.args["prefill_config"]
     assert decode["placement_group_config"]["bundle_per_worker"]["GPU"] == 0.2
-    assert runner.lab_environment([model], per_app=runner.engines_per_app(scaled))["VLLM_RAY_PER_WORKER_GPUS"] == "0.2"
+    assert apps.lab_environment([model], per_app=apps.engines_per_app(scaled))["VLLM_RAY_PER_WORKER_GPUS"] == "0.2"
     # Ray Serve LLM adds the replica rank to decode's base: replicas 0 and 1 listen on different ports
     assert NIXL_PORT_BASE_KEY in decode["experimental_configs"]
     assert "VLLM_NIXL_SIDE_CHANNEL_PORT" not in decode["runtime_env"]["env_vars"]
@@ -205,16 +205,16 @@ def test_a_second_decode_replica_has_its_gpu_share_and_its_own_nixl_port():
         decode["experimental_configs"][NIXL_PORT_BASE_KEY])
     assert NIXL_PORT_BASE_KEY not in prefill.get("experimental_configs", {})
     with pytest.raises(ConfigError, match="gpus: got 2; allowed: 1 when a phase may run more than one replica"):
-        runner.lab_apps(scaled, [model], gpus=2)
+        apps.lab_apps(scaled, [model], gpus=2)
 
 
 def test_the_gpu_runs_keys_pass_the_ramp_and_fit_one_gpu():
     scaled, _ = rendered_pd_serving_args("dev", overrides=parse_overrides(scaling.STACK_OVERRIDES))
     scaling.check_ramp(scaling.Ramp(), scaled["decode_config"])
-    model = runner.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
-    engines = runner.engines_on_host([model], per_app=runner.engines_per_app(scaled))
+    model = apps.LabModel("tiny", "/tmp/lab-models/tiny", False, True, (4, 500))
+    engines = apps.engines_on_host([model], per_app=apps.engines_per_app(scaled))
     assert engines == 6  # prefill 2, decode 2, the colocated baseline's 2
-    pd = next(a for a in runner.lab_apps(scaled, [model]) if a.mode == "pd")
+    pd = next(a for a in apps.lab_apps(scaled, [model]) if a.mode == "pd")
     shares = [pd.args[role]["placement_group_config"]["bundle_per_worker"]["GPU"]
               for role in ("prefill_config", "decode_config")]
     assert shares == [0.1666, 0.1666] and engines * shares[0] <= 1
@@ -247,7 +247,7 @@ def test_the_scaling_command_refuses_bad_input_in_one_line_before_anything_start
 def test_the_new_replicas_first_ok_call_is_found_in_its_workers_stderr_when_its_serve_log_stops(tmp_path, monkeypatch):
     # As on the H200: a PD replica's Serve log file ends at vLLM's engine start; its access lines
     # reach only its Ray worker's stderr (worker-<worker id>-<job>-<pid>.err).
-    from lab import faults, resilience, runner
+    from lab import faults, ray_outputs, resilience
 
     (tmp_path / "serve").mkdir()
     (tmp_path / "serve" / "replica_tiny-pd_Decode_m_new1.log").write_text(
@@ -263,7 +263,7 @@ def test_the_new_replicas_first_ok_call_is_found_in_its_workers_stderr_when_its_
         {"replica_id": "new1", "state": "RUNNING", "worker_id": "abc123",
          "log_file_path": "/serve/replica_tiny-pd_Decode_m_new1.log"}]}}}}}
     monkeypatch.setattr(faults, "serve_details", lambda: details)
-    monkeypatch.setattr(runner, "ray_log_dir", lambda: tmp_path)
+    monkeypatch.setattr(ray_outputs, "ray_log_dir", lambda: tmp_path)
 
     found = resilience._first_served("tiny-pd", "Decode:m", ["new1"], wall_offset=first)
     assert found is not None and found[0] == "new1" and found[1] == pytest.approx(0.25)

@@ -209,7 +209,7 @@ def invoke(*args):
 
 @pytest.fixture
 def cached_prod(prod_run, monkeypatch):
-    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None: prod_run)
+    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None, deployed=None: prod_run)
 
 
 def test_diff_against_its_own_plan_exits_0(prod_plan, cached_prod, tmp_path):
@@ -268,6 +268,96 @@ def test_secret_inputs_never_reach_the_plan_or_its_diff(tmp_path, monkeypatch):
     base["outputs"]["modelId"] = "other"
     path = tmp_path / "base.json"
     path.write_text(json.dumps(base))
-    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None: run)
+    monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None, deployed=None: run)
     result = invoke("plan", "--stack", "dev", "--diff", path)
     assert result.exit_code == 3 and token not in result.stdout
+
+
+# ---------------------------------------------------------------- identity (URN) and state
+
+CACHE = "aws:elasticache/replicationGroup:ReplicationGroup"
+GCS_STORE = "eks-pd-llm:gcs:GcsStore"
+
+
+def cache_store(parent_type: str = GCS_STORE, name: str = "gcs-store", rtype: str = CACHE, **inputs) -> dict:
+    return node(parent_type, "gcs", {}, children=[node(rtype, name, {"replicationGroupId": "ray-gcs",
+                                                                    "nodeType": "cache.t4g.small", **inputs})])
+
+
+def test_resources_are_keyed_by_urn_so_a_new_parent_type_is_a_stateful_delete_and_a_create():
+    diff = diff_plans(hand_made_plan(extra=[cache_store()]),
+                      hand_made_plan(extra=[cache_store(parent_type="eks-pd-llm:gcs:Store")]))
+    actions = {(r.action, r.urn) for r in diff.resources if r.type == CACHE}
+    assert actions == {("delete", f"{GCS_STORE}${CACHE}::gcs-store"),
+                       ("create", f"eks-pd-llm:gcs:Store${CACHE}::gcs-store")}
+    [gone] = diff.stateful_losses
+    assert gone.action == "delete" and "GCS" in (gone.loses or "")
+    assert any(note.startswith("moved under another parent: its URN changes") for note in gone.notes)
+    assert render_diff(diff).splitlines()[2] == (f"DELETES A STATEFUL RESOURCE: gcs-store ({CACHE}) loses "
+                                                 "the Ray head's cluster state (GCS fault tolerance)")
+
+
+def test_a_renamed_stateful_resource_is_a_delete_the_diff_calls_a_rename():
+    diff = diff_plans(hand_made_plan(extra=[cache_store()]), hand_made_plan(extra=[cache_store(name="gcs-cache")]))
+    [gone] = diff.stateful_losses
+    assert (gone.action, gone.name) == ("delete", "gcs-store")
+    assert any(note.startswith("renamed to gcs-cache") for note in gone.notes)
+
+
+def test_a_change_the_provider_may_replace_on_a_stateful_type_counts_as_a_loss_and_a_known_one_does_not():
+    # transitEncryptionEnabled replaces below Redis 7.0.5 (a CustomizeDiff): not known offline.
+    maybe = diff_plans(hand_made_plan(extra=[cache_store(transitEncryptionEnabled=False)]),
+                       hand_made_plan(extra=[cache_store(transitEncryptionEnabled=True)]))
+    [store] = maybe.stateful_losses
+    assert store.action == "update or replace" and store.loss_verb == "MAY REPLACE"
+    assert render_diff(maybe).splitlines()[2].startswith("MAY REPLACE A STATEFUL RESOURCE: gcs-store")
+    # A bigger node is modified in place: no loss.
+    resized = diff_plans(hand_made_plan(extra=[cache_store()]),
+                         hand_made_plan(extra=[cache_store(nodeType="cache.m7g.large")]))
+    assert [r.action for r in resized.resources] == ["update"] and resized.stateful_losses == []
+    # A new port is a new replication group.
+    moved = diff_plans(hand_made_plan(extra=[cache_store(port=6379)]), hand_made_plan(extra=[cache_store(port=6380)]))
+    assert [r.action for r in moved.stateful_losses] == ["replace"]
+
+
+def test_kms_keys_are_replaced_only_by_their_spec_and_usage():
+    def key(**inputs):
+        return node("aws:kms/key:Key", "secrets-key", {"description": "secrets", **inputs})
+
+    rotated = diff_plans(hand_made_plan(extra=[key(enableKeyRotation=False)]),
+                         hand_made_plan(extra=[key(enableKeyRotation=True)]))
+    assert [r.action for r in rotated.resources] == ["update"]
+    respec = diff_plans(hand_made_plan(extra=[key(customerMasterKeySpec="SYMMETRIC_DEFAULT")]),
+                        hand_made_plan(extra=[key(customerMasterKeySpec="RSA_2048")]))
+    assert [(r.action, bool(r.loses)) for r in respec.resources] == [("replace", True)]
+
+
+def _with_launch_template_version(plan: dict, version: str, user_data: str) -> dict:
+    [group] = [n for n in plan["tree"][0]["children"] if n["name"] == "gpu-nodes"]
+    group["inputs"]["launchTemplate"] = {"id": "lt-1", "version": version}
+    template = node("aws:ec2/launchTemplate:LaunchTemplate", "gpu-nodes-lt", {"userData": user_data})
+    plan["tree"][0]["children"].append(template)
+    plan["cold_start"] = {"new_node": {"seconds": 810.0}}
+    return plan
+
+
+def test_a_new_launch_template_version_rolls_every_node_with_its_surge_quota_and_minutes():
+    base = _with_launch_template_version(hand_made_plan(), "17", "old")
+    head = _with_launch_template_version(hand_made_plan(), "942", "new")
+    diff = diff_plans(base, head)
+    [group] = diff.rollouts
+    assert (group.name, group.action) == ("gpu-nodes", "update")
+    roll = group.rollout
+    assert roll is not None and (roll.nodes, roll.added_nodes, roll.extra_vcpus, roll.peak_vcpus) == (2, 2, 64, 128)
+    assert roll.minutes == pytest.approx(13.5)
+    template = only(diff, "gpu-nodes-lt")
+    assert template.action == "update" and "rolls every node" in template.notes[0]
+    lines = render_diff(diff).splitlines()
+    assert lines[2] == ("NODES: gpu-nodes rolls every GPU node: 2 × g6.8xlarge; up to 2 more node(s) while it runs: "
+                        "+64 vCPUs of On-Demand quota, 128 at the peak; about 13.5 min until it serves again "
+                        "(a new GPU node's cold start, 13.5 min)")
+
+
+def test_scaling_or_labels_do_not_roll_the_nodes():
+    diff = diff_plans(hand_made_plan(desired=2), hand_made_plan(desired=3))
+    assert only(diff, "gpu-nodes").rollout is None and diff.rollouts == []

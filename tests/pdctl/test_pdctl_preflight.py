@@ -20,7 +20,8 @@ ACCOUNT = "111122223333"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/github-deploy-dev-a1b2c3d"
 REGION = "us-west-2"
 # The account's answers when nothing is wrong (dev: g6.8xlarge GPU nodes, m7i.xlarge system node).
-QUOTA = {"L-DB2E81BA": 64.0, "L-1216C47A": 512.0}
+QUOTA = {"L-DB2E81BA": 128.0, "L-1216C47A": 512.0}
+BOUNDARY = f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"
 OFFERED = ["us-west-2a", "us-west-2b"]
 READ_ONLY_PREFIXES = ("Get", "Describe", "List", "Simulate")
 
@@ -42,21 +43,24 @@ def clients() -> checks.Clients:
 
 @contextmanager
 def answering(c: checks.Clients, *, refused: frozenset[str] = frozenset(), quota: dict[str, float] | None = None,
-              offered: list[str] | None = None, missing_roles: frozenset[str] = frozenset(), statements: list[dict],
-              caller: str | None = None, launch_context: dict | None = None) -> Iterator[None]:
+              offered: list[str] | None = None, missing_roles: frozenset[str] = frozenset(),
+              requests: list[checks.Simulation], caller: str | None = None, boundary: str | None = None,
+              boundary_exists: bool = True) -> Iterator[None]:
     """Stub every call preflight makes for dev, in order, each answered as the arguments say."""
     stubs = {name: Stubber(getattr(c, name)) for name in ("iam", "sts", "ec2", "service_quotas")}
     if caller:
         stubs["sts"].add_response("get_caller_identity", {"Arn": caller, "Account": ACCOUNT, "UserId": "AROA:x"})
         stubs["iam"].add_response("get_role", {"Role": role_answer(ROLE)}, {"RoleName": ROLE.rsplit("/", 1)[1]})
-    for actions, arns, context in checks.simulations(statements, REGION):
-        expected = {"PolicySourceArn": ROLE, "ActionNames": actions, **({"ResourceArns": arns} if arns else {}),
-                    **({"ContextEntries": context} if context else {})}
-        if launch_context is not None and actions == ["ec2:RunInstances"]:
-            expected["ContextEntries"] = [launch_context]
+    for simulation in requests:
         stubs["iam"].add_response("simulate_principal_policy", {"EvaluationResults": [
-            {"EvalActionName": a, "EvalResourceName": arns[0] if arns else "*",
-             "EvalDecision": "implicitDeny" if a in refused else "allowed"} for a in actions]}, expected)
+            {"EvalActionName": a, "EvalResourceName": simulation.resource or "*",
+             "EvalDecision": "implicitDeny" if a in refused else "allowed"} for a in simulation.actions]},
+            simulation.request(ROLE))
+    if boundary and boundary_exists:
+        stubs["iam"].add_response("get_policy", {"Policy": {"Arn": boundary}}, {"PolicyArn": boundary})
+    elif boundary:
+        stubs["iam"].add_client_error("get_policy", "NoSuchEntity", http_status_code=404,
+                                      expected_params={"PolicyArn": boundary})
     stubs["ec2"].add_response("describe_instance_types", {"InstanceTypes": [
         {"InstanceType": "m7i.xlarge", "VCpuInfo": {"DefaultVCpus": 4}}]}, {"InstanceTypes": ["m7i.xlarge"]})
     for code, value in (quota or QUOTA).items():
@@ -85,72 +89,101 @@ def role_answer(arn: str) -> dict:
             "CreateDate": "2026-01-01T00:00:00Z"}
 
 
-def dev_statements(permissions, settings) -> list[dict]:
-    return permissions.deploy_policy_statements(partition="aws", account_id=ACCOUNT, cluster_name=settings.cluster.name)
+def dev_requests(permissions, settings) -> list[checks.Simulation]:
+    calls = permissions.deploy_calls(partition="aws", account_id=ACCOUNT, cluster_name=settings.cluster.name)
+    boundary = settings.cluster.iam_permissions_boundary_arn
+    return checks.simulations(calls, REGION, {"iam:PermissionsBoundary": boundary} if boundary else {})
+
+
+def bounded(settings, boundary: str = BOUNDARY):
+    return dataclasses.replace(settings, cluster=settings.cluster.model_copy(
+        update={"iam_permissions_boundary_arn": boundary}))
 
 
 def test_an_account_ready_for_the_stack_gets_info_lines_only_and_exit_0(permissions, settings):
     c = clients()
-    statements = dev_statements(permissions, settings)
+    settings = bounded(settings)
+    requests = dev_requests(permissions, settings)
     called: list[str] = []
     for client in (c.iam, c.sts, c.ec2, c.service_quotas):
         client.meta.events.register("before-parameter-build", lambda model, **_: called.append(model.name))
-    with answering(c, statements=statements):
+    with answering(c, requests=requests, boundary=BOUNDARY):
         findings = checks.preflight(settings, c, principal_arn=ROLE, permissions=permissions)
     # Read-only: nothing but simulations, Describe, Get and List calls.
     assert called and all(name.startswith(READ_ONLY_PREFIXES) for name in called)
-    assert called.count("SimulatePrincipalPolicy") == len(statements)
+    assert called.count("SimulatePrincipalPolicy") == len(requests)
     assert {f.severity for f in findings} == {"info"}
     assert checks.exit_status(findings) == 0
     lines = [f.line for f in findings]
     assert any("may make every call the stack needs" in line for line in lines)
-    # 2 g6.8xlarge (32 vCPUs) at most: 64 of the G and VT quota; the m7i.xlarge system node: 4.
-    assert any("L-DB2E81BA" in line and "need 64" in line for line in lines)
-    assert any("L-1216C47A" in line and "need 4" in line for line in lines)
+    # 2 g6.8xlarge (32 vCPUs) at most, and 2 more while a node update surges (one AZ): 128 of the G and
+    # VT quota; the m7i.xlarge system node and 4 surge nodes (2 AZs): 20.
+    assert any("L-DB2E81BA" in line and "need 128" in line for line in lines)
+    assert any("L-1216C47A" in line and "need 20" in line for line in lines)
     assert "info: g6.8xlarge is offered in us-west-2a, us-west-2b" in lines
+    # The CreateRole calls carry the stack's boundary, as the stack will send it.
+    [create_role] = [r for r in requests if "iam:CreateRole" in r.actions]
+    assert ("iam:PermissionsBoundary", "string", BOUNDARY) in create_role.context
 
 
 def test_what_the_account_would_refuse_comes_first_one_line_each_and_exits_5(permissions, settings):
-    """A deploy role without the launch permission, a quota below the GPU nodes, a GPU AZ that does not
-    offer the type and an account that never ran EKS node groups."""
+    """A deploy role without the launch permission, a quota that holds the GPU nodes but not a node
+    update's surge, a GPU AZ that does not offer the type, an account without the node-group
+    service-linked role and a boundary the account does not have."""
     c = clients()
-    statements = dev_statements(permissions, settings)
-    launch = {"ContextKeyName": "ec2:LaunchTemplate", "ContextKeyType": "string",
-              "ContextKeyValues": [f"arn:aws:ec2:*:{ACCOUNT}:launch-template/*"]}
-    settings = dataclasses.replace(settings, gpu_nodes=settings.gpu_nodes.model_copy(
-        update={"availability_zone": "us-west-2c"}))
-    with answering(c, statements=statements, refused=frozenset({"ec2:RunInstances"}),
-                   quota={**QUOTA, "L-DB2E81BA": 32.0},
-                   missing_roles=frozenset({"AWSServiceRoleForAmazonEKSNodegroup"}), launch_context=launch):
+    settings = bounded(dataclasses.replace(settings, gpu_nodes=settings.gpu_nodes.model_copy(
+        update={"availability_zone": "us-west-2c"})))
+    with answering(c, requests=dev_requests(permissions, settings), refused=frozenset({"ec2:RunInstances"}),
+                   quota={**QUOTA, "L-DB2E81BA": 64.0}, boundary=BOUNDARY, boundary_exists=False,
+                   missing_roles=frozenset({"AWSServiceRoleForAmazonEKSNodegroup"})):
         findings = checks.preflight(settings, c, principal_arn=ROLE, permissions=permissions)
     lines = [f.line for f in findings]
     errors = [line for line in lines if line.startswith("error: ")]
     assert lines[:len(errors)] == errors  # worst first
-    assert f"error: the deploy principal {ROLE} may not ec2:RunInstances (implicitDeny): run the bootstrap " \
-           "(bootstrap/) or grant it" in errors
-    assert any("L-DB2E81BA" in e and "is 32 vCPUs" in e and "need 64" in e for e in errors)
+    assert (f"error: the deploy principal {ROLE} may not ec2:RunInstances on *, ec2:LaunchTemplate="
+            f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/preflight (implicitDeny): run the bootstrap "
+            "(bootstrap/) or grant it") in errors
+    assert any("L-DB2E81BA" in e and "is 64 vCPUs" in e and "need 128" in e and "2 during a node update" in e
+               for e in errors)
     assert any(e.startswith("error: gpuAvailabilityZone: us-west-2c does not offer g6.8xlarge") for e in errors)
-    assert len(errors) == 3
-    assert [line for line in lines if line.startswith("warning: ")] == [
-        "warning: AWSServiceRoleForAmazonEKSNodegroup does not exist yet: the first pulumi up creates it, so the "
-        "deploy principal needs iam:CreateServiceLinkedRole for eks-nodegroup.amazonaws.com (simulated above)"]
+    assert ("error: AWSServiceRoleForAmazonEKSNodegroup does not exist: run the bootstrap, which creates it "
+            "(if serviceLinkedRoles is set, with eks-nodegroup.amazonaws.com in it; the deploy role may not "
+            "create it)") in errors
+    assert any(e.startswith(f"error: iamPermissionsBoundaryArn: {BOUNDARY} does not exist") for e in errors)
+    assert len(errors) == 5
     assert checks.exit_status(findings) == 5
 
 
-def test_a_missing_service_linked_role_alone_is_a_warning_and_exits_4(permissions, settings):
+def test_a_stack_without_a_permissions_boundary_is_an_error(permissions, settings):
     c = clients()
-    with answering(c, statements=dev_statements(permissions, settings),
-                   missing_roles=frozenset({"AWSServiceRoleForAmazonEKS"})):
+    settings = bounded(settings, None)
+    with answering(c, requests=dev_requests(permissions, settings)):
         findings = checks.preflight(settings, c, principal_arn=ROLE, permissions=permissions)
-    assert checks.exit_status(findings) == 4
+    assert [f.line for f in findings if f.severity == "error"] == [
+        f"error: iamPermissionsBoundaryArn: set it to the bootstrap's workloadPermissionsBoundaryArn ({BOUNDARY}); "
+        "the deploy role can create no role without it"]
 
 
 def test_an_assumed_role_session_is_checked_as_its_role_with_the_roles_path(permissions, settings):
     c = clients()
-    with answering(c, statements=dev_statements(permissions, settings),
+    settings = bounded(settings)
+    with answering(c, requests=dev_requests(permissions, settings), boundary=BOUNDARY,
                    caller=f"arn:aws:sts::{ACCOUNT}:assumed-role/github-deploy-dev-a1b2c3d/GitHubActions"):
         findings = checks.preflight(settings, c, permissions=permissions)
     assert checks.exit_status(findings) == 0
+
+
+def test_without_credentials_preflight_says_so_in_one_line(settings, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    lines, status = checks.run_preflight(settings, None)
+    assert status == 5
+    assert lines == ["error: preflight needs read access to the account (Unable to locate credentials): set AWS "
+                     "credentials (AWS_PROFILE, or a role session) that may call iam:SimulatePrincipalPolicy and "
+                     "the reads docs/DELIVERY.md names"]
 
 
 def test_the_command_prints_the_lines_and_exits_with_their_status(monkeypatch):

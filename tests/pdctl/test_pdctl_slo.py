@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import re
+import subprocess
+import sys
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -36,7 +42,7 @@ def dev_plan(dev_run):
 def cached(monkeypatch):
     """The CLI on a given offline run instead of a fresh one."""
     def use(run):
-        monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None: run)
+        monkeypatch.setattr("offline.run_offline", lambda stack, overrides=None, deployed=None: run)
     return use
 
 
@@ -90,9 +96,13 @@ def test_size_answers_offline_in_seconds_cheapest_first():
     assert time.monotonic() - started < 5
     assert result.exit_code == 0, result.output
     options = json.loads(result.stdout)["options"]
-    priced = [o["cost_per_hour"] for o in options if o["cost_per_hour"] is not None]
+    # Cheapest first at the shape each recommends: the default's one L4 node, colocated.
+    picked = [o["colocated_cost_per_hour"] if o["recommended"] == "colocated" else o["cost_per_hour"]
+              for o in options if o["refused"] is None]
+    priced = [cost for cost in picked if cost is not None]
     assert priced == sorted(priced)
     assert options[0]["instance_type"] == "g6.8xlarge" and options[0]["nodes"] == 2
+    assert options[0]["colocated_nodes"] == 1 and options[0]["recommended"] == "colocated"
     assert {o["gpu"] for o in options} >= {"L4", "A10G", "H100", "H200"}
 
 
@@ -100,10 +110,10 @@ def test_size_leaves_out_a_gpu_whose_floor_is_above_the_target_and_says_why():
     result = invoke("size", "--tpot", "0.05", "--output", "json")
     assert result.exit_code == 0, result.output
     options = {o["instance_type"]: o for o in json.loads(result.stdout)["options"]}
-    assert "tpotSloSeconds 0.05 is below the floor" in options["g6.8xlarge"]["refused"]
+    assert "--tpot 0.05 is below the floor" in options["g6.8xlarge"]["refused"]
     assert options["g5.8xlarge"]["refused"] is None  # the A10G's 600 GB/s read the weights in 32 ms
     text = invoke("size", "--tpot", "0.05")
-    assert "cannot: tpotSloSeconds 0.05" in text.stdout and "g5.8xlarge" in text.stdout
+    assert "cannot: --tpot 0.05" in text.stdout and "g5.8xlarge" in text.stdout
 
 
 def test_size_grows_replicas_with_the_rate_and_refuses_a_bad_flag_naming_its_key():
@@ -111,14 +121,195 @@ def test_size_grows_replicas_with_the_rate_and_refuses_a_bad_flag_naming_its_key
     l4 = next(o for o in options if o["instance_type"] == "g6.8xlarge")
     assert l4["decode_replicas"] > 1
     bad = invoke("size", "--rate", "abc")
-    assert bad.exit_code == 2 and "peakRequestsPerSecond" in bad.stderr
+    assert bad.exit_code == 2 and "--rate: got abc" in bad.stderr
 
 
 def test_a_stack_that_autoscales_to_what_the_peak_needs_meets_it_once_scaled(cached):
-    # 0.3 req/s needs 2 decode replicas on L4s (12 typical sequences fit each); dev's policy allows 4 GPU nodes.
-    scaled = run_offline("dev", overrides={"peakRequestsPerSecond": "0.3", "decodeMaxReplicas": "3",
+    # 1 req/s needs 2 decode replicas on L4s (their KV cache fixed at a restart's size); dev's policy allows 4 GPU
+    # nodes.
+    scaled = run_offline("dev", overrides={"peakRequestsPerSecond": "1.0", "decodeMaxReplicas": "3",
                                            "gpuNodeMaxCount": "4"})
     cached(scaled)
     result = invoke("plan", "--stack", "dev", "--strict")
     assert result.exit_code == 0, result.output
     assert "meets once scaled to 2" in result.stdout
+
+
+def test_decode_replicas_grow_as_max_num_seqs_shrinks():
+    # 20 req/s of 1,024 → 256 tokens on L40S: about 140 sequences decode at once at peak; an engine
+    # that runs 4 of them needs many more replicas than one that runs 32 or 256.
+    needed = {}
+    for cap in (256, 32, 4):
+        run = run_offline("dev", overrides={"gpuNodeType": "g6e.8xlarge", "peakRequestsPerSecond": "20",
+                                            "ttftSloSeconds": "1", "tpotSloSeconds": "0.1", "maxNumSeqs": str(cap)})
+        plan = build_plan(run, stack="dev", config_region="us-west-2").to_dict()
+        decode = plan["slo"]["phases"]["decode"]
+        needed[cap] = decode["needed_replicas"]
+        assert "sequences" in decode["bound"] and "2147483648" not in decode["bound"]
+    assert needed[256] < needed[32] < needed[4]
+    assert needed[4] * 4 >= 140  # enough slots for what the peak keeps decoding
+
+
+# What must never reach a user: an infinite time, a 2³¹ stand-in for "unbounded", a NaN.
+NOT_FOR_USERS = re.compile(r"\binf\b|\binfinity\b|\bnan\b|2147483648|2\*\*31", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("settings", [
+    {"peakRequestsPerSecond": "500"},  # both queues grow without bound on one L4 each
+    {"peakRequestsPerSecond": "3", "maxNumSeqs": "2"},  # decode short on sequence slots
+    {"gpuNodeType": "g6e.8xlarge", "peakRequestsPerSecond": "20", "ttftSloSeconds": "1", "tpotSloSeconds": "0.1",
+     "maxNumSeqs": "4"},
+    {"peakRequestsPerSecond": "0.5", "sloObjective": "0.5", "enforceEager": "true"},
+    {"tpotSloSeconds": "0.01"},  # refused: below the datasheet floor
+    {"ttftSloSeconds": "0.1"},  # refused: below the long prompt's floor
+])
+def test_no_plan_text_shows_an_infinite_or_made_up_number(settings):
+    result = invoke("plan", "--stack", "dev", *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")])
+    assert result.exit_code in (0, 2), result.output
+    text = result.stdout + result.stderr
+    assert not NOT_FOR_USERS.search(text), NOT_FOR_USERS.search(text)
+    if "500" in settings.values():
+        assert "the prefill queue grows without bound" in text and "unbounded" in text
+
+
+@pytest.mark.parametrize("flags", [
+    ("--rate", "0.1"), ("--rate", "5", "--tpot", "0.05"), ("--rate", "500", "--ttft", "0.25"), ("--rate", "40"),
+])
+def test_no_size_text_shows_an_infinite_or_made_up_number(flags):
+    for output in ("text", "json"):
+        result = invoke("size", "--stack", "dev", *flags, "--output", output)
+        assert result.exit_code == 0, result.output
+        assert not NOT_FOR_USERS.search(result.stdout + result.stderr)
+
+
+def test_a_node_without_network_figures_says_what_is_unknown_instead_of_an_infinite_hand_over():
+    from facts.instances import RECORDED_EC2_ANSWERS, instance_type
+    from offline import stack_config
+    from pdctl.size import size_on, size_question
+
+    raw, _ = stack_config("dev")
+    unknown = replace(instance_type(RECORDED_EC2_ANSWERS["g6.8xlarge"]), network_gbps=0.0)
+    option = size_on(unknown, size_question(raw))
+    assert option.refused is not None and "no network bandwidth on record" in option.refused
+    assert not NOT_FOR_USERS.search(option.refused)
+
+
+# ── `pdctl size` through the real entry point ──────────────────────────────────────────────────
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def pdctl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`python -m pdctl ARGS` as a user runs it, from `cwd`, this checkout's code on the path."""
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "COLUMNS": "100"}
+    env.pop("EKS_PD_LLM_PROJECT", None)
+    return subprocess.run([sys.executable, "-m", "pdctl", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_size_reads_the_project_named_by_project_from_anywhere(tmp_path):
+    result = pdctl("size", "--project", str(CHECKOUT), "--rate", "1", "-o", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["workload"]["requests_per_second"] == 1
+    wrong = pdctl("size", "--project", str(tmp_path), cwd=tmp_path)
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
+    assert wrong.stderr.strip().startswith("error: set --project") and len(wrong.stderr.strip().splitlines()) == 1
+
+
+def test_size_outside_a_checkout_says_to_pass_project_without_a_traceback(tmp_path, monkeypatch):
+    # Installed away from a checkout (pip, pipx): nothing to find from the working directory or the code.
+    monkeypatch.setattr("components.project._IMPORTED_FROM", tmp_path)
+    monkeypatch.delenv("EKS_PD_LLM_PROJECT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("size")
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)  # an exit, not a crash
+    assert "pass --project DIR" in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (("--ttft", "0.3"), "--ttft: got 0.3; allowed: one of"),
+    (("--rate", "-1"), "--rate: got -1; allowed:"),
+    (("--objective", "2"), "--objective: got 2; allowed:"),
+    (("--prompt-tokens", "4096", "--long-prompt-tokens", "1024"),
+     "--long-prompt-tokens: got 1024; allowed: ≥ --prompt-tokens (4096)"),
+])
+def test_size_errors_are_one_line_naming_the_flag_typed(flags, said, tmp_path):
+    result = pdctl("size", *flags, cwd=CHECKOUT)
+    assert result.returncode == 2, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], result.stderr
+    assert "[bold" not in result.stderr and "[/]" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_size_table_fits_100_columns_whole():
+    from rich.console import Console
+
+    from offline import stack_config
+    from pdctl.size import render_size, size_options, size_question
+
+    raw, _ = stack_config("dev")
+    raw["eks-pd-llm:tpotSloSeconds"] = "0.05"  # refusals too: their reasons are notes under the table
+    question = size_question(raw)
+    options = size_options(question)
+    rendered = {}
+    for width in (100, 200):
+        console = Console(width=width, record=True, color_system=None)
+        render_size(console, question, options)
+        text = console.export_text()
+        rendered[width] = text[text.index("┏"):text.index("┘") + 1]
+    assert rendered[100] == rendered[200]  # nothing wrapped or cut at 100 columns
+    assert max(len(line) for line in rendered[100].splitlines()) <= 100
+    assert "…" not in rendered[100] and "g6.8xlarge" in rendered[100]
+
+
+# ── PD against colocated ───────────────────────────────────────────────────────────────────────
+
+def test_the_plan_prices_pd_and_colocated_and_recommends_one_saying_why(dev_plan, dev_run, cached):
+    shapes = dev_plan["slo"]["shapes"]
+    pd, colocated = shapes["pd"], shapes["colocated"]
+    assert pd["replicas"] == [1, 1] and pd["nodes"] == 2 and colocated["replicas"] == [1] and colocated["nodes"] == 1
+    assert colocated["cost_per_hour"] == pytest.approx(pd["cost_per_hour"] / 2, rel=0.01)
+    # At 0.1 req/s the prompts' prefill takes a few percent of one engine: colocated meets for half the price.
+    assert shapes["recommended"] == "colocated"
+    assert colocated["tpot_seconds"] <= dev_plan["slo"]["targets"]["tpot_seconds"]
+    cached(dev_run)
+    text = invoke("plan", "--stack", "dev").stdout
+    assert "colocated (one engine, both phases)" in text and "recommended: colocated: 1 node at $2.04/h" in text
+
+
+def test_size_recommends_pd_where_colocated_prefill_costs_more_and_colocated_where_it_does_not():
+    # Long prompts, short answers, 5 req/s: on 4-GPU L4 nodes the prompts' prefill starves colocated
+    # decode (24 engines, 6 nodes) where PD needs 6 + 6 replicas on 4 nodes; on L40S colocated is cheaper.
+    result = invoke("size", "--rate", "5", "--prompt-tokens", "3072", "--output-tokens", "64", "--tpot", "0.1",
+                    "-o", "json")
+    assert result.exit_code == 0, result.output
+    options = {o["instance_type"]: o for o in json.loads(result.stdout)["options"]}
+    l4 = options["g6.12xlarge"]
+    assert l4["recommended"] == "PD" and l4["cost_per_hour"] < l4["colocated_cost_per_hour"]
+    assert "stalls its decode steps" in l4["why"]
+    l40s = options["g6e.12xlarge"]
+    assert l40s["recommended"] == "colocated" and l40s["colocated_cost_per_hour"] < l40s["cost_per_hour"]
+    text = invoke("size", "--rate", "5", "--prompt-tokens", "3072", "--output-tokens", "64", "--tpot", "0.1")
+    assert "cheapest: " in text.stdout and "PD P+D" in text.stdout and "colocated" in text.stdout
+
+
+def test_a_colocated_engine_pays_for_prefill_in_its_decode_steps():
+    from facts.gpus import gpu_spec
+    from facts.instances import RECORDED_EC2_ANSWERS, instance_type
+    from facts.models import known_model
+    from serve_app.capacity import capacity_report
+    from serve_app.config import EngineSettings
+    from serve_app.performance import ReplicaModel
+    from serve_app.slo_sizing import Targets, Workload, decode_load
+
+    model = known_model("Qwen/Qwen3.5-9B")
+    node = instance_type(RECORDED_EC2_ANSWERS["g6e.8xlarge"])
+    report = capacity_report(model, node, dtype="bfloat16", max_model_len=4096, gpu_memory_utilization=0.9,
+                             enforce_eager=False, max_num_seqs=32, max_num_batched_tokens=2048)
+    engine = ReplicaModel.from_capacity(report, model, gpu_spec("L40S"), engine=EngineSettings())
+    workload, targets = Workload(2.0, 1024, 256, 3072, 1024), Targets(2.5, 0.1, 0.99)
+    pd = decode_load(engine, workload, targets, 1)
+    colocated = decode_load(engine, workload, targets, 1, colocated=True)
+    # 2 prompts a second of 1,024 tokens, each prefilled in about 60 ms on an L40S: about 12 % of the engine.
+    assert colocated.stall_share == pytest.approx(2 * engine.prefill_seconds(1024))
+    assert colocated.tpot_seconds > pd.tpot_seconds * (1 + colocated.stall_share) * 0.99

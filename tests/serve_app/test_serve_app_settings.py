@@ -335,6 +335,8 @@ def test_accelerator_type_ingress_and_app_name_render():
     ({"extraEngineKwargs": '{"kv_transfer_config": {}}'}, "extraEngineKwargs", "kvBackends"),
     ({"extraEngineKwargs": '{"data_parallel_size": 2}'}, "extraEngineKwargs", "tensor and pipeline"),
     ({"extraEngineKwargs": '{"disable_log_stats": true}'}, "extraEngineKwargs", "log_engine_metrics"),
+    ({"extraEngineKwargs": '{"kv_cache_memory_bytes": 4294967296}'}, "extraEngineKwargs",
+     "set kv_cache_memory_bytes with kvCacheFromPlan"),
     ({"modelSource": "s3://models"}, "modelSource", "names a whole bucket"),
     ({"modelSource": "s3://Models_Bucket/qwen"}, "modelSource", "valid bucket name"),
     ({"tokenizerSource": "s3://models/tok"}, "tokenizerSource", "bucket and prefix only"),

@@ -256,10 +256,10 @@ def test_a_model_passed_in_is_used_instead_of_the_facts():
 def test_each_phase_is_sized_with_its_own_engine_settings():
     # Decode keeps more memory for the KV cache than prefill: the reports differ accordingly.
     app = PDAppConfig(decode=PhaseSettings(kv_role="kv_consumer",
-                                           engine=EngineOverrides(gpu_memory_utilization=0.95)))
+                                           engine=EngineOverrides(gpu_memory_utilization=0.93)))
     capacity = check_app(app, REFERENCE_TARGET).capacity
     assert capacity["decode"].kv_budget_bytes - capacity["prefill"].kv_budget_bytes == (
-        int(22_888 * 2**20 * 0.95) - int(22_888 * 2**20 * 0.90))
+        int(22_888 * 2**20 * 0.93) - int(22_888 * 2**20 * 0.90))
     assert capacity["decode"].max_concurrent_sequences > capacity["prefill"].max_concurrent_sequences
 
 
@@ -375,3 +375,60 @@ def test_a_phase_group_too_small_for_its_replicas_names_its_bound():
     error = refused(app, own_group(G6_8X))
     assert error.setting == "prefillReplicas" and "raise prefillGpuNodeCount" in str(error)
     assert check_app(app, own_group(G6_8X, nodes=2)).nodes["prefill"].min_nodes == 2
+
+
+# ── A fixed KV cache: a new node's first start holds a restart's blocks ─────────────────────────
+
+def _rendered_kv_cache_bytes(checked) -> dict[str, object]:
+    return {phase: checked.pd_serving_args[f"{phase}_config"]["engine_kwargs"].get("kv_cache_memory_bytes")
+            for phase in ("prefill", "decode")}
+
+
+def test_the_default_stack_fixes_each_engines_kv_cache_at_a_restarts_size_less_vllms_margin():
+    # A restart measured 2.80 GiB of KV cache (3,006,477,107 B) on the L4's budget; less 150 MiB: 2,849,190,707 B,
+    # 164 blocks of 528 tokens on a new node's first start, where vLLM's profiling alone leaves 67.
+    checked = check_app(from_stack(), REFERENCE_TARGET)
+    assert _rendered_kv_cache_bytes(checked) == {"prefill": 2_849_190_707, "decode": 2_849_190_707}
+    decode = checked.capacity["decode"]
+    assert (decode.num_blocks, decode.num_blocks_restart, decode.num_blocks_profiled_first_start) == (164, 164, 67)
+    assert ("KV cache fixed (kv_cache_memory_bytes 2,849,190,707 B: a restart's KV less vLLM's 150 MiB margin): "
+            "first start and restart 164 blocks (vLLM's profiling alone: 67 on a first start); first start's peak "
+            "22,200 MiB of 22,888 MiB (estimate)") in decode.render_text()
+
+
+def test_kv_cache_from_plan_false_leaves_the_size_to_vllms_profiling():
+    checked = check_app(from_stack(kvCacheFromPlan="false"), REFERENCE_TARGET)
+    assert _rendered_kv_cache_bytes(checked) == {"prefill": None, "decode": None}
+    assert (checked.capacity["decode"].num_blocks, checked.capacity["decode"].num_blocks_restart) == (67, 173)
+
+
+def test_a_fixed_kv_cache_whose_first_start_would_not_fit_the_gpu_is_refused_naming_the_setting():
+    # 0.95 of an L4: the fixed size grows with the budget, and a first start (1.71 GiB of compile buffers
+    # more than a restart) would peak at 23,345 MiB of 22,888; vLLM would not refuse it, it would run out.
+    error = refused(from_stack(gpuMemoryUtilization="0.95"))
+    assert str(error) == (
+        "kvCacheFromPlan: got True; allowed: false, or gpuMemoryUtilization at most 0.93 (prefill: "
+        "kv_cache_memory_bytes 4,049,181,081 B puts a new node's first start at 23,345 MiB, over the L4's 22,888 MiB, "
+        "and vLLM does no fit check of its own with it set)")
+    assert "\n" not in str(error)
+    assert check_app(from_stack(gpuMemoryUtilization="0.95", kvCacheFromPlan="false"), REFERENCE_TARGET).capacity
+
+
+@pytest.mark.parametrize(("target", "why"), [
+    (DeploymentTarget(G6_8X, 2, efa=True, **TARGET_SETTINGS, vllm_version="0.29.0"),
+     "measured on vLLM 0.26.0, the image runs vLLM 0.29.0"),
+    (DeploymentTarget(recorded("g6e.xlarge"), 2, efa=False, **TARGET_SETTINGS, vllm_version="0.26.0"),
+     "measured on L4 memory, the node's GPU is L40S"),
+])
+def test_no_fixed_kv_cache_where_the_plan_does_not_know_a_restarts_kv_bytes(target, why):
+    app = from_stack(**({} if target.efa else {"kvBackends": '["UCX"]'}))
+    checked = check_app(app, target)
+    assert _rendered_kv_cache_bytes(checked) == {"prefill": None, "decode": None}
+    assert f"KV cache not fixed: {why}" in checked.capacity["decode"].render_text()
+
+
+def test_no_fixed_kv_cache_away_from_the_measured_engine_limits():
+    checked = check_app(from_stack(maxNumSeqs="16"), REFERENCE_TARGET)
+    assert _rendered_kv_cache_bytes(checked)["decode"] is None
+    assert checked.capacity["decode"].fixed_kv_cache_off == (
+        "measured at maxNumSeqs 32 and maxNumBatchedTokens 2048 only")

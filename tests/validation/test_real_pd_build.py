@@ -25,7 +25,9 @@ PHASES = ("prefill", "decode")
 
 def _phase_deployment(deployed: DeployedConfig, phase: str) -> str:
     # Ray names a phase `<Prefill|Decode>:<model id with '/'→'--', '.'→'_'>`.
-    return f"{phase.capitalize()}:{serve_deployment_id(deployed.settings['modelId'])}"
+    # The served name as rendered: modelId "" names the model after modelSource.
+    model_id = deployed.pd_app["args"][f"{phase}_config"]["model_loading_config"]["model_id"]
+    return f"{phase.capitalize()}:{serve_deployment_id(model_id)}"
 
 
 def _gpus_per_replica(deployed: DeployedConfig) -> int:

@@ -1,0 +1,214 @@
+"""What the common day-two changes do to a running stack: the table docs/CHANGES.md shows (`make docs`).
+
+Each row is one change a platform team makes, planned offline as the update check plans it: the dev
+stack before and after (or a release's stack and this checkout), diffed by `pdctl.plan_diff`. A row
+says what the update replaces (and deletes, or may replace: the provider decides at `pulumi preview`),
+which node groups roll or are replaced with their extra nodes and quota, and the minutes it waits
+for, in sequence: a node group's rollout until it serves again (`pdctl.node_rollout`), the RayService's
+engines restarting on their nodes (the plan's cold start), and each replaced or updated cloud resource
+as long as creating it takes (facts/durations.py). A change that replaced the network or the cluster
+would have to say why (`CommonChange.why_network`); tests/pdctl/test_change_table.py refuses any other.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from unittest import mock
+
+from components.config.charts import ChartSettings
+from components.findings import CHART_OF_SETTING
+from facts.durations import create_duration
+from facts.images import DLC_TAG, PUBLIC_DLC_REPOSITORY
+from pdctl.node_rollout import REPLACE, REPLACE_WITH_GAP, ROLL
+from pdctl.plan_diff import PlanDiff, ResourceChange, diff_plans
+
+STACK = "dev"
+RAY_SERVICE_TYPE = "kubernetes:ray.io/v1:RayService"
+# What the network and the cluster are: a change that replaces one of them must say why.
+NETWORK_AND_CLUSTER_TYPES = {
+    "aws:ec2/vpc:Vpc": "the VPC",
+    "aws:ec2/subnet:Subnet": "a subnet",
+    "aws:ec2/natGateway:NatGateway": "the NAT gateway",
+    "eks:index:Cluster": "the EKS cluster",
+}
+# The program's own ComponentResources: no cloud call of their own.
+COMPONENT_TYPE_PREFIX = "eks-pd-llm:"
+# The growth that makes the GPU group autoscaled (a Cluster Autoscaler installed, the group named).
+AUTOSCALED = {"gpuNodeMaxCount": "4"}
+
+
+@dataclass(frozen=True)
+class CommonChange:
+    """One change: `settings` over the dev stack as `base` leaves it (or, with `release`, this checkout
+    over the stack that release deployed); `program_change` names a whole number in the program's own
+    code that the head plan runs with one more; `why_network`, the reason it replaces the network or
+    the cluster."""
+
+    what: str
+    settings: dict[str, str] = field(default_factory=dict)
+    base: dict[str, str] = field(default_factory=dict)
+    release: str | None = None
+    program_change: str | None = None  # `module.ATTRIBUTE`
+    why_network: str = ""
+
+    @property
+    def how(self) -> str:
+        if self.release:
+            return f"`pulumi up` of this checkout on a stack release {self.release} deployed"
+        if self.program_change:
+            return f"the program's `{self.program_change}` plus one"
+        base = f" (from {_settings_text(self.base)})" if self.base else ""
+        return _settings_text(self.settings) + base
+
+
+def _settings_text(settings: dict[str, str]) -> str:
+    return ", ".join(f"`{key}: {value}`" for key, value in settings.items())
+
+
+def _next_patch(version: str) -> str:
+    head, _, patch = version.rpartition(".")
+    return f"{head}.{int(patch) + 1}"
+
+
+def _chart_changes() -> tuple[CommonChange, ...]:
+    """Each chart's next patch release (whether it exists does not matter: the diff is the same); the
+    Cluster Autoscaler's on a stack that has one."""
+    changes = []
+    for setting, chart in CHART_OF_SETTING.items():
+        newer = _next_patch(chart.default_version)
+        changes.append(CommonChange(f"{chart.name} chart {chart.default_version} → {newer}",
+                                    {ChartSettings.key(setting): newer},
+                                    AUTOSCALED if setting == "cluster_autoscaler" else {}))
+    return tuple(changes)
+
+
+COMMON_CHANGES: tuple[CommonChange, ...] = (
+    CommonChange("GPU type the GPU zone offers too (g6.8xlarge → g6e.8xlarge)", {"gpuNodeType": "g6e.8xlarge"}),
+    CommonChange("another model (Qwen/Qwen3.5-9B → Qwen/Qwen3-8B)", {"modelSource": "Qwen/Qwen3-8B"}),
+    CommonChange("maxModelLen 4096 → 8192", {"maxModelLen": "8192"}),
+    CommonChange("decode replica bounds 1 → 1 to 2, with a third GPU node for it (fixed size)",
+                 {"decodeMaxReplicas": "2", "gpuNodeCount": "3"}),
+    CommonChange("GPU nodes may grow (2 → 2 to 4 nodes, decode 1 to 3 replicas)",
+                 {**AUTOSCALED, "decodeMaxReplicas": "3"}),
+    CommonChange("Kubernetes minor (1.34 → 1.35)", {"kubernetesVersion": "1.35"}, {"kubernetesVersion": "1.34"}),
+    *_chart_changes(),
+    CommonChange("the Ray image (the region's ECR copy of the Ray LLM image → its public ECR one)",
+                 {"rayImage": f"{PUBLIC_DLC_REPOSITORY}:{DLC_TAG}"}),
+    CommonChange("GPU node user data (one more 2 MiB huge page at boot)",
+                 program_change="components.node_boot.EFA_HUGEPAGES_2MI"),
+    CommonChange("GPU root volume 200 → 300 GiB", {"gpuDiskGiB": "300"}),
+    CommonChange("GCS fault tolerance turned on", {"gcsFaultTolerance": "true"}),
+    CommonChange("the previous release → now (2026-12-01)", release="2026-12-01"),
+    CommonChange("the last release → now (2026-12-02)", release="2026-12-02"),
+)
+
+
+@dataclass(frozen=True)
+class ChangeRow:
+    change: CommonChange
+    diff: PlanDiff
+    minutes: float
+
+    @property
+    def replaced(self) -> list[ResourceChange]:
+        """What the update replaces, deletes, or may replace (the provider decides at preview)."""
+        return [r for r in self.diff.resources if r.action in ("replace", "delete", "update or replace")]
+
+    @property
+    def network_replaced(self) -> list[ResourceChange]:
+        return [r for r in self.replaced if r.type in NETWORK_AND_CLUSTER_TYPES]
+
+
+def _plan(settings: dict[str, str], program_change: str | None = None, deployed_from: dict | None = None) -> dict:
+    """The dev stack's plan with `settings`; with `deployed_from`, planned as an update of what that
+    plan deployed (its subnets, zones and roles kept, as `pulumi preview` keeps them)."""
+    from offline import deployed_stack_from_plan, run_offline
+    from pdctl.plan import build_plan
+
+    deployed = deployed_stack_from_plan(deployed_from) if deployed_from is not None else None
+    with _program_changed(program_change):
+        run = run_offline(STACK, overrides=settings, deployed=deployed)
+    return json.loads(json.dumps(build_plan(run, stack=STACK).to_dict(), sort_keys=True, default=str))
+
+
+@contextmanager
+def _program_changed(program_change: str | None) -> Iterator[None]:
+    if program_change is None:
+        yield
+        return
+    module, attribute = program_change.rsplit(".", 1)
+    with mock.patch(program_change, getattr(importlib.import_module(module), attribute) + 1):
+        yield
+
+
+def _minutes(diff: PlanDiff, head: dict) -> float:
+    """What the update waits for, in sequence: rollouts, the engines' restart, each replaced or updated
+    cloud resource's create time."""
+    restart = ((head.get("cold_start") or {}).get("pod_restart") or {}).get("seconds") or 0.0
+    total = 0.0
+    for resource in diff.resources:
+        if resource.rollout is not None:
+            total += resource.rollout.minutes
+        elif resource.type == RAY_SERVICE_TYPE and resource.action == "update":
+            total += restart / 60
+        elif resource.action != "delete":
+            total += create_duration(resource.type, custom=not resource.type.startswith(COMPONENT_TYPE_PREFIX)).minutes
+    return total
+
+
+def change_row(change: CommonChange, workdir: Path) -> ChangeRow:
+    from pdctl.release_update import RELEASES, update_diff
+
+    if change.release is not None:
+        [release] = [r for r in RELEASES if r.name == change.release]
+        diff = update_diff(STACK, release, workdir)
+        head = _plan({})  # for its cold-start figures, which what is deployed does not change
+    else:
+        base = _plan(change.base)
+        head = _plan({**change.base, **change.settings}, change.program_change, deployed_from=base)
+        diff = diff_plans(base, head)
+    return ChangeRow(change, diff, _minutes(diff, head))
+
+
+@functools.cache
+def change_rows() -> tuple[ChangeRow, ...]:
+    """Every common change, planned (about a minute and a half: two offline runs each)."""
+    with tempfile.TemporaryDirectory(prefix="pdctl-changes-") as workdir:
+        return tuple(change_row(change, Path(workdir)) for change in COMMON_CHANGES)
+
+
+def _names(resources: list[ResourceChange]) -> str:
+    parts = []
+    for r in resources:
+        verb = {"replace": "", "delete": "deletes ", "update or replace": "may replace "}[r.action]
+        parts.append(f"{verb}`{r.name}`")
+    return ", ".join(parts) or "nothing"
+
+
+def _rolls(row: ChangeRow) -> str:
+    parts = []
+    for r in row.diff.rollouts:
+        roll = r.rollout
+        assert roll is not None
+        quota = f", +{roll.extra_vcpus} vCPUs ({roll.peak_vcpus} at the peak)" if roll.extra_vcpus else ""
+        verb = {ROLL: "rolls", REPLACE: "new group beside the old",
+                REPLACE_WITH_GAP: "old group deleted first"}[roll.how]
+        parts.append(f"`{r.name}` {verb}: {roll.nodes} × {roll.instance_type}, {roll.added_nodes} more{quota}")
+    return "; ".join(parts) or "no node"
+
+
+def change_table(rows: tuple[ChangeRow, ...]) -> str:
+    lines = ["| change | how | replaces | nodes | minutes | network or cluster |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        network = row.change.why_network or ("kept" if not row.network_replaced else
+                                             "REPLACED: " + _names(row.network_replaced))
+        lines.append(f"| {row.change.what} | {row.change.how} | {_names(row.replaced)} | {_rolls(row)} | "
+                     f"{row.minutes:.1f} | {network} |")
+    return "\n".join(lines)

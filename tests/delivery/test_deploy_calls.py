@@ -1,0 +1,205 @@
+"""The deploy role's calls (bootstrap/deploy_permissions.py `deploy_calls`), the one list the deploy
+policy is made from and `pdctl preflight` simulates, evaluated offline as IAM would
+(iam_evaluation.py: AWS's documented evaluation logic, standing in for the simulator):
+
+- the new dev role allows every call; the role the previous bootstrap made (its policy kept in
+  fixtures/deploy-policy-dev-f81eec3.json) is refused iam:GetRole on the EKS node-group
+  service-linked role, which stopped a first `pulumi up` at the GPU node group;
+- dev's role is refused prod's cluster, keys, log group, cache and tags, the state key, and GitHub's
+  OIDC provider;
+- every dependent action AWS's Service Authorization Reference lists for a call is granted, or
+  declined with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from by_path import load_module
+from iam_evaluation import SimulatingIam, decision
+
+from pdctl import preflight as checks
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+ACCOUNT = "111122223333"
+REGION = "us-west-2"
+DEV, PROD = "ray-llm-multinode", "ray-llm-prod"
+PRINCIPAL = f"arn:aws:iam::{ACCOUNT}:role/github-deploy-dev"
+NODEGROUP_SLR = (f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks-nodegroup.amazonaws.com/"
+                 "AWSServiceRoleForAmazonEKSNodegroup")
+
+permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions.py")
+
+
+def statements(cluster: str = DEV) -> list[dict]:
+    return permissions.deploy_policy_statements(partition="aws", account_id=ACCOUNT, cluster_name=cluster)
+
+
+def requests(cluster: str = DEV) -> list[checks.Simulation]:
+    return checks.simulations(permissions.deploy_calls(partition="aws", account_id=ACCOUNT, cluster_name=cluster),
+                              REGION)
+
+
+def refused(policy: list[dict], simulations: list[checks.Simulation]) -> list[tuple[str, str]]:
+    return [(action, s.resource or "*") for s in simulations for action in s.actions
+            if decision(policy, action, s.resource or "*", {k: [v] for k, _, v in s.context}) != "allowed"]
+
+
+def test_the_new_role_allows_every_call_and_the_previous_role_is_refused_iam_get_role():
+    calls = requests()
+    assert len(calls) > 30 and refused(statements(), calls) == []
+    previous = json.loads((FIXTURES / "deploy-policy-dev-f81eec3.json").read_text())["Statement"]
+    refused_before = refused(previous, calls)
+    assert ("iam:GetRole", NODEGROUP_SLR) in refused_before
+    assert ("iam:ListAttachedRolePolicies", NODEGROUP_SLR) in refused_before
+    # What preflight prints for that role: one error line per refused call, iam:GetRole among them.
+    iam = SimulatingIam(previous)
+    lines = [f.line for f in checks.permission_findings(checks.Clients(iam, None, None, None), PRINCIPAL, calls)]
+    assert (f"error: the deploy principal {PRINCIPAL} may not iam:GetRole on {NODEGROUP_SLR} (implicitDeny): "
+            "run the bootstrap (bootstrap/) or grant it") in lines
+    assert len(lines) == len(refused_before)
+    new = SimulatingIam(statements())
+    [line] = [f.line for f in checks.permission_findings(checks.Clients(new, None, None, None), PRINCIPAL, calls)]
+    assert line.startswith(f"info: the deploy principal {PRINCIPAL} may make every call the stack needs")
+
+
+def test_every_simulation_names_a_concrete_resource_and_concrete_values():
+    """No wildcard goes to the simulator: a pattern is not a resource, nor the launch template EKS names."""
+    calls = requests()
+    assert all("*" not in (s.resource or "") for s in calls)
+    assert all("*" not in value for s in calls for _, _, value in s.context)
+    launch = [s for s in calls if s.actions == ("ec2:RunInstances",)]
+    assert [c for s in launch for c in s.context] == [
+        ("ec2:LaunchTemplate", "string", f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/preflight")]
+    # Each managed policy the stack attaches is its own request; each EKS resource kind too.
+    attaches = [s for s in calls if "iam:AttachRolePolicy" in s.actions]
+    assert len(attaches) == len(permissions.ATTACHABLE_MANAGED_POLICIES)
+    eks = {s.resource.split(":")[5].split("/")[0] for s in calls if s.resource and ":eks:" in s.resource}
+    assert eks == {"cluster", "nodegroup", "addon", "access-entry"}
+
+
+def test_a_grant_narrower_than_the_calls_is_caught_on_the_resource_it_misses():
+    """Each resource is simulated on its own: a policy without the add-on grant is refused there only."""
+    addons = f"arn:aws:eks:*:{ACCOUNT}:addon/{DEV}/*/*"
+    narrowed = [s for s in statements() if s["Resource"] != addons]
+    assert len(narrowed) == len(statements()) - 1
+    missing = refused(narrowed, requests())
+    assert missing and {resource for _, resource in missing} == {
+        f"arn:aws:eks:{REGION}:{ACCOUNT}:addon/{DEV}/preflight/preflight"}
+
+
+@pytest.mark.parametrize(("action", "resource", "context"), [
+    ("eks:DeleteCluster", f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{PROD}", {}),
+    ("eks:CreateAccessEntry", f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{PROD}", {}),
+    ("kms:ScheduleKeyDeletion", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/prod",
+     {"aws:ResourceTag/eks-pd-llm/cluster": PROD}),
+    ("kms:PutKeyPolicy", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/prod", {"aws:ResourceTag/eks-pd-llm/cluster": PROD}),
+    ("kms:CreateGrant", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/prod",
+     {"aws:ResourceTag/eks-pd-llm/cluster": PROD, "kms:GrantIsForAWSResource": "true"}),
+    # The state key: its tag names no cluster; retagging it is refused too.
+    ("kms:ScheduleKeyDeletion", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/state",
+     {"aws:ResourceTag/eks-pd-llm/cluster": "eks-pd-llm bootstrap"}),
+    ("kms:TagResource", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/state",
+     {"aws:ResourceTag/eks-pd-llm/cluster": "eks-pd-llm bootstrap", "aws:RequestTag/eks-pd-llm/cluster": DEV}),
+    ("kms:UpdateAlias", f"arn:aws:kms:{REGION}:{ACCOUNT}:alias/eks-pd-llm-pulumi", {}),
+    ("logs:DeleteLogGroup", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/eks/{PROD}/cluster", {}),
+    ("elasticache:DeleteReplicationGroup", f"arn:aws:elasticache:{REGION}:{ACCOUNT}:replicationgroup:prod",
+     {"aws:ResourceTag/eks-pd-llm/cluster": PROD}),
+    ("ec2:DeleteTags", f"arn:aws:ec2:{REGION}:{ACCOUNT}:security-group/sg-prod",
+     {"aws:ResourceTag/eks-pd-llm/cluster": PROD, "aws:TagKeys": "Name"}),
+    # Putting its own stack tag on what it did not create (to claim it) is refused.
+    ("ec2:CreateTags", f"arn:aws:ec2:{REGION}:{ACCOUNT}:vpc/vpc-other", {"aws:TagKeys": "eks-pd-llm/cluster"}),
+    ("iam:DeleteOpenIDConnectProvider",
+     f"arn:aws:iam::{ACCOUNT}:oidc-provider/token.actions.githubusercontent.com", {}),
+    ("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks.amazonaws.com/x", {}),
+])
+def test_devs_role_is_refused_what_is_prods_or_the_bootstraps(action, resource, context):
+    assert decision(statements(DEV), action, resource, {k: [v] for k, v in context.items()}) == "implicitDeny"
+
+
+def test_prods_own_resources_are_allowed_to_prods_role():
+    """The other side of each refusal above: the same calls on its own resources pass."""
+    prod = statements(PROD)
+    assert decision(prod, "kms:ScheduleKeyDeletion", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/prod",
+                    {"aws:ResourceTag/eks-pd-llm/cluster": [PROD]}) == "allowed"
+    assert decision(prod, "logs:DeleteLogGroup",
+                    f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/eks/{PROD}/cluster", {}) == "allowed"
+    assert decision(prod, "eks:DeleteCluster", f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{PROD}", {}) == "allowed"
+
+
+def test_every_dependent_action_is_granted_or_declined_with_a_reason():
+    reference = permissions.service_authorization()
+    granted = {c.action for c in permissions.deploy_calls(partition="aws", account_id=ACCOUNT, cluster_name=DEV)}
+    called = permissions.called_actions()
+    dependents = {d for a in called for d in reference[a]["dependent_actions"]}
+    assert dependents - set(permissions.DECLINED_DEPENDENT_ACTIONS) <= granted
+    # Every declined one is a dependent of some call (the list cannot rot), with its reason.
+    assert set(permissions.DECLINED_DEPENDENT_ACTIONS) <= dependents
+    assert all(reason.strip() for reason in permissions.DECLINED_DEPENDENT_ACTIONS.values())
+    # ElastiCache's network interfaces were missing before the reference was read.
+    assert {"ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"} <= granted
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_deploy_role_creates_no_service_linked_role_and_the_bootstrap_does(bootstrap_run):
+    granted = {c.action for c in permissions.deploy_calls(partition="aws", account_id=ACCOUNT, cluster_name=DEV)}
+    assert "iam:CreateServiceLinkedRole" not in granted
+    run = bootstrap_run()
+    assert linked_roles_made(run) == set(permissions.SERVICE_LINKED_ROLES)
+    [state_key] = [k for k in run.all("aws:kms/key:Key") if k.name == "pulumi-state"]
+    assert state_key.inputs["tags"] == {permissions.STACK_TAG: permissions.BOOTSTRAP_TAG_VALUE}
+
+
+# The three service-linked roles as IAM lists them (path /aws-service-role/<service>/, then the name).
+EKS_ROLES = ("/aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS",
+             "/aws-service-role/eks-nodegroup.amazonaws.com/AWSServiceRoleForAmazonEKSNodegroup",
+             "/aws-service-role/elasticache.amazonaws.com/AWSServiceRoleForElastiCache")
+# Roles every account has besides: a service-linked role of another service, and an ordinary role.
+OTHER_ROLES = ("/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling", "/github-preview")
+
+
+def linked_roles_made(run) -> set[str]:
+    return {r.inputs["awsServiceName"] for r in run.all("aws:iam/serviceLinkedRole:ServiceLinkedRole")}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_bootstrap_creates_only_the_service_linked_roles_the_account_lacks_and_deletes_none(bootstrap_run):
+    fresh = bootstrap_run(account_roles=OTHER_ROLES)
+    assert linked_roles_made(fresh) == {"eks.amazonaws.com", "eks-nodegroup.amazonaws.com",
+                                        "elasticache.amazonaws.com"}
+    assert "aws:iam/getRoles:getRoles" in fresh.invokes
+    # An account that ran EKS and ElastiCache before: creating any of them would fail the first up.
+    ran_eks = bootstrap_run(account_roles=EKS_ROLES + OTHER_ROLES)
+    assert linked_roles_made(ran_eks) == set()
+    only_nodegroup_missing = bootstrap_run(account_roles=(EKS_ROLES[0], EKS_ROLES[2]))
+    assert linked_roles_made(only_nodegroup_missing) == {"eks-nodegroup.amazonaws.com"}
+    # The fresh account's next run finds the roles it made and no longer registers them; destroy drops
+    # them too. Either deletes only what is retained: gone from state, kept in AWS.
+    made = fresh.all("aws:iam/serviceLinkedRole:ServiceLinkedRole") + only_nodegroup_missing.all(
+        "aws:iam/serviceLinkedRole:ServiceLinkedRole")
+    assert made and all(role.retain_on_delete and not role.protect for role in made)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_service_linked_roles_set_explicitly_are_created_without_asking_iam(bootstrap_run):
+    named = bootstrap_run(account_roles=EKS_ROLES, serviceLinkedRoles=json.dumps(["elasticache.amazonaws.com"]))
+    assert linked_roles_made(named) == {"elasticache.amazonaws.com"}
+    assert "aws:iam/getRoles:getRoles" not in named.invokes
+    none = bootstrap_run(account_roles=RuntimeError("AccessDenied"), serviceLinkedRoles="[]")
+    assert linked_roles_made(none) == set()
+    with pytest.raises(Exception, match="serviceLinkedRoles"):
+        bootstrap_run(serviceLinkedRoles=json.dumps(["autoscaling.amazonaws.com"]))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_role_listing_iam_refuses_stops_the_bootstrap_with_one_line_naming_the_setting(bootstrap_run):
+    refusal = RuntimeError("operation error IAM: ListRoles, AccessDenied: not authorized to perform: "
+                           "iam:ListRoles\nsecond line of the provider's error")
+    with pytest.raises(Exception) as raised:
+        bootstrap_run(account_roles=refusal)
+    message = str(raised.value)
+    assert message.startswith("set serviceLinkedRoles to the services whose role the account lacks")
+    assert "iam:ListRoles" in message and "\n" not in message and "second line" not in message
