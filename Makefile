@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 STACK ?= dev
 # What mypy checks: the product's packages, the lab beside them, the Pulumi program and tools/. Not
 # policy/ or bootstrap/: Pulumi projects with environments of their own.
-TYPED := $(wildcard facts serve_app components offline measure pdctl lab) __main__.py tools
+TYPED := $(wildcard facts serve_app components offline measure pdctl lab front_door) __main__.py tools
 
 .PHONY: plan test test-fast lint typecheck zizmor docs clean promtool
 

@@ -324,8 +324,8 @@ def _iam_calls(partition: str, account_id: str) -> list[Call]:
     managed = [f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
     return [
         *(Call(a, role, bounded) for a in ("iam:CreateRole", "iam:PutRolePermissionsBoundary",
-                                           # The S3 model mirror's reader role (components/model_access.py)
-                                           # has one inline policy; the boundary caps it like the rest.
+                                           # The model mirror's reader, the Cluster Autoscaler and the Load
+                                           # Balancer Controller have inline policies; the boundary caps them.
                                            "iam:PutRolePolicy", "iam:DeleteRolePolicy")),
         *(Call(a, role, {"ArnEquals": {**bounded["ArnEquals"], "iam:PolicyARN": managed}})
           for a in ("iam:AttachRolePolicy", "iam:DetachRolePolicy")),
@@ -643,6 +643,47 @@ CLUSTER_AUTOSCALER_READ_ACTIONS = (
 CLUSTER_AUTOSCALER_WRITE_ACTIONS = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
 
 
+# The AWS Load Balancer Controller's inline policy (components/front_door.py: the policy its project
+# publishes for the release the chart pins, facts/aws_load_balancer_controller_policy.json, which
+# tests/delivery checks this list against): its Elastic Load Balancing, EC2 security group and
+# certificate calls make the front door's NLB. Its conditions (the controller's own
+# elbv2.k8s.aws/cluster tags) stay its own; its iam:CreateServiceLinkedRole is the load balancers'
+# service-linked role, which the boundary already allows on its own terms.
+LOAD_BALANCER_CONTROLLER_ACTIONS = (
+    "acm:DescribeCertificate", "acm:ListCertificates", "cognito-idp:DescribeUserPoolClient",
+    "ec2:AuthorizeSecurityGroupIngress", "ec2:CreateSecurityGroup", "ec2:CreateTags", "ec2:DeleteSecurityGroup",
+    "ec2:DeleteTags", "ec2:DescribeAccountAttributes", "ec2:DescribeAddresses", "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeCoipPools", "ec2:DescribeInstances", "ec2:DescribeInternetGateways", "ec2:DescribeIpamPools",
+    "ec2:DescribeNetworkInterfaces", "ec2:DescribeRouteTables", "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets", "ec2:DescribeTags", "ec2:DescribeVpcPeeringConnections", "ec2:DescribeVpcs",
+    "ec2:GetCoipPoolUsage", "ec2:GetSecurityGroupsForVpc", "ec2:RevokeSecurityGroupIngress",
+    "elasticloadbalancing:AddListenerCertificates", "elasticloadbalancing:AddTags",
+    "elasticloadbalancing:CreateListener", "elasticloadbalancing:CreateLoadBalancer",
+    "elasticloadbalancing:CreateRule", "elasticloadbalancing:CreateTargetGroup",
+    "elasticloadbalancing:DeleteListener", "elasticloadbalancing:DeleteLoadBalancer",
+    "elasticloadbalancing:DeleteRule", "elasticloadbalancing:DeleteTargetGroup",
+    "elasticloadbalancing:DeregisterTargets", "elasticloadbalancing:DescribeCapacityReservation",
+    "elasticloadbalancing:DescribeListenerAttributes", "elasticloadbalancing:DescribeListenerCertificates",
+    "elasticloadbalancing:DescribeListeners", "elasticloadbalancing:DescribeLoadBalancerAttributes",
+    "elasticloadbalancing:DescribeLoadBalancers", "elasticloadbalancing:DescribeRules",
+    "elasticloadbalancing:DescribeSSLPolicies", "elasticloadbalancing:DescribeTags",
+    "elasticloadbalancing:DescribeTargetGroupAttributes", "elasticloadbalancing:DescribeTargetGroups",
+    "elasticloadbalancing:DescribeTargetHealth", "elasticloadbalancing:DescribeTrustStores",
+    "elasticloadbalancing:ModifyCapacityReservation", "elasticloadbalancing:ModifyIpPools",
+    "elasticloadbalancing:ModifyListener", "elasticloadbalancing:ModifyListenerAttributes",
+    "elasticloadbalancing:ModifyLoadBalancerAttributes", "elasticloadbalancing:ModifyRule",
+    "elasticloadbalancing:ModifyTargetGroup", "elasticloadbalancing:ModifyTargetGroupAttributes",
+    "elasticloadbalancing:RegisterTargets", "elasticloadbalancing:RemoveListenerCertificates",
+    "elasticloadbalancing:RemoveTags", "elasticloadbalancing:SetIpAddressType",
+    "elasticloadbalancing:SetRulePriorities", "elasticloadbalancing:SetSecurityGroups",
+    "elasticloadbalancing:SetSubnets", "elasticloadbalancing:SetWebAcl", "iam:GetServerCertificate",
+    "iam:ListServerCertificates", "shield:CreateProtection", "shield:DeleteProtection",
+    "shield:DescribeProtection", "shield:GetSubscriptionState", "waf-regional:AssociateWebACL",
+    "waf-regional:DisassociateWebACL", "waf-regional:GetWebACL", "waf-regional:GetWebACLForResource",
+    "wafv2:AssociateWebACL", "wafv2:DisassociateWebACL", "wafv2:GetWebACL", "wafv2:GetWebACLForResource",
+)
+
+
 # What the managed policies grant and the boundary still refuses, and why.
 REFUSED_BY_BOUNDARY = {
     "ec2:CopyVolumes": "volume cloning (a PVC with a volume as its dataSource); nothing in the stack clones",
@@ -666,10 +707,30 @@ def model_mirror_statements(partition: str, buckets: Iterable[str]) -> list[dict
     ]
 
 
+# IAM's size limit on a managed policy holds the boundary only with the Elastic Load Balancing reads
+# as one wildcard: the managed policies and the controller list 19 of them, all Describe calls; the
+# rest (DescribeAccountLimits, DescribeInstanceHealth, ...) read load balancer metadata too.
+BOUNDARY_WILDCARDS = ("elasticloadbalancing:Describe*",)
+
+
+def boundary_actions() -> list[str]:
+    """The unconditioned actions the boundary allows: the attachable managed policies' (less what it
+    refuses), the EBS CSI driver's, the Cluster Autoscaler's reads and the Load Balancer Controller's,
+    with those a wildcard of BOUNDARY_WILDCARDS covers written as that wildcard."""
+    listed = {*BOUNDARY_ACTIONS, *EBS_CSI_BOUNDARY_ACTIONS, *CLUSTER_AUTOSCALER_READ_ACTIONS,
+              *LOAD_BALANCER_CONTROLLER_ACTIONS}
+    return sorted({next((w for w in BOUNDARY_WILDCARDS if action.startswith(w.removesuffix("*"))), action)
+                   for action in listed})
+
+
+LOAD_BALANCER_CONTROLLER_ONLY = set(LOAD_BALANCER_CONTROLLER_ACTIONS) - set(BOUNDARY_ACTIONS)
+
+
 def workload_boundary_policy(*, partition: str, model_mirror_buckets: Iterable[str] = ()) -> dict:
     """The most any role the deploy role creates may do: exactly what the attachable managed policies
-    grant (their conditions are theirs to keep; a boundary only caps), what the stack's two inline
-    policies may need (the Cluster Autoscaler's; reading the model mirror buckets named here). The
+    grant (their conditions are theirs to keep; a boundary only caps), what the stack's inline
+    policies may need (the Cluster Autoscaler's; the AWS Load Balancer Controller's, for the front
+    door's NLB; reading the model mirror buckets named here). The
     deploy role may attach no other managed policy, so the boundary is the second wall: against a
     mistake here, or a wider policy attached by hand. In IAM only the load balancers' service-linked
     role, as AmazonEKSClusterPolicy has it.
@@ -677,12 +738,10 @@ def workload_boundary_policy(*, partition: str, model_mirror_buckets: Iterable[s
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Sid": "WhatTheClusterAndNodeRolesPoliciesGrant", "Effect": "Allow", "Resource": "*",
-             "Action": sorted(set(BOUNDARY_ACTIONS))},
-            {"Sid": "WhatTheEbsCsiDriversPolicyAddsGrant", "Effect": "Allow", "Resource": "*",
-             "Action": sorted(set(EBS_CSI_BOUNDARY_ACTIONS))},
-            {"Sid": "ClusterAutoscalerReads", "Effect": "Allow", "Resource": "*",
-             "Action": sorted(CLUSTER_AUTOSCALER_READ_ACTIONS)},
+            {"Sid": "WhatTheStacksRolesPoliciesGrant", "Effect": "Allow", "Resource": "*",
+             "Action": [a for a in boundary_actions() if a not in LOAD_BALANCER_CONTROLLER_ONLY]},
+            {"Sid": "WhatOnlyTheLoadBalancerControllersPolicyGrants", "Effect": "Allow", "Resource": "*",
+             "Action": [a for a in boundary_actions() if a in LOAD_BALANCER_CONTROLLER_ONLY]},
             {"Sid": "ClusterAutoscalerResizesManagedNodeGroupsOnly", "Effect": "Allow", "Resource": "*",
              "Action": list(CLUSTER_AUTOSCALER_WRITE_ACTIONS),
              "Condition": {"Null": {"aws:ResourceTag/eks:nodegroup-name": "false"}}},

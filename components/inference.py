@@ -15,6 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies
+from components.config.front_door import front_door_sources
 from components.config.ray_service import duration_seconds
 from components.config.serving import ServingSettings
 from components.manifests.ray_service import (
@@ -25,10 +26,13 @@ from components.manifests.ray_service import (
     SERVE_PORT,
     GcsStoreRef,
     SecretKeyRef,
+    api_keys_secret_name,
+    front_door_code_name,
     gcs_store_secret_name,
     ray_service_manifest,
 )
 from components.manifests.serving_namespace import serving_namespace_manifest, serving_network_policies
+from front_door.keys import KEY_TABLE_FILE
 
 # `pulumi up` waits for the RayService's Ready condition (KubeRay sets it once Serve has endpoints),
 # so a deploy that cannot serve fails the update instead of reporting success.
@@ -59,6 +63,8 @@ class InferenceServiceArgs:
       `modelSource` is an s3:// mirror; the Ray pods run as its ServiceAccount.
     gcs_store: the GCS fault tolerance store (components/gcs_store.py), exactly when the serving
       settings turn GCS fault tolerance on; its token goes into a Secret the RayService refers to.
+    api_key_table: the front door's key table (front_door/keys.py key_table_document: salted hashes,
+      a Pulumi secret), exactly when the ingress checks keys; the Ray pods mount it with the door's code.
     """
 
     provider: k8s.Provider
@@ -66,6 +72,7 @@ class InferenceServiceArgs:
     hf_token: pulumi.Input[str] | None = None
     model_reader_role_arn: pulumi.Input[str] | None = None
     gcs_store: GcsStoreConnection | None = None
+    api_key_table: pulumi.Input[str] | None = None
 
 
 class InferenceService(pulumi.ComponentResource):
@@ -81,6 +88,7 @@ class InferenceService(pulumi.ComponentResource):
     ray_service_name: str
     serve_service_name: str
     serve_port: int
+    api_keys_secret_name: str
 
     def __init__(self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         spec = args.serving  # checked by settings_from_config before any resource
@@ -88,6 +96,8 @@ class InferenceService(pulumi.ComponentResource):
             raise ValueError("hf_token must be given exactly when the serving settings say a token is configured")
         if spec.gcs_fault_tolerance != (args.gcs_store is not None):
             raise ValueError("gcs_store must be given exactly when the serving settings turn GCS fault tolerance on")
+        if (spec.app.config.ingress.api_keys is None) != (args.api_key_table is None):
+            raise ValueError("api_key_table must be given exactly when the ingress checks API keys")
         super().__init__("eks-pd-llm:inference:InferenceService", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
@@ -97,6 +107,7 @@ class InferenceService(pulumi.ComponentResource):
         ray_service_deps: list[pulumi.Resource] = [
             self.namespace_resource, *self.network_policies.values(), *explicit_dependencies(opts)]
         ray_service_deps += self._pod_identity(name, spec, args, after_namespace)
+        ray_service_deps += self._front_door(name, spec, args.api_key_table, after_namespace)
         gcs_store = self._gcs_store_secret(name, spec, args.gcs_store, after_namespace)
         if gcs_store is not None:
             ray_service_deps.append(self.gcs_store_secret)
@@ -110,6 +121,7 @@ class InferenceService(pulumi.ComponentResource):
         self.ray_service_name = spec.name
         self.serve_service_name = spec.serve_service_name
         self.serve_port = SERVE_PORT
+        self.api_keys_secret_name = api_keys_secret_name(spec)
         self.register_outputs({
             "namespace": self.namespace,
             "ray_service_name": self.ray_service_name,
@@ -168,6 +180,29 @@ class InferenceService(pulumi.ComponentResource):
             )
             made.append(self.model_reader)
         return made
+
+    def _front_door(self, name: str, spec: ServingSettings, key_table: pulumi.Input[str] | None,
+                    after_namespace: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """The key table Secret and the front door's code, which the Ray pods mount (none without keys).
+        Changing a key updates the Secret in place: the pods see it without a restart."""
+        self.api_keys_secret: k8s.core.v1.Secret | None = None
+        if key_table is None:
+            return []
+        self.api_keys_secret = k8s.core.v1.Secret(
+            f"{name}-api-keys",
+            metadata={"name": api_keys_secret_name(spec), "namespace": spec.namespace},
+            type="Opaque",
+            string_data={KEY_TABLE_FILE: pulumi.Output.secret(key_table)},
+            opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(
+                additional_secret_outputs=["data", "stringData"])),
+        )
+        self.front_door_code = k8s.core.v1.ConfigMap(
+            f"{name}-front-door",
+            metadata={"name": front_door_code_name(spec), "namespace": spec.namespace},
+            data=front_door_sources(),
+            opts=after_namespace,
+        )
+        return [self.api_keys_secret, self.front_door_code]
 
     def _gcs_store_secret(self, name: str, spec: ServingSettings, store: GcsStoreConnection | None,
                           after_namespace: pulumi.ResourceOptions) -> GcsStoreRef | None:

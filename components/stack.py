@@ -15,6 +15,7 @@ Order of work:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -31,9 +32,11 @@ from components.addons import (
     RayImagePrePullArgs,
 )
 from components.cluster import Cluster, ClusterArgs, CoreDns, CoreDnsArgs
+from components.config.front_door import API_KEYS_KEY, FrontDoor
 from components.config.nodes import GpuNodeGroupSpec
 from components.config.stack import StackSettings
 from components.config.zones import AvailabilityZonePlan
+from components.front_door import FrontDoorArgs, FrontDoorNetwork
 from components.gcs_store import GcsStore, GcsStoreArgs
 from components.inference import GcsStoreConnection, InferenceService, InferenceServiceArgs
 from components.model_access import ModelReadAccess, ModelReadAccessArgs
@@ -49,11 +52,12 @@ from components.node_groups import (
 )
 from components.observability import Observability, ObservabilityArgs
 from components.storage import BlockStorage, BlockStorageArgs
+from front_door.keys import KEY_TABLE_FILE, key_table_document
 
-# OpenAI-compatible API after `kubectl port-forward` to the serve Service (a ClusterIP Service:
-# the endpoint is private unless the user exposes it).
+# OpenAI-compatible API after `kubectl port-forward` to the serve Service, the way in without a
+# front door (and the fallback for a laptop with one).
 LOCAL_HOST = "localhost"
-API_KEY_PLACEHOLDER = "not-needed"  # Ray Serve LLM does not check keys; OpenAI SDKs insist on one
+API_KEY_PLACEHOLDER = "not-needed"  # Ray Serve LLM's own ingress checks no key; OpenAI SDKs insist on one
 
 # What each stack output is, for docs/OUTPUTS.md's table (`make docs` renders it with each
 # output's type from an offline run; a test fails when an output has no line here).
@@ -71,7 +75,12 @@ OUTPUT_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "portForwardCommand": "`kubectl port-forward` line that exposes the endpoint on localhost:8000",
     "gpuAvailabilityZone": "the single AZ of the EFA GPU node group (its name in this account)",
     "gpuAvailabilityZoneId": "the same AZ's zone ID (`usw2-az2`), the same in every account",
-    "clientConfig": "`{base_url, model, api_key, reach}`: an OpenAI client's configuration after port-forward",
+    "clientConfig": "`{base_url, model, api_key_source}`: an OpenAI client's configuration "
+                    "(`OpenAI(base_url=…, api_key=<the key>)`, `model=…`) and where its key is; never the key",
+    "endpointUrl": "the OpenAI endpoint's base URL: the front door's load balancer, else localhost after port-forward",
+    "apiKeySecret": "where the API keys live: the `apiKeys` stack secret (plain keys, for callers) and the "
+                    "namespace/name of the Kubernetes Secret holding their salted hashes; \"\" without a door",
+    "apiKeyNames": "the names of the front door's API keys (never the keys)",
     "prometheusPortForwardCommand": (
         "`kubectl port-forward` line that exposes the stack's Prometheus on localhost:9090 (what `pdctl top` reads)"),
     "grafanaPortForwardCommand": "`kubectl port-forward` line that exposes Grafana (the PD dashboard) on "
@@ -100,6 +109,7 @@ class InferenceStack:
     observability: Observability
     gcs_store: GcsStore | None
     node_autoscaler: ClusterAutoscaler | None  # only when a GPU node group can grow
+    front_door: FrontDoorNetwork | None  # only when frontDoor is not "none"
 
     @property
     def outputs(self) -> dict[str, Any]:
@@ -111,6 +121,15 @@ class InferenceStack:
         port_forward = (f"kubectl --namespace {inference.namespace} port-forward "
                         f"service/{inference.serve_service_name} {port}:{port}")
         kubeconfig_command = f"aws eks update-kubeconfig --region {settings.region} --name {settings.cluster.name}"
+        door = settings.front_door
+        endpoint_url: pulumi.Input[str] = f"http://{LOCAL_HOST}:{port}/v1"
+        key_source = (f"none: any api_key (`{API_KEY_PLACEHOLDER}`) through the port-forward: {kubeconfig_command} "
+                      f"&& {port_forward}")
+        if self.front_door is not None:
+            scheme = "https" if door.tls else "http"
+            endpoint_url = self.front_door.hostname.apply(lambda host: f"{scheme}://{host}:{door.port}/v1")
+            key_source = (f"pulumi config get {API_KEYS_KEY} --stack {settings.stack} "
+                          "(JSON: key name → key; `pdctl client-config --key NAME` reads it)")
         return {
             "region": settings.region,
             "clusterName": self.cluster.cluster_name,
@@ -125,18 +144,23 @@ class InferenceStack:
             "gpuAvailabilityZone": self.zones.gpu_zone.name,
             "gpuAvailabilityZoneId": self.zones.gpu_zone.zone_id,
             "clientConfig": {
-                "base_url": f"http://{LOCAL_HOST}:{port}/v1",
+                "base_url": endpoint_url,
                 "model": model_id,
-                "api_key": API_KEY_PLACEHOLDER,
-                "reach": f"{kubeconfig_command} && {port_forward}",
+                "api_key_source": key_source,
             },
+            "endpointUrl": endpoint_url,
+            "apiKeySecret": (f"{API_KEYS_KEY} (stack secret); {inference.namespace}/{inference.api_keys_secret_name} "
+                             f"key {KEY_TABLE_FILE} (salted hashes)") if self.front_door is not None else "",
+            "apiKeyNames": list(door.key_names),
             "prometheusPortForwardCommand": self.observability.port_forward_commands()["prometheus"],
             "grafanaPortForwardCommand": self.observability.port_forward_commands()["grafana"],
         }
 
 
-def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> InferenceStack:
-    """Register the whole graph for validated `settings`; `hf_token` is a Pulumi secret or None."""
+def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None,
+                api_keys: pulumi.Input[str] | None = None) -> InferenceStack:
+    """Register the whole graph for validated `settings`; `hf_token` and `api_keys` (the `apiKeys`
+    JSON) are Pulumi secrets or None."""
     zones = settings.zones
 
     network = Network("network", NetworkArgs(settings.network, [z.name for z in zones.network_zones],
@@ -177,15 +201,35 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None) -> 
         InferenceServiceArgs(
             provider=cluster.provider, serving=settings.serving, hf_token=hf_token,
             model_reader_role_arn=model_access.role_arn if model_access else None,
-            gcs_store=GcsStoreConnection(gcs_store.address, gcs_store.auth_token) if gcs_store else None),
+            gcs_store=GcsStoreConnection(gcs_store.address, gcs_store.auth_token) if gcs_store else None,
+            api_key_table=_api_key_table(settings.front_door, api_keys)),
         opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, image_prepull, *all_gpu_nodes]),
     )
     storage, observability = _observability(settings, cluster, system_nodes, (*all_gpu_nodes, device_plugins))
+    front_door = FrontDoorNetwork("front-door", FrontDoorArgs(
+        cluster=cluster, door=settings.front_door, serving=settings.serving, cluster_name=settings.cluster.name,
+        region=settings.region, vpc_id=network.vpc_id, vpc_cidr=str(settings.network.vpc_cidr)),
+        opts=pulumi.ResourceOptions(depends_on=[system_nodes, inference.namespace_resource]),
+    ) if settings.front_door.enabled else None
     return InferenceStack(
         settings=settings, zones=zones, network=network, cluster=cluster, system_nodes=system_nodes,
         gpu_nodes=gpu_nodes, phase_gpu_nodes=phase_gpu_nodes, coredns=coredns, device_plugins=device_plugins,
         kuberay=kuberay, image_prepull=image_prepull, model_access=model_access, inference=inference,
-        storage=storage, observability=observability, gcs_store=gcs_store, node_autoscaler=node_autoscaler)
+        storage=storage, observability=observability, gcs_store=gcs_store, node_autoscaler=node_autoscaler,
+        front_door=front_door)
+
+
+def _api_key_table(door: FrontDoor, api_keys: pulumi.Input[str] | None) -> pulumi.Output[str] | None:
+    """The key table the ingress reads (salted hashes and limits), a secret; an empty table (every
+    request refused) while no key is set."""
+    if not door.enabled:
+        return None
+
+    def table(text: str | None) -> str:
+        keys = json.loads(text) if text else {}
+        return key_table_document(door.salt, keys, {name: door.settings.limits(name) for name in keys})
+
+    return pulumi.Output.secret(pulumi.Output.from_input(api_keys).apply(table))
 
 
 def _gpu_node_groups(settings: StackSettings, cluster: Cluster,

@@ -134,6 +134,21 @@ CLUSTER_AUTOSCALER = HelmChart(
     checked="2026-11",
 )
 
+AWS_LOAD_BALANCER_CONTROLLER = HelmChart(
+    name="aws-load-balancer-controller",
+    repository="https://aws.github.io/eks-charts",
+    default_version="3.5.0",
+    app_version="v3.5.0",
+    source=("github.com/aws/eks-charts stable/aws-load-balancer-controller at commit 5239609 (2026-08-03, "
+            "newest): Chart.yaml (version 3.5.0, appVersion v3.5.0) and values.yaml, kept as test data in "
+            "tests/data/aws-load-balancer-controller-3.5.0/; its IAM policy is the controller's own install "
+            "guide's iam_policy.json at tag v3.5.0 (facts/aws_load_balancer_controller_policy.json); "
+            "docs/SOURCES.md#front-door."),
+    checked="2026-12",
+    values_keys=("clusterName", "region", "vpcId", "serviceAccount.name", "serviceAccount.annotations",
+                 "nodeSelector", "replicaCount"),
+)
+
 # The Cluster Autoscaler release for each Kubernetes minor version: its versions match Kubernetes
 # minors and it is meant for the control plane of the same minor (cluster-autoscaler/README.md,
 # "Releases", at tag cluster-autoscaler-1.35.2); the newest

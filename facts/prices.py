@@ -38,6 +38,10 @@ class RegionPrices:
     eks_cluster_per_hour: float
     ebs_per_gb_month: dict[str, float]  # by EBS volume type
     elasticache_node_per_hour: dict[str, float] = field(default_factory=dict)  # by node type
+    # The front door's Network Load Balancer hour (its traffic-dependent NLCU-hours are not counted).
+    # Recorded from the pricing page, not yet by tools.refresh_prices: a refresh drops it, and the
+    # plan then names it missing instead of pricing the door at nothing.
+    nlb_per_hour: float | None = None
 
 
 def region_prices(entry: dict) -> RegionPrices:
@@ -49,6 +53,7 @@ def region_prices(entry: dict) -> RegionPrices:
         eks_cluster_per_hour=float(entry["eks_cluster_per_hour"]),
         ebs_per_gb_month=dict(entry["ebs_per_gb_month"]),
         elasticache_node_per_hour=dict(entry.get("elasticache_node_per_hour", {})),
+        nlb_per_hour=float(entry["nlb_per_hour"]) if "nlb_per_hour" in entry else None,
     )
 
 

@@ -498,6 +498,16 @@ class CloudMocks(pulumi.runtime.Mocks):
                        "appVersion": args.inputs.get("version")},
         }
 
+    def _kubernetes_core_v1_Service(self, args):
+        resource_id, outputs = self._kubernetes_object(args)
+        if (args.inputs.get("spec") or {}).get("type") != "LoadBalancer":
+            return resource_id, outputs
+        # What the AWS Load Balancer Controller writes back once it made the NLB: its DNS name.
+        hostname = f"k8s-{_digest(args.name, length=10)}-{_digest('nlb', args.name, length=10)}.elb.{self.region}" \
+                   ".amazonaws.com"
+        self._invent([hostname], f"the offline mock's NLB hostname of Service {args.name}")
+        return resource_id, {**outputs, "status": {"loadBalancer": {"ingress": [{"hostname": hostname}]}}}
+
     def _kubernetes_object(self, args):
         metadata = dict(args.inputs.get("metadata") or {})
         metadata.setdefault("name", f"{args.name}-{_digest(args.name, length=8)}")

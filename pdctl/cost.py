@@ -33,6 +33,7 @@ class CostInputs:
     eks_clusters: int
     volumes: list[VolumeCost] = field(default_factory=list)
     cache_nodes: dict[str, int] = field(default_factory=dict)  # ElastiCache node type → count
+    load_balancers: int = 0  # the front door's Network Load Balancer
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,11 @@ def hourly_cost(inputs: CostInputs, prices: dict[str, price_data.RegionPrices] |
     if inputs.eks_clusters:
         lines.append(CostLine("EKS control plane", inputs.eks_clusters, "cluster",
                               table.eks_cluster_per_hour))
+    if inputs.load_balancers:
+        if table.nlb_per_hour is None:
+            missing.append(f"Network Load Balancer in {inputs.region}")
+        lines.append(CostLine("Network Load Balancer (front door)", inputs.load_balancers, "load balancer",
+                              table.nlb_per_hour))
     for node_type, count in sorted(inputs.cache_nodes.items()):
         price = table.elasticache_node_per_hour.get(node_type)
         if price is None:

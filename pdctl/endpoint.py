@@ -20,10 +20,15 @@ OUTPUT_TOKENIZER = "tokenizerSource"
 OUTPUT_KUBECONFIG = "kubeconfig"
 OUTPUT_REGION = "region"
 OUTPUT_CLUSTER = "clusterName"
+OUTPUT_ENDPOINT_URL = "endpointUrl"
+OUTPUT_API_KEY_NAMES = "apiKeyNames"
+OUTPUT_API_KEY_SECRET = "apiKeySecret"
+# The stack secret holding the front door's keys (components/config/front_door.py API_KEYS_KEY).
+API_KEYS_CONFIG_KEY = "apiKeys"
 # What `pulumi stack output --json` prints for a secret unless asked for --show-secrets.
 HIDDEN_SECRET = "[secret]"
 
-API_KEY_PLACEHOLDER = "not-needed"  # Ray Serve LLM does not check keys; the SDK insists on one
+API_KEY_PLACEHOLDER = "not-needed"  # without a front door nothing checks keys; the SDK insists on one
 
 
 class EndpointError(RuntimeError):
@@ -85,14 +90,50 @@ def required_output(outputs: dict, key: str) -> str:
     return str(value)
 
 
-def client_config(outputs: dict, *, base_url: str | None = None,
-                  local_port: int = SERVE_HTTP_PORT) -> ClientConfig:
-    """The serve Service is ClusterIP (private by default): the client reaches it through
-    `pdctl connect` on localhost unless `base_url` says otherwise."""
+def has_front_door(outputs: dict) -> bool:
+    return bool(outputs.get(OUTPUT_API_KEY_SECRET))
+
+
+def door_url(outputs: dict) -> str | None:
+    """The front door's base URL when the stack has one, else None (the port-forward is the way in)."""
+    return required_output(outputs, OUTPUT_ENDPOINT_URL) if has_front_door(outputs) else None
+
+
+def client_config(outputs: dict, *, base_url: str | None = None, local_port: int = SERVE_HTTP_PORT,
+                  api_key: str = API_KEY_PLACEHOLDER) -> ClientConfig:
+    """Through the front door when the stack has one, else through `pdctl connect` on localhost;
+    `base_url` overrides either (a laptop's port-forward to a stack with a door)."""
     return ClientConfig(
-        base_url=base_url or f"http://127.0.0.1:{local_port}/v1",
+        base_url=base_url or door_url(outputs) or f"http://127.0.0.1:{local_port}/v1",
         model=required_output(outputs, OUTPUT_MODEL_ID),
+        api_key=api_key,
     )
+
+
+def fetch_api_key(outputs: dict, name: str | None, stack: str | None, *, cwd: Path | None = None) -> str:
+    """The front door key `name` (the only one when None), read from the stack's encrypted config with
+    the caller's own credentials (`pulumi config get apiKeys`): never from an output."""
+    names = list(outputs.get(OUTPUT_API_KEY_NAMES) or [])
+    if not has_front_door(outputs) or not names:
+        raise EndpointError("the stack has no API key: set one with `pulumi config set --secret apiKeys "
+                            "'{\"app-team\": \"<openssl rand -hex 24>\"}'` and `pulumi up`")
+    if name is None:
+        if len(names) > 1:
+            raise EndpointError(f"which key? pass --key, one of {', '.join(names)}")
+        name = names[0]
+    if name not in names:
+        raise EndpointError(f"the stack has no key named {name!r} (have: {', '.join(names)})")
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        raise EndpointError("the pulumi CLI is not on PATH: it reads the key from the stack's encrypted config")
+    command = [pulumi, "config", "get", API_KEYS_CONFIG_KEY, *(["--stack", stack] if stack else [])]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=cwd, check=False)
+    if result.returncode != 0:
+        raise EndpointError(f"`pulumi config get {API_KEYS_CONFIG_KEY}` failed: {result.stderr.strip()}")
+    try:
+        return json.loads(result.stdout)[name]
+    except (ValueError, KeyError, TypeError):
+        raise EndpointError(f"the stack's {API_KEYS_CONFIG_KEY} holds no key named {name!r}") from None
 
 
 @dataclass(frozen=True)
@@ -105,11 +146,13 @@ class SmokeResult:
 
 
 def unreachable_hint(base_url: str) -> str:
-    """The next step when the endpoint does not answer: on localhost, the port-forward is the usual cause."""
+    """The next step when the endpoint does not answer: on localhost, the port-forward is the usual
+    cause; elsewhere (the front door), where the caller calls from."""
     host = urlparse(str(base_url)).hostname or ""
     if host in ("127.0.0.1", "localhost", "::1"):
         return " (is `pdctl connect` running? It forwards this port to the serve Service)"
-    return ""
+    return (" (the front door answers callers in the VPC and frontDoorAllowedCidrs only; from elsewhere "
+            "use `pdctl connect` and --base-url http://127.0.0.1:8000/v1)")
 
 
 def served_models(client, model: str) -> list[str]:

@@ -42,6 +42,7 @@ NAT_GATEWAY_TYPE = "aws:ec2/natGateway:NatGateway"
 CLUSTER_TYPES = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
 SUBNET_TYPE = "aws:ec2/subnet:Subnet"
 RAY_SERVICE_TYPE = "kubernetes:ray.io/v1:RayService"
+SERVICE_TYPE = "kubernetes:core/v1:Service"
 HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 REPLICATION_GROUP_TYPE = "aws:elasticache/replicationGroup:ReplicationGroup"
 # EKS gives a managed node group without a launch-template disk a 20 GiB root volume.
@@ -335,6 +336,9 @@ def cost_inputs(resources: list, region: str, size: str = "desiredSize") -> Cost
         eks_clusters=clusters,
         volumes=prometheus_volumes(resources),
         cache_nodes=cache_nodes,
+        # A LoadBalancer Service is an NLB the AWS Load Balancer Controller creates (components/front_door.py).
+        load_balancers=sum(1 for r in resources if r.type == SERVICE_TYPE
+                           and (r.inputs.get("spec") or {}).get("type") == "LoadBalancer"),
     )
 
 

@@ -310,11 +310,27 @@ class KvTransferSettings(FrozenModel):
                                       description="NIXL backends; LIBFABRIC is the one that uses EFA.")
 
 
+class KeyedIngress(FrozenModel):
+    """The ingress checks API keys (front_door/ingress.py, shipped to the Ray pods by the stack)."""
+
+    keys_file: str = Field(min_length=1, description="Where the Ray pods mount the key table.")
+    code_version: str = Field(min_length=1, description=(
+        "A digest of the front door's code: a change restarts the app's deployments (Serve hashes the app's "
+        "args into their code version), so the ingress imports the new code."))
+
+
 class IngressSettings(FrozenModel):
     """The OpenAI ingress deployment in front of decode. Empty = Ray Serve LLM's defaults."""
 
     deployment_config: Mapping[str, Any] = Field(
         default_factory=dict, description="Ray @serve.deployment options for the ingress (e.g. num_replicas).")
+    api_keys: KeyedIngress | None = Field(None, description="None: Ray Serve LLM's own ingress, which checks no key.")
+
+    @property
+    def replicas(self) -> int:
+        """The most ingress replicas Serve runs (Ray Serve LLM's default: one)."""
+        config = self.deployment_config
+        return int(config.get("num_replicas") or (config.get("autoscaling_config") or {}).get("max_replicas") or 1)
 
 
 class PDAppConfig(FrozenModel):
@@ -354,9 +370,9 @@ class PDAppConfig(FrozenModel):
     def _direct_streaming_has_no_ingress_deployment(self) -> PDAppConfig:
         # Ray Serve LLM refuses ingress_deployment_config under direct streaming: there is no ingress
         # deployment (ray/llm/_internal/serve/core/ingress/builder.py _validate_direct_streaming_ingress_config).
-        if self.direct_streaming and self.ingress.deployment_config:
+        if self.direct_streaming and (self.ingress.deployment_config or self.ingress.api_keys):
             raise ValueError("direct_streaming has no ingress deployment: configure decode's deployment instead "
-                             "of ingress.deployment_config")
+                             "of ingress.deployment_config, and serve API keys without direct streaming")
         return self
 
     def phase(self, phase: Phase) -> PhaseSettings:
@@ -387,6 +403,7 @@ __all__ = [
     "EngineSettings",
     "HttpFront",
     "IngressSettings",
+    "KeyedIngress",
     "KvRole",
     "KvTransferSettings",
     "ModelSettings",

@@ -36,6 +36,10 @@ DIRECT_STREAMING_ENV = "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"
 HYBRID_WORKER_ENV = {"VLLM_SSM_CONV_STATE_LAYOUT": "DS"}
 
 INGRESS_DEPLOYMENT_NAME = "OpenAiIngress"
+# Ray Serve LLM's ingress with API keys, per-key limits and accounting (front_door/ingress.py); the
+# Ray pods import it from the ConfigMap the stack mounts (components/front_door.py). Serve would name
+# the deployment after the class; it keeps the usual name, which dashboards and `pdctl status` read.
+KEYED_INGRESS_CLASS = "front_door.ingress:KeyedOpenAiIngress"
 # Ray Serve LLM names each phase's deployment `<Prefill|Decode>:<model id>`.
 PHASE_DEPLOYMENT_PREFIX = {"prefill": "Prefill:", "decode": "Decode:"}
 
@@ -146,8 +150,14 @@ def pd_serving_args(app: PDAppConfig, kv_cache_memory_bytes: Mapping[str, int] |
         "prefill_config": llm_config(app, "prefill", fixed.get("prefill")),
         "decode_config": llm_config(app, "decode", fixed.get("decode")),
     }
-    if app.ingress.deployment_config:
-        args["ingress_deployment_config"] = dict(app.ingress.deployment_config)
+    keyed = app.ingress.api_keys
+    if app.ingress.deployment_config or keyed is not None:
+        args["ingress_deployment_config"] = {
+            **({"name": INGRESS_DEPLOYMENT_NAME} if keyed is not None else {}), **app.ingress.deployment_config}
+    if keyed is not None:
+        args["ingress_cls_config"] = {"ingress_cls": KEYED_INGRESS_CLASS, "ingress_extra_kwargs": {
+            "keys_file": keyed.keys_file, "ingress_replicas": app.ingress.replicas,
+            "code_version": keyed.code_version}}
     return args
 
 

@@ -23,6 +23,7 @@ from serve_app.config import (
     S3_SCHEME,
     STREAMER_LOAD_FORMATS,
     Dtype,
+    KeyedIngress,
     PDAppConfig,
     Phase,
     s3_location,
@@ -220,8 +221,8 @@ class ServeAppSettings(StackKeyModel):
             },
         }
 
-    def app(self) -> PDAppConfig:
-        """The typed PD application these settings describe."""
+    def app(self, api_keys: KeyedIngress | None = None) -> PDAppConfig:
+        """The typed PD application these settings describe; `api_keys`: its ingress checks keys."""
         model = {"model_id": self.model_id, "model_source": self.model_source}
         if self.tokenizer_source is not None:
             model["tokenizer_source"] = self.tokenizer_source
@@ -242,6 +243,7 @@ class ServeAppSettings(StackKeyModel):
             "direct_streaming": self.pd_direct_streaming,
             "prefill": self._phase("prefill"),
             "decode": self._phase("decode"),
+            "ingress": {"api_keys": api_keys},
         })
 
 

@@ -3,13 +3,12 @@ documentation placeholders a stack file ships with."""
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from components.config.names import ClusterName
+from components.config.names import ClusterName, ipv4_cidrs
 from facts.aws import DOCUMENTATION_ACCOUNT_IDS, is_documentation_cidr
 from serve_app.errors import ConfigError
 from serve_app.stack_keys import StackKeyModel
@@ -79,12 +78,7 @@ class ClusterSettings(StackKeyModel):
     @field_validator("api_public_access_cidrs")
     @classmethod
     def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for cidr in value:
-            try:
-                ipaddress.IPv4Network(cidr)
-            except ValueError as error:
-                raise ValueError(f"{cidr!r} is not an IPv4 CIDR ({error})") from None
-        return value
+        return ipv4_cidrs(value)
 
     @model_validator(mode="after")
     def _reachable_by_pulumi_up(self) -> ClusterSettings:

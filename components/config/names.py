@@ -1,8 +1,9 @@
-"""What the stack's names look like: AWS regions, AZs and zone IDs, DNS labels, the cluster name, and the
-tags subnets are found by."""
+"""What the stack's names look like: AWS regions, AZs and zone IDs, DNS labels, the cluster name, CIDRs,
+and the tags subnets are found by."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated
 
@@ -13,6 +14,17 @@ DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d[a-z]$")
 ZONE_ID = re.compile(r"^[a-z]{3,7}\d-az\d+$")
+
+
+def ipv4_cidrs(value: tuple[str, ...]) -> tuple[str, ...]:
+    """`value` when each item is an IPv4 CIDR; else a ValueError naming the first that is not."""
+    for cidr in value:
+        try:
+            ipaddress.IPv4Network(cidr)
+        except ValueError as error:
+            raise ValueError(f"{cidr!r} is not an IPv4 CIDR ({error})") from None
+    return value
+
 
 def _cluster_name(value: str) -> str:
     # IAM role and security group names are derived from it and must stay within AWS limits.

@@ -17,7 +17,7 @@ from facts.images import (
 )
 from facts.instances import InstanceType
 from serve_app.checks import CheckedApp, DeploymentTarget, NodeGroupTarget, check_app
-from serve_app.config import PHASES, S3_SCHEME, STREAMER_LOAD_FORMATS, HttpFront, Phase
+from serve_app.config import PHASES, S3_SCHEME, STREAMER_LOAD_FORMATS, HttpFront, KeyedIngress, Phase
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import StackField
@@ -109,7 +109,8 @@ class ServingSettings:
 
 def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSettings, instance: InstanceType,
                      gpu_nodes: GpuNodeSettings, phase_groups: Mapping[str, NodeGroupTarget],
-                     hf_token_configured: bool, region: str) -> ServingSettings:
+                     hf_token_configured: bool, region: str,
+                     keyed_ingress: KeyedIngress | None = None) -> ServingSettings:
     """serve_app's PD app checked against the GPU node groups it runs on (gpuNodeType's, and a phase's
     own where one is set), with the model's own facts."""
     image_stack = serving_stack(ray_service.image)
@@ -129,7 +130,7 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
         accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,
         http_front=ray_service.http_front,
         vllm_version=image_stack.vllm if image_stack else None, phase_node_groups=phase_groups)
-    app = check_app(app_settings.app(), target, model=model.architecture)
+    app = check_app(app_settings.app(keyed_ingress), target, model=model.architecture)
     app = _with_model_notes(app, model, model_setting)
     model_bytes = app.model.weight_bytes("auto") if app.model else None
     return ServingSettings(

@@ -13,11 +13,13 @@ never escapes.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from components.config.charts import ChartSettings
 from components.config.cluster import ClusterSettings, documentation_placeholders
+from components.config.front_door import API_KEYS_KEY, FrontDoor, FrontDoorSettings, api_key_names
 from components.config.names import AVAILABILITY_ZONE
 from components.config.network import NetworkSettings
 from components.config.nodes import GpuNodeSettings, PhaseGpuNodeSettings, SystemNodeSettings
@@ -52,6 +54,7 @@ class StackSettings:
     serving: ServingSettings
     observability: ObservabilitySettings
     hf_token_configured: bool
+    front_door: FrontDoor
     slo: StackSlo | None = None  # the SLO sizing (components/config/workload.py)
     # The deployed cluster runs with the IAM roles of stacks created before the stack made its own under
     # its path (DeployedStack.earlier_iam_roles): they are kept, since a new one replaces the cluster.
@@ -91,6 +94,8 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     app_settings = from_stack_keys(ServeAppSettings, typed, texts)
     workload = from_stack_keys(WorkloadSettings, typed, texts)
     observability = from_stack_keys(ObservabilitySettings, typed, texts)
+    front_door = _front_door(from_stack_keys(FrontDoorSettings, typed, texts), texts,
+                             region, salt_of=f"{project}/{stack}/{cluster.name}")
 
     cloud = ask_cloud(_cloud_query(region, cluster, system_nodes, gpu_nodes, phase_gpu_nodes))
     system_nodes.check(cloud.system_instance)
@@ -101,15 +106,29 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
         raise placeholders[0]
     hf_token_configured = bool(texts.get(HF_TOKEN_KEY))
     serving = serving_settings(ray_service, app_settings, gpu_instance, gpu_nodes, phase_groups,
-                               hf_token_configured, region)
+                               hf_token_configured, region,
+                               None if app_settings.pd_direct_streaming else front_door.keyed_ingress)
+    if front_door.enabled and app_settings.pd_direct_streaming:  # after the checks of direct streaming itself
+        raise FrontDoorSettings.field("scheme").refuse(
+            front_door.settings.scheme, '"none", or pdDirectStreaming false',
+            "with direct streaming decode serves the API itself: there is no ingress to check keys")
     targets = Targets(observability.ttft_slo_seconds, observability.tpot_slo_seconds, observability.slo_objective)
     slo = stack_slo(workload, targets, serving.app, {p: serving.node_group(p).instance for p in PHASES})
     return StackSettings(
         project=project, stack=stack, region=region, network=network, cluster=cluster, system_nodes=system_nodes,
         gpu_nodes=gpu_nodes, charts=charts, zones=plan_availability_zones(network, gpu_nodes, cloud),
-        serving=serving, observability=observability, hf_token_configured=hf_token_configured, slo=slo,
+        serving=serving, observability=observability, hf_token_configured=hf_token_configured,
+        front_door=front_door, slo=slo,
         findings=tuple(str(p) for p in placeholders),
         earlier_iam_roles=cloud.deployed is not None and cloud.deployed.earlier_iam_roles)
+
+
+def _front_door(settings: FrontDoorSettings, texts: Mapping[str, str], region: str, *, salt_of: str) -> FrontDoor:
+    """The door as configured: its certificate in the region, its keys' names (never the keys)."""
+    settings.check_certificate(region)
+    # One salt per stack, stable across updates (a new salt would rewrite every hash on each `up`).
+    salt = hashlib.sha256(salt_of.encode()).hexdigest()[:32]
+    return FrontDoor(settings, api_key_names(str(texts.get(API_KEYS_KEY) or ""), settings), salt)
 
 
 def _check_gpu_zone_in_region(gpu_nodes: GpuNodeSettings, region: str) -> None:

@@ -20,6 +20,7 @@ import pulumi
 import yaml
 
 from components import compile_cache
+from components.config.front_door import CODE_MOUNT, FRONT_DOOR_MODULES, KEYS_MOUNT
 from components.config.nodes import GpuNodeGroupSpec
 from components.config.ray_service import INITIALIZING_TIMEOUT_ANNOTATION
 from components.config.serving import ServingSettings
@@ -27,6 +28,7 @@ from components.scheduling import GPU_TOLERATION, PHASE_LABEL, SYSTEM_NODE_SELEC
 from components.sizing import GIB, WorkerResources
 from facts.images import RAY_AUTOSCALER_V2_ON_KUBERAY, version_tuple
 from facts.metrics import RAY_METRICS_EXPORT_PORT, RAY_METRICS_PORT_NAME
+from front_door.keys import KEY_TABLE_FILE
 from serve_app.config import HA_PROXY_FRONT, PHASES, Phase
 from serve_app.render import HA_PROXY_ENV, HYBRID_WORKER_ENV, PHASE_RESOURCE, SERVE_HTTP_PORT
 
@@ -195,6 +197,48 @@ def _model_reader_volumes(role_arn: pulumi.Input[str] | None) -> list[dict[str, 
         "audience": STS_AUDIENCE, "expirationSeconds": AWS_TOKEN_SECONDS, "path": AWS_TOKEN_FILE}}]}}]
 
 
+# ── the front door's key table and code (components/config/front_door.py), when the ingress checks keys
+FRONT_DOOR_KEYS_VOLUME = "api-keys"
+FRONT_DOOR_CODE_VOLUME = "front-door-code"
+
+
+def api_keys_secret_name(serving: ServingSettings) -> str:
+    return f"{serving.name}-api-keys"
+
+
+def front_door_code_name(serving: ServingSettings) -> str:
+    return f"{serving.name}-front-door"
+
+
+def _front_door_mounts(serving: ServingSettings) -> list[dict[str, Any]]:
+    """The key table and the front door's code, in every Ray container (the ingress replica may run on
+    any of them), when the ingress checks keys."""
+    if serving.app.config.ingress.api_keys is None:
+        return []
+    return [{"name": FRONT_DOOR_KEYS_VOLUME, "mountPath": KEYS_MOUNT, "readOnly": True},
+            {"name": FRONT_DOOR_CODE_VOLUME, "mountPath": CODE_MOUNT, "readOnly": True}]
+
+
+def _front_door_volumes(serving: ServingSettings) -> list[dict[str, Any]]:
+    # Not subPath mounts: the kubelet updates a mounted Secret in place only when the whole volume is
+    # mounted, which is how a new or revoked key reaches the ingress without a restart.
+    if serving.app.config.ingress.api_keys is None:
+        return []
+    return [
+        {"name": FRONT_DOOR_KEYS_VOLUME, "secret": {"secretName": api_keys_secret_name(serving),
+                                         "items": [{"key": KEY_TABLE_FILE, "path": KEY_TABLE_FILE}]}},
+        {"name": FRONT_DOOR_CODE_VOLUME, "configMap": {"name": front_door_code_name(serving), "items": [
+            {"key": module, "path": f"front_door/{module}"} for module in FRONT_DOOR_MODULES]}},
+    ]
+
+
+def _front_door_env(serving: ServingSettings) -> list[dict[str, Any]]:
+    """Ray's workers inherit the container's environment: the ingress imports front_door from here."""
+    if serving.app.config.ingress.api_keys is None:
+        return []
+    return [{"name": "PYTHONPATH", "value": CODE_MOUNT}]
+
+
 def _http_front_env(serving: ServingSettings) -> list[dict[str, Any]]:
     # Serve reads it at import in every Ray process (the controller, which starts HAProxy, lives on the
     # head; the replicas HAProxy reaches on the workers), so head and workers alike carry it.
@@ -237,7 +281,8 @@ def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None,
             _metrics_port(),
         ],
         "env": [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(hf_token_ref(serving)),
-                *_model_reader_env(role_arn, serving.region), *redis_ca, *_http_front_env(serving)],
+                *_model_reader_env(role_arn, serving.region), *redis_ca, *_http_front_env(serving),
+                *_front_door_env(serving)],
         "resources": {bound: dict(amounts) for bound, amounts in HEAD_RESOURCES.items()},
         # The head needs no privilege. Capabilities beyond NET_RAW stay: the default image (the Ray
         # LLM DLC) has a user not verified here (rayproject/ray images run as `ray`, uid 1000), and
@@ -245,10 +290,10 @@ def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None,
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["NET_RAW"]}},
         "lifecycle": _ray_stop_on_termination(),
     }
-    mounts = [*_hf_token_mounts(hf_token_ref(serving)), *_model_reader_mounts(role_arn)]
+    mounts = [*_hf_token_mounts(hf_token_ref(serving)), *_model_reader_mounts(role_arn), *_front_door_mounts(serving)]
     if mounts:
         container["volumeMounts"] = mounts
-    volumes = _hf_token_volumes(hf_token_ref(serving))
+    volumes = [*_hf_token_volumes(hf_token_ref(serving)), *_front_door_volumes(serving)]
     if serving.autoscaling:
         volumes.append(_autoscaler_token_volume())
     return {
@@ -363,6 +408,7 @@ def _worker_container(serving: ServingSettings, sizing: WorkerResources,
     env.extend(_hf_token_env(hf_token_ref(serving)))
     env.extend(_model_reader_env(role_arn, serving.region))
     env.extend(_http_front_env(serving))
+    env.extend(_front_door_env(serving))
     return {
         "name": WORKER_CONTAINER,
         "image": serving.image,
@@ -378,6 +424,7 @@ def _worker_container(serving: ServingSettings, sizing: WorkerResources,
             {"name": "node-cache", "mountPath": NODE_CACHE_MOUNT},
             *_hf_token_mounts(hf_token_ref(serving)),
             *_model_reader_mounts(role_arn),
+            *_front_door_mounts(serving),
         ],
         "lifecycle": _ray_stop_on_termination(),
     }
@@ -399,6 +446,7 @@ def _worker_volumes(serving: ServingSettings, node_group: GpuNodeGroupSpec,
         {"name": "node-cache", "hostPath": {"path": node_group.storage.cache_root, "type": "DirectoryOrCreate"}},
         *_hf_token_volumes(hf_token_ref(serving)),
         *_model_reader_volumes(role_arn),
+        *_front_door_volumes(serving),
     ]
 
 

@@ -114,8 +114,12 @@ def bench(
         result = bench_in_cluster(specs, model, tokenizer, timeout, namespace, name, kubeconfig, context, stack,
                                   from_file, job_timeout, keep_job)
     elif model:
-        result = bench_here(specs, BenchTarget(base_url or f"http://127.0.0.1:{SERVE_HTTP_PORT}/v1", model, tokenizer),
-                            timeout, quiet=output is OutputFormat.json)
+        try:  # through the front door when the stack has one (with $OPENAI_API_KEY: pdctl client-config --env)
+            door = endpoint.door_url(outputs)
+        except endpoint.EndpointError as exc:
+            raise fail(str(exc)) from None
+        result = bench_here(specs, BenchTarget(base_url or door or f"http://127.0.0.1:{SERVE_HTTP_PORT}/v1", model,
+                                               tokenizer), timeout, quiet=output is OutputFormat.json)
     else:  # the check above has exited already
         raise fail("which model?", 2)
     report_bench(result, json_out, output)
@@ -208,6 +212,10 @@ def bench_in_cluster(specs, model: str | None, tokenizer: str | None, timeout: f
     from pdctl import bench_job, kube
 
     with cluster_target(namespace, name, kubeconfig, context, stack, from_file) as target:
+        if endpoint.has_front_door(target.outputs):
+            # The Job would need a key in its spec, readable by whoever reads the namespace.
+            raise fail("--in-cluster carries no API key, and the front door checks every request: run the bench "
+                       "from a machine in the VPC after `eval \"$(pdctl client-config --env --key NAME)\"`", 2)
         model = model or target.outputs.get(endpoint.OUTPUT_MODEL_ID)
         if not model:
             raise fail("which model? pass --model, or --from-file/--stack for the stack's modelId output", 2)

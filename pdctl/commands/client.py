@@ -20,17 +20,24 @@ from serve_app.render import SERVE_HTTP_PORT
 # ------------------------------------------------------------------------------ endpoint
 
 BASE_URL_OPTION = typer.Option(
-    None, "--base-url", envvar="OPENAI_BASE_URL", help="Default: $OPENAI_BASE_URL, else the `connect` port-forward.")
+    None, "--base-url", envvar="OPENAI_BASE_URL",
+    help="Default: $OPENAI_BASE_URL, else the front door of --from-file's stack, else the `connect` port-forward.")
 MODEL_OPTION = typer.Option(None, "--model", envvar="OPENAI_MODEL",
                             help="The stack's model id (default $OPENAI_MODEL, else the stack's modelId output).")
 
 
 def openai_target(base_url: str | None, model: str | None, from_file: Path | None) -> tuple[str, str]:
-    if model is None and from_file is not None:
-        model = stack_outputs(None, from_file).get(endpoint.OUTPUT_MODEL_ID)
+    """(base URL, model): as given, else from the saved outputs (the front door's URL when the stack
+    has one), else the `connect` port-forward."""
+    outputs = stack_outputs(None, from_file) if from_file is not None else {}
+    model = model or outputs.get(endpoint.OUTPUT_MODEL_ID)
     if not model:
         raise fail("which model? pass --model, set OPENAI_MODEL (pdctl client-config --env) or --from-file", 2)
-    return base_url or f"http://127.0.0.1:{SERVE_HTTP_PORT}/v1", model
+    try:
+        door = endpoint.door_url(outputs)
+    except endpoint.EndpointError as exc:
+        raise fail(str(exc)) from None
+    return base_url or door or f"http://127.0.0.1:{SERVE_HTTP_PORT}/v1", model
 
 
 def api_key() -> str:

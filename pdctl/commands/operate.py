@@ -38,17 +38,22 @@ from serve_app.render import SERVE_HTTP_PORT
 def client_config(
     stack: str | None = PULUMI_STACK_OPTION,
     from_file: Path | None = OUTPUTS_FILE_OPTION,
-    base_url: str | None = typer.Option(None, help="Endpoint URL; default: the `connect` port-forward."),
+    base_url: str | None = typer.Option(
+        None, help="Endpoint URL; default: the front door's, else the `connect` port-forward."),
     local_port: int = typer.Option(SERVE_HTTP_PORT, help="Local port `pdctl connect` forwards."),
+    key: str | None = typer.Option(None, "--key", help="Name of the front door key to use (default: the only one)."),
     write: Path | None = typer.Option(None, "--write", "-w", help="Also write the JSON config here."),
     env: bool = typer.Option(False, "--env", help="Print `export` lines instead of JSON."),
 ) -> None:
-    """OpenAI client configuration (base URL, model id, API key placeholder) as JSON or env vars.
+    """OpenAI client configuration (base URL, model id, API key) as JSON or env vars.
 
-    Reads no secret output: the stack's model id is all it needs."""
+    Reads no secret output. With a front door, the key comes from the stack's encrypted config
+    (`pulumi config get apiKeys`) with your own credentials; without one, a placeholder."""
     try:
-        config = endpoint.client_config(stack_outputs(stack, from_file), base_url=base_url,
-                                        local_port=local_port)
+        outputs = stack_outputs(stack, from_file)
+        api_key = endpoint.fetch_api_key(outputs, key, stack) if endpoint.has_front_door(outputs) \
+            else endpoint.API_KEY_PLACEHOLDER
+        config = endpoint.client_config(outputs, base_url=base_url, local_port=local_port, api_key=api_key)
     except endpoint.EndpointError as exc:
         raise fail(str(exc)) from None
     document = json.dumps(config.to_dict(), indent=2) + "\n"

@@ -135,15 +135,16 @@ def stack_findings(scan) -> list[dict[str, Any]]:
 
 
 def test_every_object_the_stacks_apply_is_scanned(scan):
-    for stack, secrets in (("dev", ["Secret"]), ("prod", ["Secret", "Secret"])):
+    for stack, secrets in (("dev", ["Secret"] * 2), ("prod", ["Secret"] * 3)):
         kinds = sorted(o["kind"] for o in scan["objects"][stack])
         # the Ray image pre-pull DaemonSet; serving, KubeRay and monitoring namespaces, the serving
-        # namespace's five NetworkPolicies, the HF token Secret (prod: and the GCS store's token), the
-        # RayService and its three pod templates (head, prefill and decode workers); the PD dashboard
-        # ConfigMap, the Ray PodMonitor, the PD PrometheusRule and the gp3 StorageClass
-        assert kinds == ["ConfigMap", "DaemonSet", *["Deployment"] * 3, *["Namespace"] * 3,
+        # namespace's five NetworkPolicies, the HF token Secret and the front door's key Secret (prod:
+        # and the GCS store's token), the RayService and its three pod templates (head, prefill and
+        # decode workers); the PD dashboard ConfigMap and the front door's code ConfigMap, the Ray
+        # PodMonitor, the PD PrometheusRule, the gp3 StorageClass and the front door's NLB Service
+        assert kinds == [*["ConfigMap"] * 2, "DaemonSet", *["Deployment"] * 3, *["Namespace"] * 3,
                          *["NetworkPolicy"] * 5, "PodMonitor", "PrometheusRule", "RayService", *secrets,
-                         "StorageClass"], kinds
+                         "Service", "StorageClass"], kinds
     assert scan["summary"]["parsing_errors"] == 0
     # checkov counts every built-in object it parsed (the RayService, a CRD, is covered through its
     # pod templates); Namespaces have no check of their own, Deployments and Secrets must have run.

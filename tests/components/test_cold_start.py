@@ -180,7 +180,8 @@ def s3_run():
 
 def test_s3_stack_registers_the_role_and_pods_assume_it(s3_run):
     (role,) = [r for r in s3_run.resources if r.type == "aws:iam/role:Role" and r.name == "model-access-role"]
-    (policy,) = [r for r in s3_run.resources if r.type == "aws:iam/rolePolicy:RolePolicy"]
+    policy = next(r for r in s3_run.resources if r.type == "aws:iam/rolePolicy:RolePolicy"
+                  and r.name == "model-access-read")
     assert json.loads(policy.inputs["policy"]) == read_policy("acme-models", "mirror/Qwen/Qwen3.5-9B")
     trust = json.loads(role.inputs["assumeRolePolicy"])
     condition = trust["Statement"][0]["Condition"]["StringEquals"]

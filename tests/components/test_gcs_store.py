@@ -146,7 +146,7 @@ def test_dev_system_nodes_keep_only_the_security_group_eks_gives_them(offline_ru
 
 def test_the_rayservice_reaches_the_store_over_tls_with_the_token_from_a_secret(prod):
     group = prod.one(REPLICATION_GROUP)
-    [secret] = prod.all(SECRET)
+    secret = prod.one(SECRET, "inference-gcs-store")
     assert secret.inputs["metadata"] == {"name": "ray-llm-gcs-store", "namespace": "inference"}
     assert secret.inputs["stringData"] == {"password": group.inputs["authToken"]}
     assert "stringData" in secret.secret_paths

@@ -17,6 +17,7 @@ import yaml
 from components.manifests import helm_values
 from components.manifests.ray_service import ray_service_manifest
 from components.manifests.serving_namespace import serving_network_policies
+from front_door.keys import key_table_document
 from offline import OfflineRun, run_components
 from serve_app.config import PDAppConfig
 from serve_app.errors import ConfigError
@@ -25,6 +26,7 @@ from serve_app.render import serve_config_v2
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 SECRET = "kubernetes:core/v1:Secret"
+HF_SECRET = "inference-hf-token"
 RAY_SERVICE = "kubernetes:ray.io/v1:RayService"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
@@ -50,7 +52,10 @@ def components_of(serving: Any, hf_token: str | None) -> Callable[[], Any]:
                                   pulumi.ResourceOptions(depends_on=[system_nodes]))
         token = pulumi.Output.secret(hf_token) if hf_token is not None else None
         return InferenceService(
-            "inference", InferenceServiceArgs(provider=provider, serving=serving, hf_token=token),
+            "inference", InferenceServiceArgs(
+                provider=provider, serving=serving, hf_token=token,
+                # The front door's key table (a table of no key: every request refused) when the ingress checks keys.
+                api_key_table=key_table_document("salt", {}, {}) if serving.app.config.ingress.api_keys else None),
             pulumi.ResourceOptions(depends_on=[kuberay, plugins, gpu_nodes]))
 
     return register
@@ -162,7 +167,7 @@ def test_only_the_serving_namespace_admits_privileged_pods(run: OfflineRun) -> N
 
 
 def test_hf_token_secret_holds_the_token_as_a_secret_in_the_serving_namespace(run: OfflineRun) -> None:
-    secret = run.one(SECRET)
+    secret = run.one(SECRET, HF_SECRET)
     assert secret.inputs["metadata"] == {"name": "hf-token", "namespace": "inference"}
     # The engine receives the token marked secret (so state stores it encrypted), outputs too.
     assert secret.inputs["stringData"] == {"token": TOKEN}
@@ -176,7 +181,7 @@ def test_the_token_value_never_appears_in_the_rayservice(run: OfflineRun) -> Non
     assert TOKEN not in yaml.safe_dump(ray_service.inputs)
     workers = ray_service.inputs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
     volumes = {v["name"]: v for v in workers["template"]["spec"]["volumes"]}
-    assert volumes["hf-token"]["secret"]["secretName"] == run.one(SECRET).inputs["metadata"]["name"]
+    assert volumes["hf-token"]["secret"]["secretName"] == run.one(SECRET, HF_SECRET).inputs["metadata"]["name"]
 
 
 # ── RayService ────────────────────────────────────────────────────────────────────────────────
@@ -187,9 +192,10 @@ def test_rayservice_spec_reaches_the_engine_unchanged(run: OfflineRun, settings_
     assert ray_service.inputs["apiVersion"] == "ray.io/v1" and ray_service.inputs["kind"] == "RayService"
     # Keys such as "num-gpus" or "rayStartParams" must not be re-cased on the way; ints arrive as floats.
     assert ray_service.inputs["spec"] == yaml.safe_load(yaml.safe_dump(expected["spec"]))
+    ingress = settings_for().serving.app.config.ingress  # the front door's keyed ingress (docs/FRONT_DOOR.md)
     # Each engine's KV cache fixed at the restart's size the plan computes (serve_app/capacity.py).
     assert yaml.safe_load(ray_service.inputs["spec"]["serveConfigV2"]) == serve_config_v2(
-        PDAppConfig(), {"prefill": 2_849_190_707, "decode": 2_849_190_707})
+        PDAppConfig(ingress=ingress), {"prefill": 2_849_190_707, "decode": 2_849_190_707})
     assert ray_service.inputs["metadata"]["name"] == "ray-llm"
     assert ray_service.inputs["metadata"]["namespace"] == "inference"
 
@@ -242,7 +248,7 @@ def test_component_attributes_for_stack_outputs(run: OfflineRun) -> None:
 def test_without_a_token_there_is_no_secret_and_no_token_env(settings_for: Any) -> None:
     result = run_components(components_of(settings_for().serving, None))
     assert result.error is None
-    assert result.all(SECRET) == []
+    assert [s.name for s in result.all(SECRET)] == ["inference-api-keys"]  # the front door's, no token
     assert "hf-token" not in yaml.safe_dump(result.one(RAY_SERVICE).inputs)
 
 
@@ -282,7 +288,7 @@ def test_dev_orders_addons_and_rayservice_after_the_nodes_they_need(dev: Any) ->
         assert dev.depends_on(_release(dev, chart), gpu_nodes), chart
     assert dev.depends_on(_release(dev, "kuberay-operator"), system_nodes)
     for prerequisite in (_release(dev, "kuberay-operator"), _release(dev, "nvidia-device-plugin"),
-                         _release(dev, "aws-efa-k8s-device-plugin"), gpu_nodes, dev.one(SECRET)):
+                         _release(dev, "aws-efa-k8s-device-plugin"), gpu_nodes, dev.one(SECRET, HF_SECRET)):
         assert dev.depends_on(ray_service, prerequisite), prerequisite.name
 
 
@@ -321,7 +327,7 @@ def test_dev_rayservice_is_the_reference_deployment(dev: Any) -> None:
     apps = yaml.safe_load(body["spec"]["serveConfigV2"])["applications"]
     assert apps[0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
     volumes = {v["name"]: v for v in workers["template"]["spec"]["volumes"]}
-    assert volumes["hf-token"]["secret"]["secretName"] == dev.one(SECRET).inputs["metadata"]["name"]
+    assert volumes["hf-token"]["secret"]["secretName"] == dev.one(SECRET, HF_SECRET).inputs["metadata"]["name"]
     assert TOKEN not in yaml.safe_dump(body)
 
 
@@ -335,7 +341,7 @@ def test_prod_waits_longer_for_the_first_start(prod: Any) -> None:
     ray_service = prod.one(RAY_SERVICE)
     assert ray_service.inputs["metadata"]["annotations"]["ray.io/initializing-timeout"] == "45m"
     # No hfToken in the prod stack file: the one Secret holds the GCS store's token.
-    assert [s.name for s in prod.all(SECRET)] == ["inference-gcs-store"]
+    assert [s.name for s in prod.all(SECRET)] == ["inference-api-keys", "inference-gcs-store"]
 
 
 @pytest.mark.parametrize(("key", "value"), [

@@ -87,7 +87,8 @@ def test_rules_alert_on_the_job_the_pod_monitor_makes(each: Any) -> None:
 
 
 def test_dashboard_reaches_grafanas_sidecar(each: Any) -> None:
-    (config_map,) = each.all(CONFIG_MAP)
+    # The one ConfigMap in the monitoring namespace (the front door ships its code in another, beside the RayService).
+    (config_map,) = [c for c in each.all(CONFIG_MAP) if c.inputs["metadata"]["namespace"] == "monitoring"]
     sidecar = release(each, "kube-prometheus-stack").inputs["values"]["grafana"]["sidecar"]["dashboards"]
     assert config_map.inputs["metadata"]["labels"] == {sidecar["label"]: sidecar["labelValue"]}
     assert config_map.inputs["metadata"]["namespace"] == sidecar["searchNamespace"] == "monitoring"

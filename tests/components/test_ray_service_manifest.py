@@ -183,11 +183,13 @@ def test_rayservice_identity_timeout_and_upgrade_strategy(manifest: dict[str, An
     assert settings_for().serving.serve_service_name == "ray-llm-serve-svc"
 
 
-def test_serve_config_travels_as_yaml_text_of_the_rendered_app(manifest: dict[str, Any]) -> None:
+def test_serve_config_travels_as_yaml_text_of_the_rendered_app(manifest: dict[str, Any], settings_for: Any) -> None:
     text = manifest["spec"]["serveConfigV2"]
     assert isinstance(text, str)
+    ingress = settings_for().serving.app.config.ingress  # the front door's keyed ingress (docs/FRONT_DOOR.md)
     # Each engine's KV cache fixed at the restart's size the plan computes (serve_app/capacity.py).
-    assert yaml.safe_load(text) == serve_config_v2(PDAppConfig(), {"prefill": 2_849_190_707, "decode": 2_849_190_707})
+    assert yaml.safe_load(text) == serve_config_v2(PDAppConfig(ingress=ingress),
+                                                   {"prefill": 2_849_190_707, "decode": 2_849_190_707})
     assert yaml.safe_load(text)["applications"][0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
 
 
@@ -273,7 +275,7 @@ def test_serve_proxy_front_renders_the_default_body_byte_for_byte(manifest: dict
 
 def test_direct_streaming_rayservice_carries_its_switches_and_matches_the_crd(
         ray_service_crd_validator: Any, settings_for: Any) -> None:
-    body = ray_service_manifest(settings_for(httpFront="haproxy", pdDirectStreaming="true").serving)
+    body = ray_service_manifest(settings_for(httpFront="haproxy", pdDirectStreaming="true", frontDoor="none").serving)
     (app,) = yaml.safe_load(body["spec"]["serveConfigV2"])["applications"]
     assert app["runtime_env"] == {"env_vars": {"RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "1"}}
     assert env_of(head_of(body))["RAY_SERVE_ENABLE_HA_PROXY"]["value"] == "1"
@@ -332,7 +334,7 @@ def test_no_token_configured_means_no_token_env_or_volume(settings_for: Any) -> 
     body = ray_service_manifest(settings_for().serving)
     for group in (head_of(body), workers_of(body)):
         assert not {"HF_TOKEN", "HF_TOKEN_PATH"} & set(env_of(group))
-        assert "secret" not in str(group["template"]["spec"].get("volumes", []))
+        assert "hf-token" not in str(group["template"]["spec"].get("volumes", []))
 
 
 def test_ray_pods_carry_no_service_account_token_and_default_seccomp(manifest: dict[str, Any]) -> None:

@@ -223,7 +223,8 @@ def test_the_stack_makes_the_clusters_own_role_and_hands_it_to_eks(each):
 
 def test_every_role_the_stack_creates_sits_under_its_path_without_a_boundary_by_default(each):
     roles = each.all(ROLE)
-    assert {r.name for r in roles} == {"cluster-eks", "cluster-node", "block-storage-ebs-csi"}
+    assert {r.name for r in roles} == {"cluster-eks", "cluster-node", "block-storage-ebs-csi",
+                                       "front-door-controller-role"}
     assert all(r.inputs["path"] == "/eks-pd-llm/" and "permissionsBoundary" not in r.inputs for r in roles)
 
 
@@ -231,7 +232,8 @@ def test_a_configured_permissions_boundary_bounds_every_role_the_stack_creates()
     boundary = "arn:aws:iam::123456789012:policy/eks-pd-llm/workload-boundary"
     run = run_stack("dev", overrides={"iamPermissionsBoundaryArn": boundary})
     assert {r.name: r.inputs["permissionsBoundary"] for r in run.all(ROLE)} == {
-        "cluster-eks": boundary, "cluster-node": boundary, "block-storage-ebs-csi": boundary}
+        "cluster-eks": boundary, "cluster-node": boundary, "block-storage-ebs-csi": boundary,
+        "front-door-controller-role": boundary}
 
 
 def test_one_kubernetes_provider_from_the_secret_kubeconfig(each):
@@ -398,7 +400,7 @@ def test_outputs_a_client_can_use(each):
     assert set(out) == {"region", "clusterName", "kubeconfig", "namespace", "rayServiceName", "serveServiceName",
                         "servePort", "modelId", "tokenizerSource", "portForwardCommand", "clientConfig",
                         "gpuAvailabilityZone", "prometheusPortForwardCommand", "grafanaPortForwardCommand",
-                        "gpuAvailabilityZoneId"}
+                        "gpuAvailabilityZoneId", "endpointUrl", "apiKeySecret", "apiKeyNames"}
     assert out["region"] == "us-west-2"
     assert out["serveServiceName"] == f"{out['rayServiceName']}-serve-svc"
     assert out["servePort"] == 8000
@@ -407,8 +409,9 @@ def test_outputs_a_client_can_use(each):
     assert out["portForwardCommand"] == (
         f"kubectl --namespace {out['namespace']} port-forward service/{out['serveServiceName']} 8000:8000")
     client = out["clientConfig"]
-    assert client["base_url"] == "http://localhost:8000/v1" and client["model"] == out["modelId"]
-    assert f"--name {out['clusterName']}" in client["reach"] and out["portForwardCommand"] in client["reach"]
+    # Through the front door (docs/FRONT_DOOR.md; tests/components/test_front_door.py): its NLB, not a port-forward.
+    assert client["base_url"] == out["endpointUrl"] and client["model"] == out["modelId"]
+    assert ".elb.us-west-2.amazonaws.com" in client["base_url"]
     assert json.loads(out["kubeconfig"])["kind"] == "Config"
     # What `pdctl top` reads by default (http://localhost:9090) and where Grafana serves its dashboards.
     assert out["prometheusPortForwardCommand"] == (

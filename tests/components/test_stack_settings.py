@@ -131,12 +131,20 @@ ALTERNATIVES = {
     "kvBackends": '["LIBFABRIC", "UCX"]',
     "acceptUcxOnEfaKvTransferIs100xSlower": "true",
     "extraEngineKwargs": '{"max_logprobs": 8}',
+    "frontDoor": "none",
+    "frontDoorAllowedCidrs": '["10.0.0.0/24"]',
+    "frontDoorCertificateArn": "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab",
+    "apiKeys": '{"app-team": "' + "k" * 40 + '"}',
+    "apiKeyRequestsPerMinute": "60",
+    "apiKeyTokensPerMinute": "5000",
+    "apiKeyLimits": '{"app-team": {"requestsPerMinute": 5}}',
 }
 # Keys that only make sense together with another change.
 COMPANIONS = {
     "rayVersion": {"rayImage": "example.com/ray:2.60.0-gpu", "rayVersion": "2.59.0"},
     "kvBackends": {"acceptUcxOnEfaKvTransferIs100xSlower": "true"},
-    "pdDirectStreaming": {"httpFront": "haproxy"},
+    "pdDirectStreaming": {"httpFront": "haproxy", "frontDoor": "none"},
+    "apiKeyLimits": {"apiKeys": '{"app-team": "' + "k" * 40 + '"}'},
     "tensorParallelSize": {"gpuNodeType": "g6.12xlarge", "modelSource": "acme/custom-model-7b"},
     "pipelineParallelSize": {"gpuNodeType": "g6.12xlarge", "modelSource": "acme/custom-model-7b"},
     "prefillReplicas": {"gpuNodeCount": "4"},
@@ -309,8 +317,15 @@ def test_direct_streaming_without_haproxy_is_refused_before_any_resource(front):
 def test_haproxy_and_direct_streaming_together_are_accepted_and_off_by_default():
     default = settings_for("dev").serving
     assert default.http_front == "serve-proxy" and not default.app.config.direct_streaming
-    both = settings_for("dev", httpFront="haproxy", pdDirectStreaming="true").serving
+    both = settings_for("dev", httpFront="haproxy", pdDirectStreaming="true", frontDoor="none").serving
     assert both.http_front == "haproxy" and both.app.config.direct_streaming
+
+
+def test_direct_streaming_with_a_front_door_is_refused_naming_the_door():
+    # Decode becomes the ingress: no OpenAI ingress is left to check keys (docs/FRONT_DOOR.md).
+    with pytest.raises(ConfigError) as caught:
+        settings_for("dev", httpFront="haproxy", pdDirectStreaming="true")
+    assert caught.value.setting == "frontDoor" and "pdDirectStreaming false" in caught.value.allowed
 
 
 @pytest.mark.parametrize(("switch", "named"), [

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 from by_path import load_module
+from iam_evaluation import decision
 
 from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES
 from components.discovery import DeployedStack, DeployedSubnet
+from components.front_door import CONTROLLER_POLICY_FILE
 from components.model_access import read_policy
 from components.node_autoscaler import READ_ACTIONS, WRITE_ACTIONS
 from components.storage import EBS_CSI_POLICY
@@ -110,7 +112,7 @@ def test_every_role_the_stack_creates_is_under_the_path_the_deploy_role_may_mana
     assert all(r.inputs["path"] == IAM_ROLE_PATH for run in stacks for r in run.all(ROLE_TYPE))
     # With a boundary set, every role carries it (the deploy role can create no other).
     roles = stacks[-1].all(ROLE_TYPE)
-    assert {r.name for r in roles} >= {"model-access-role", "cluster-autoscaler-role"}
+    assert {r.name for r in roles} >= {"model-access-role", "cluster-autoscaler-role", "front-door-controller-role"}
     assert {r.inputs["permissionsBoundary"] for r in roles} == {OPTIONS["iamPermissionsBoundaryArn"]}
 
 
@@ -256,16 +258,50 @@ def test_a_stack_without_node_groups_needs_no_launch_permission():
     assert {"iam:PassRole", "kms:CreateGrant"} <= checked
 
 
-def test_the_boundary_allows_exactly_what_the_attachable_managed_policies_grant_less_what_it_refuses():
+def allowed_by(boundary: dict, action: str, resource: str = "*", context: dict | None = None) -> bool:
+    return decision(boundary["Statement"], action, resource, context or {}) == "allowed"
+
+
+def test_the_boundary_allows_what_the_stacks_role_policies_grant_less_what_it_refuses():
     recorded = json.loads((FIXTURES / "aws-managed-policies.json").read_text())["policies"]
     assert set(recorded) == set(permissions.ATTACHABLE_MANAGED_POLICIES)
     granted = {a for doc in recorded.values() for s in doc["Statement"] for a in actions_of(s)}
+    controller = {a for s in json.loads(CONTROLLER_POLICY_FILE.read_text())["Statement"] for a in actions_of(s)}
     boundary = permissions.workload_boundary_policy(partition="aws")
-    allowed = {a for s in boundary["Statement"] for a in actions_of(s)}
-    assert allowed == granted - set(permissions.REFUSED_BY_BOUNDARY) | {*READ_ACTIONS, *WRITE_ACTIONS}
+    expected = granted - set(permissions.REFUSED_BY_BOUNDARY) | {*READ_ACTIONS, *WRITE_ACTIONS} | controller
+    listed = {a for s in boundary["Statement"] for a in actions_of(s)}
+    # Each action named once, or by a wildcard of Elastic Load Balancing's Describe reads.
+    assert listed - expected == set(permissions.BOUNDARY_WILDCARDS) == {"elasticloadbalancing:Describe*"}
+    assert not [a for a in expected - listed if not a.startswith("elasticloadbalancing:Describe")]
     assert set(permissions.REFUSED_BY_BOUNDARY) <= granted
+    assert not [a for a in permissions.REFUSED_BY_BOUNDARY if allowed_by(boundary, a)]
+    assert not allowed_by(boundary, "elasticloadbalancing:DeleteLoadBalancerPolicy")  # in no policy
     [slr] = [s for s in boundary["Statement"] if s["Action"] == "iam:CreateServiceLinkedRole"]
     assert slr["Condition"] == {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}
+
+
+def test_the_boundary_allows_every_call_of_the_load_balancer_controllers_policy(stacks):
+    """Without it a stack with iamPermissionsBoundaryArn gets no NLB: the controller's calls are denied."""
+    [inline] = [p for p in stacks[-1].all("aws:iam/rolePolicy:RolePolicy") if p.name == "front-door-controller-policy"]
+    published = json.loads(CONTROLLER_POLICY_FILE.read_text())
+    assert json.loads(inline.inputs["policy"]) == published
+    assert set(permissions.LOAD_BALANCER_CONTROLLER_ACTIONS) == {
+        a for s in published["Statement"] for a in actions_of(s)} - {"iam:CreateServiceLinkedRole"}
+    boundary = permissions.workload_boundary_policy(partition="aws")
+    service_linked_role = (f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/elasticloadbalancing.amazonaws.com/"
+                           "AWSServiceRoleForElasticLoadBalancing")
+    calls = [(a, service_linked_role if a == "iam:CreateServiceLinkedRole" else resource)
+             for s in published["Statement"] if s["Effect"] == "Allow" for a in actions_of(s)
+             for resource in ([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])]
+    denied = [(a, r) for a, r in calls
+              if not allowed_by(boundary, a, r, {"iam:AWSServiceName": ["elasticloadbalancing.amazonaws.com"]})]
+    assert denied == []
+
+
+def test_the_boundary_fits_iams_limit_on_a_managed_policy():
+    boundary = permissions.workload_boundary_policy(
+        partition="aws", model_mirror_buckets=["acme-models", "acme-models-mirror-us-west-2"])
+    assert len(json.dumps(boundary, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS
 
 
 def test_the_boundary_covers_the_cluster_autoscalers_policy_and_resizes_only_managed_node_groups(stacks):

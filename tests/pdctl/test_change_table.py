@@ -63,12 +63,14 @@ def test_a_new_chart_version_may_replace_its_release_and_says_so(rows):
     assert release.action == "update or replace" and release.loses  # Prometheus's volume
 
 
-def test_the_last_release_to_now_restarts_the_engines_only_and_the_previous_rolls_the_gpu_nodes(rows):
-    # The 2026-12-02 release's stacks get each engine's fixed KV cache: the serve config changes in place.
-    last = _row(rows, "the last release").diff
-    assert [(r.name, r.action) for r in last.resources] == [("inference-rayservice", "update")]
-    assert {c.path.split(".engine_kwargs.", 1)[-1] for r in last.resources for c in r.changes} == {
-        "kv_cache_memory_bytes"}
+def test_the_last_release_to_now_replaces_nothing_stateful_and_the_previous_rolls_the_gpu_nodes(rows):
+    last = _row(rows, "the last release")
+    assert last.diff.stateful_losses == [] and last.diff.rollouts == []
+    # The front door, on by default, changes the Ray pods: the RayService is replaced (docs/DELIVERY.md),
+    # and with it each engine gets its fixed KV cache.
+    [ray_service] = [r for r in last.replaced if r.action == "replace"]
+    assert ray_service.name == "inference-rayservice"
+    assert "kv_cache_memory_bytes" in {c.path.split(".engine_kwargs.", 1)[-1] for c in ray_service.changes}
     previous = _row(rows, "the previous release")
     assert [r.name for r in previous.diff.rollouts] == ["gpu-nodes"]
     assert previous.diff.stateful_losses == []

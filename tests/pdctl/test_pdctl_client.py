@@ -147,3 +147,43 @@ def test_client_config_when_the_pulumi_cli_prints_no_json(cli, tmp_path, monkeyp
     result = cli("client-config")
     assert result.exit_code == 1
     assert "did not print JSON" in result.stderr and "no stack selected" in result.stderr
+
+
+# --------------------------------------------------------------------------- through the front door
+
+DOOR_OUTPUTS = {**OUTPUTS, "endpointUrl": "http://internal-door.elb.us-west-2.amazonaws.com:80/v1",
+                "apiKeySecret": "apiKeys (stack secret); inference/ray-llm-api-keys key keys.json (salted hashes)",
+                "apiKeyNames": ["app-team", "batch"]}
+DOOR_KEYS = {"app-team": "a1" * 20, "batch": "b2" * 20}
+
+
+def fake_pulumi_config(tmp_path, monkeypatch) -> None:
+    """A pulumi CLI that answers `config get apiKeys` with the keys (as the caller's credentials would)."""
+    fake = tmp_path / "pulumi"
+    fake.write_text("#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/args\"\n"
+                    f"echo '{json.dumps(DOOR_KEYS)}'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_client_config_goes_through_the_door_with_the_key_read_from_the_stack_config(cli, tmp_path, monkeypatch):
+    fake_pulumi_config(tmp_path, monkeypatch)
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(DOOR_OUTPUTS))
+    result = cli("client-config", "--from-file", outputs, "--key", "batch", "--env")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [f"export OPENAI_BASE_URL={DOOR_OUTPUTS['endpointUrl']}",
+                                          f"export OPENAI_API_KEY={DOOR_KEYS['batch']}", f"export OPENAI_MODEL={MODEL}"]
+    assert (tmp_path / "args").read_text().split() == ["config", "get", "apiKeys"]
+    # Several keys and none named: the command asks which, naming them (never a key).
+    asked = cli("client-config", "--from-file", outputs)
+    assert asked.exit_code == 1 and "one of app-team, batch" in asked.stderr and DOOR_KEYS["batch"] not in asked.stderr
+
+
+def test_smoke_uses_the_doors_url_from_the_saved_outputs(tmp_path):
+    from pdctl.commands.client import openai_target
+
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(DOOR_OUTPUTS))
+    assert openai_target(None, None, outputs) == (DOOR_OUTPUTS["endpointUrl"], MODEL)
+    assert openai_target("http://127.0.0.1:8000/v1", None, outputs)[0] == "http://127.0.0.1:8000/v1"

@@ -58,7 +58,8 @@ def test_dev_creates_the_reference_system(dev_plan):
     counts = dev_plan["resources"]["by_type"]
     assert counts[CLUSTER] == 1
     assert counts[NODE_GROUP] == 2  # system + GPU
-    assert counts[HELM] == 5  # KubeRay, NVIDIA and EFA device plugins, kube-prometheus-stack, DCGM exporter
+    # KubeRay, NVIDIA and EFA device plugins, kube-prometheus-stack, DCGM exporter, AWS Load Balancer Controller
+    assert counts[HELM] == 6
     assert counts[RAY_SERVICE] == 1
     assert counts["aws:ec2/natGateway:NatGateway"] == 1  # natMode single
     assert counts["aws:ec2/subnet:Subnet"] == 4  # 2 AZs × private + public
@@ -114,12 +115,14 @@ def test_capacity_is_what_the_programs_preview_check_computed(dev_plan, dev_run)
 def test_cost_is_recomputed_from_the_price_data(dev_plan):
     table = prices.PRICES["us-west-2"]
     # dev: 2 × g6.8xlarge with 200 GiB gp3, 1 × m7i.xlarge with the system group's 50 GiB,
-    # Prometheus's 50 GiB gp3 volume, one NAT gateway (and its public IPv4), one EKS control plane.
+    # Prometheus's 50 GiB gp3 volume, one NAT gateway (and its public IPv4), one EKS control plane,
+    # the front door's Network Load Balancer.
     expected = (2 * table.ec2_on_demand_per_hour["g6.8xlarge"]
                 + table.ec2_on_demand_per_hour["m7i.xlarge"]
                 + (2 * 200 + 50 + 50) * table.ebs_per_gb_month["gp3"] / prices.HOURS_PER_MONTH
                 + table.nat_gateway_per_hour + table.public_ipv4_per_hour
-                + table.eks_cluster_per_hour)
+                + table.eks_cluster_per_hour + (table.nlb_per_hour or 0))
+    assert table.nlb_per_hour
     cost = dev_plan["cost"]
     assert cost["per_hour"] == pytest.approx(expected, abs=1e-4)
     assert cost["label"] == "estimate" and cost["region"] == "us-west-2" and cost["missing"] == []
@@ -427,7 +430,9 @@ def test_values_the_offline_mock_made_up_are_marked_and_the_stacks_own_are_not(p
     assert set(gpu["offline"]) == {"subnets"} and "subnet" in gpu["offline"]["subnets"]
     subnets = [n for n in nodes if n["type"] == "aws:ec2/subnet:Subnet"]
     assert all(set(n["offline"]) == {"az"} for n in subnets)
-    assert set(prod_plan["offline_outputs"]) == {"gpuAvailabilityZone", "gpuAvailabilityZoneId"}
+    # The front door's URL is the NLB's DNS name, which only AWS gives.
+    assert set(prod_plan["offline_outputs"]) == {"gpuAvailabilityZone", "gpuAvailabilityZoneId", "endpointUrl",
+                                                 "clientConfig"}
     text = prod_texts[0]
     assert f"gpuAvailabilityZone = {prod_plan['outputs']['gpuAvailabilityZone']} (offline)" in text
     assert "clusterName = ray-llm-prod\n" in text

@@ -256,12 +256,14 @@ def _walk(nodes):
 
 def test_secret_inputs_never_reach_the_plan_or_its_diff(tmp_path, monkeypatch):
     token = "hf_plan_must_not_show_this"
-    run = run_offline("dev", secrets={"hfToken": token})
+    api_key = "plan-must-not-show-this-api-key-0123456789"
+    run = run_offline("dev", secrets={"hfToken": token, "apiKeys": json.dumps({"app-team": api_key})})
     plan = json.loads(json.dumps(build_plan(run, stack="dev").to_dict(), sort_keys=True, default=str))
     text = json.dumps(plan)
-    assert token not in text
-    [secret] = [n for n in _walk(plan["tree"]) if n["type"] == "kubernetes:core/v1:Secret"]
-    assert "[secret]" in json.dumps(secret["inputs"])
+    assert token not in text and api_key not in text
+    # The HF token's and the front door's key table (salted hashes) Secrets.
+    secrets = [n for n in _walk(plan["tree"]) if n["type"] == "kubernetes:core/v1:Secret"]
+    assert len(secrets) == 2 and all("[secret]" in json.dumps(secret["inputs"]) for secret in secrets)
     base = copy.deepcopy(plan)
     base["outputs"]["modelId"] = "other"
     path = tmp_path / "base.json"

@@ -1,0 +1,156 @@
+"""The front door's settings: the load balancer in front of the serve Service (none, internal or
+internet-facing), who may reach it, its TLS certificate, and the API keys and their per-minute limits
+(docs/FRONT_DOOR.md). Refused here, before any resource: a public door without CIDRs, a certificate
+of another region, a limit of 0, a key too short to be random, keys in plain text."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from components.config.names import ipv4_cidrs
+from front_door.keys import MIN_KEY_LENGTH, KeyLimits
+from serve_app.config import KeyedIngress
+from serve_app.errors import ConfigError
+from serve_app.stack_keys import StackKeyModel
+
+FrontDoorScheme = Literal["none", "internal", "internet-facing"]
+API_KEYS_KEY = "apiKeys"
+# A key's name becomes a metric label and a log field: short, plain, never the key.
+_KEY_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+# arn:aws:acm:<region>:<account>:certificate/<id>
+_ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:([a-z0-9-]+):\d{12}:certificate/[0-9a-f-]+$")
+# Where the Ray pods find the key table and the front door's code (components/manifests/ray_service.py).
+KEYS_MOUNT = "/etc/eks-pd-llm/api-keys"
+CODE_MOUNT = "/opt/eks-pd-llm"
+FRONT_DOOR_PACKAGE = Path(__file__).resolve().parents[2] / "front_door"
+FRONT_DOOR_MODULES = ("__init__.py", "keys.py", "ingress.py")
+
+
+def front_door_sources() -> dict[str, str]:
+    """The front door package's files the Ray pods import, by file name."""
+    return {name: (FRONT_DOOR_PACKAGE / name).read_text(encoding="utf-8") for name in FRONT_DOOR_MODULES}
+
+
+class FrontDoorSettings(StackKeyModel):
+    """The load balancer, its reach and TLS, and the API keys' limits (the keys are a secret, read apart)."""
+
+    scheme: FrontDoorScheme = Field(alias="frontDoor", description='"none", "internal" or "internet-facing"')
+    allowed_cidrs: tuple[str, ...] = Field(alias="frontDoorAllowedCidrs", description="a list of IPv4 CIDRs")
+    certificate_arn: str = Field(alias="frontDoorCertificateArn",
+                                 description='"" or an ACM certificate ARN of the stack\'s region')
+    requests_per_minute: int = Field(alias="apiKeyRequestsPerMinute", ge=1,
+                                     description="a whole number ≥ 1 (requests per key per minute)")
+    tokens_per_minute: int = Field(alias="apiKeyTokensPerMinute", ge=1,
+                                   description="a whole number ≥ 1 (prompt + completion tokens per key per minute)")
+    key_limits: Mapping[str, KeyLimits] = Field(alias="apiKeyLimits", description=(
+        'JSON text of an object: key name → {"requestsPerMinute": n, "tokensPerMinute": n}, each n ≥ 1'))
+
+    @field_validator("allowed_cidrs")
+    @classmethod
+    def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return ipv4_cidrs(value)
+
+    @field_validator("key_limits", mode="before")
+    @classmethod
+    def _limits(cls, value: object) -> dict[str, KeyLimits]:
+        setting = cls.field("key_limits")
+        try:
+            data = json.loads(value) if isinstance(value, str) else value
+        except ValueError:
+            raise setting.refuse(value) from None
+        if not isinstance(data, dict):
+            raise setting.refuse(value)
+        limits = {}
+        for name, entry in data.items():
+            known = {"requestsPerMinute", "tokensPerMinute"}
+            if not isinstance(entry, dict) or not set(entry) <= known or not all(
+                    isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in entry.values()):
+                raise setting.refuse(value, why=f"{name}: a limit is a whole number ≥ 1 (0 would refuse every request)")
+            limits[name] = KeyLimits(entry.get("requestsPerMinute"), entry.get("tokensPerMinute"))
+        return limits
+
+    @model_validator(mode="after")
+    def _reach(self) -> FrontDoorSettings:
+        if self.scheme == "internet-facing" and not self.allowed_cidrs:
+            raise self.field("allowed_cidrs").refuse(
+                [], "the CIDRs that may call the endpoint from the internet (0.0.0.0/0 only if you mean anyone)",
+                "frontDoor internet-facing needs an explicit list of callers")
+        return self
+
+    def check_certificate(self, region: str) -> None:
+        if not self.certificate_arn:
+            return
+        match = _ACM_ARN.match(self.certificate_arn)
+        setting = self.field("certificate_arn")
+        if match is None:
+            raise setting.refuse(self.certificate_arn)
+        if match.group(1) != region:
+            raise setting.refuse(self.certificate_arn, f"an ACM certificate of {region}",
+                                 "a load balancer can only use a certificate of its own region")
+
+    def limits(self, name: str) -> KeyLimits:
+        own = self.key_limits.get(name, KeyLimits())
+        return KeyLimits(own.requests_per_minute or self.requests_per_minute,
+                         own.tokens_per_minute or self.tokens_per_minute)
+
+
+@dataclass(frozen=True)
+class FrontDoor:
+    """The validated front door: its settings, the key names (never the keys) and the ingress it renders."""
+
+    settings: FrontDoorSettings
+    key_names: tuple[str, ...]
+    salt: str
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.scheme != "none"
+
+    @property
+    def keyed_ingress(self) -> KeyedIngress | None:
+        if not self.enabled:
+            return None
+        digest = hashlib.sha256("".join(front_door_sources().values()).encode()).hexdigest()[:16]
+        return KeyedIngress(keys_file=f"{KEYS_MOUNT}/keys.json", code_version=digest)
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.settings.certificate_arn)
+
+    @property
+    def port(self) -> int:
+        return 443 if self.tls else 80
+
+
+def api_key_names(text: str, settings: FrontDoorSettings) -> tuple[str, ...]:
+    """The key names of the `apiKeys` secret (JSON object name → key), checked without ever naming a key."""
+    if not text:
+        return ()
+    try:
+        keys = json.loads(text)
+    except ValueError:
+        keys = None
+    allowed = (f'JSON text of an object, key name → key: names lowercase letters, digits and "-", keys at least '
+               f"{MIN_KEY_LENGTH} random characters")
+    if not isinstance(keys, dict) or not all(isinstance(key, str) for key in keys.values()):
+        raise ConfigError(API_KEYS_KEY, "<secret>", allowed)
+    for name, key in keys.items():
+        if not _KEY_NAME.match(name):
+            raise ConfigError(API_KEYS_KEY, "<secret>", allowed, f"{name!r} is not a key name")
+        if len(key) < MIN_KEY_LENGTH:
+            raise ConfigError(API_KEYS_KEY, "<secret>", allowed,
+                              f"the key named {name!r} is shorter than {MIN_KEY_LENGTH} characters "
+                              "(make one with: openssl rand -hex 24)")
+    unknown = sorted(set(settings.key_limits) - set(keys))
+    if unknown:
+        raise ConfigError(FrontDoorSettings.key("key_limits"), sorted(settings.key_limits), "names of apiKeys",
+                          f"no key is named {unknown[0]!r}")
+    return tuple(sorted(keys))
