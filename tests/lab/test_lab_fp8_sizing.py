@@ -53,3 +53,26 @@ def test_the_fixed_kv_cache_with_fp8_weights_holds_no_more_than_a_measured_resta
     restart = _measured()["fp8-warm"]["engine"]
     blocks = planned["kv_cache_bytes"] // (restart["kv_cache_bytes"] // restart["num_blocks"])
     assert 0.95 * restart["num_blocks"] <= blocks <= restart["num_blocks"]
+
+
+def test_sizing_md_quotes_the_plans_fp8_figures_and_the_measured_ones():
+    import re
+
+    text = re.sub(r"\s+", " ", (REPO / "docs" / "SIZING.md").read_text())
+    section = text.split('<a id="fp8-weights"></a>')[1].split("<a id=")[0]
+    planned, measured = _planned(), _measured()
+    model = KNOWN_MODELS["Qwen/Qwen3.5-9B"]
+    assert f"{model.fp8_weight_bytes('bfloat16', vision_inputs=False) / GIB:.2f} GiB of weights" in section
+    assert f"vLLM loaded {measured['fp8']['log']['weights_gib']:.2f} GiB" in section
+    assert f"against {model.loaded_weight_bytes('bfloat16', vision_inputs=False) / GIB:.2f} planned" in section
+    assert (f"| first start, vLLM's profiling | {planned['first_start_blocks']} | "
+            f"{measured['fp8']['engine']['num_blocks']} |") in section
+    assert f"| restart | {planned['restart_blocks']} | {measured['fp8-warm']['engine']['num_blocks']} |" in section
+    block_bytes = measured["fp8"]["engine"]["kv_cache_bytes"] // measured["fp8"]["engine"]["num_blocks"]
+    blocks = planned["kv_cache_bytes"] // block_bytes
+    assert f"| `kvCacheFromPlan` (a restart less 150 MiB) | {blocks} |" in section
+    assert f"({planned['kv_cache_bytes']:,} B, {blocks} blocks of 528 tokens: {blocks // 11} sequences" in section
+    bf16 = json.loads(FP8_RESULTS.with_name(FP8_RESULTS.name.replace("-fp8-", "-bf16-")).read_text())
+    [bf16_restart] = [p for p in bf16["probes"] if p["name"] == "as-rendered-warm"]
+    assert (f"on a restart: {measured['fp8-warm']['load']['seconds']} s against bf16's "
+            f"{bf16_restart['load']['seconds']} s") in section
