@@ -37,6 +37,11 @@ CUDA_TOTAL_MIB: Mapping[str, int] = {"L4": 22_888, "A10G": 22_731, "H100": 81_55
 # For a GPU not listed above: the smallest CUDA/nominal ratio among the listed ones (A10G: 22,731 /
 # 24,576 = 0.925), rounded down, so an unlisted GPU is never credited with more than a listed one.
 UNLISTED_GPU_USABLE_FRACTION = 0.92
+# CUDA compute capability by EC2's GPU name (NVIDIA's CUDA GPU compute capability table,
+# docs/SOURCES.md#vllm-fp8): what decides which FP8 kernels vLLM can run on the GPU.
+COMPUTE_CAPABILITY: Mapping[str, tuple[int, int]] = {
+    "T4": (7, 5), "A10G": (8, 6), "A100": (8, 0), "L4": (8, 9), "L40S": (8, 9), "H100": (9, 0), "H200": (9, 0),
+}
 
 
 @dataclass(frozen=True)

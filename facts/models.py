@@ -79,6 +79,7 @@ class ModelArchitecture:
     vision_encoder_bytes: int | None = None
     mtp_bytes: int | None = None  # multi-token-prediction layers: loaded only for speculative decoding
     gated: bool = False  # the Hub repository is gated: a download needs a token whose account accepted its terms
+    tie_word_embeddings: bool = False  # lm_head shares the input embedding's weights (config.json)
 
     @property
     def hybrid(self) -> bool:
@@ -103,6 +104,23 @@ class ModelArchitecture:
         scale = total / self.checkpoint_bytes if self.checkpoint_bytes else 1.0
         left_out = (self.mtp_bytes or 0) + (0 if vision_inputs else (self.vision_encoder_bytes or 0))
         return total - round(left_out * scale)
+
+    def unquantized_language_parameters(self) -> int:
+        """Language-model parameters outside linear layers: the input embedding, an untied lm_head and
+        the RMSNorms (two per layer and a final one). The few others (q/k norms, the linear-attention
+        conv kernels, decay and bias vectors: under 1 MiB for Qwen3.5-9B) are not counted."""
+        embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        return embeddings + (2 * self.num_layers + 1) * self.hidden_size
+
+    def fp8_weight_bytes(self, dtype: str, *, vision_inputs: bool) -> int:
+        """Bytes vLLM's online FP8 quantization (`quantization: fp8`) loads: every linear layer's weights
+        at one byte; embeddings, lm_head and norms stay at `dtype` (docs/SOURCES.md#vllm-fp8). A loaded
+        vision encoder is counted at `dtype` (its linear layers are not told apart here: the larger)."""
+        loaded = self.loaded_weight_bytes(dtype, vision_inputs=vision_inputs)
+        dtype_bytes = DTYPE_BYTES[self.checkpoint_dtype if dtype == "auto" else dtype]
+        language = self.loaded_weight_bytes(dtype, vision_inputs=False) // dtype_bytes
+        linear = language - self.unquantized_language_parameters()
+        return loaded - linear * (dtype_bytes - 1)
 
 
 KNOWN_MODELS: Mapping[str, ModelArchitecture] = {m.hf_id: m for m in (
@@ -252,7 +270,7 @@ def architecture_from_hf_config(config: Mapping[str, Any], *, hf_id: str, source
         hidden_size=hidden, vocab_size=vocab, parameter_count=parameters,
         checkpoint_dtype=dtype, checkpoint_bytes=checkpoint_bytes,
         max_position_embeddings=int(text.get("max_position_embeddings", 0)),
-        linear_attention=linear, source=source,
+        linear_attention=linear, source=source, tie_word_embeddings=tied,
     )
 
 

@@ -84,7 +84,7 @@ def planned_kv_cache_bytes(app: PDAppConfig, instance_name: str = PLANNED_KV_INS
         KNOWN_MODELS[app.model.model_source], instance_type(RECORDED_EC2_ANSWERS[instance_name]),
         dtype=engine.dtype, max_model_len=engine.max_model_len, gpu_memory_utilization=engine.gpu_memory_utilization,
         enforce_eager=engine.enforce_eager, vision_inputs=engine.vision_inputs, max_num_seqs=engine.max_num_seqs,
-        max_num_batched_tokens=engine.max_num_batched_tokens)
+        max_num_batched_tokens=engine.max_num_batched_tokens, quantization=engine.quantization)
     if report.kv_budget_bytes_restart is None:
         raise ConfigError("--kv-cache-bytes", "plan", "a byte count: the plan has no measured restart for this model")
     return {"kv_cache_bytes": report.kv_budget_bytes_restart - KV_CACHE_MARGIN_BYTES,

@@ -93,6 +93,7 @@ COMMON_CHANGES: tuple[CommonChange, ...] = (
     CommonChange("GPU type the GPU zone offers too (g6.8xlarge → g6e.8xlarge)", {"gpuNodeType": "g6e.8xlarge"}),
     CommonChange("another model (Qwen/Qwen3.5-9B → Qwen/Qwen3-8B)", {"modelSource": "Qwen/Qwen3-8B"}),
     CommonChange("maxModelLen 4096 → 8192", {"maxModelLen": "8192"}),
+    CommonChange('FP8 weights (quantization "" → fp8)', {"quantization": "fp8"}),
     CommonChange("decode replica bounds 1 → 1 to 2, with a third GPU node for it (fixed size)",
                  {"decodeMaxReplicas": "2", "gpuNodeCount": "3"}),
     CommonChange("GPU nodes may grow (2 → 2 to 4 nodes, decode 1 to 3 replicas)",

@@ -154,7 +154,8 @@ def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
         gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
         tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
         kv_cache_dtype=str(engine.extra_engine_kwargs.get("kv_cache_dtype", "auto")),
-        max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens)
+        max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
+        quantization=engine.quantization)
     if report.max_concurrent_sequences < 1:
         return _refused(option, f"weights + one {engine.max_model_len}-token sequence do not fit "
                                 f"{report.gpus_per_replica} × {report.usable_bytes / 2**30:.1f} GiB")

@@ -26,6 +26,10 @@ What the estimate covers, and what it does not:
   profiling left it. Only where a restart's reserve was measured for this model, GPU, vLLM version and
   engine limits: vLLM then does no fit check of its own, so the report predicts the first start's peak
   (weights + first-start reserve + the fixed KV cache), which the checks hold to the GPU's memory.
+- FP8 weights (`quantization` "fp8", vLLM's online quantization of a 16-bit checkpoint): the linear
+  layers' weights at one byte, embeddings, lm_head and norms at the checkpoint's dtype
+  (`ModelArchitecture.fp8_weight_bytes`); the KV cache keeps its own dtype and the reserve is the one
+  measured for the model. On an L4's budget within 2% of vLLM's blocks (docs/SIZING.md#fp8-weights).
 - Transfer time is bytes / bandwidth at the node's nominal network rate: a lower bound that ignores
   NIXL handshakes and per-request overhead.
 """
@@ -154,6 +158,7 @@ class CapacityReport:
     transfer_seconds_ucx_on_efa: float
     vision_inputs: bool = False
     reserve_source: str = "estimate"
+    quantization: str = ""  # "fp8": vLLM's online FP8 weights; "": the checkpoint's dtype
     # Hybrid models, paged as vLLM pages them (None otherwise). Figures above are the first start on a new
     # node; the restart's are below. `num_blocks` is also the most sequences CUDA graphs can capture.
     block_size: int | None = None
@@ -236,7 +241,8 @@ class CapacityReport:
             f"GPU: {self.gpus_per_replica} × {self.gpu_model} on {self.instance_type},"
             f" {self.gpu_memory_bytes / MIB:,.0f} MiB each, gpu_memory_utilization {self.gpu_memory_utilization:.2f}"
             f" → {self.usable_bytes / MIB:,.1f} MiB usable per GPU",
-            f"Weights: {self.weight_bytes / GIB:,.2f} GiB ({self.weight_bytes_per_gpu / MIB:,.1f} MiB per GPU"
+            f"Weights{' in FP8 (linear layers)' if self.quantization == 'fp8' else ''}:"
+            f" {self.weight_bytes / GIB:,.2f} GiB ({self.weight_bytes_per_gpu / MIB:,.1f} MiB per GPU"
             f"{'' if not self.hybrid else ', vision encoder loaded' if self.vision_inputs else ', text only'});"
             f" reserve for activations{'' if self.reserve_bytes_per_gpu == ACTIVATION_RESERVE_MIB * MIB else graphs}:"
             f" {self.reserve_bytes_per_gpu / MIB:,.0f} MiB per GPU ({self.reserve_source})",
@@ -275,19 +281,22 @@ def capacity_report(
     max_num_batched_tokens: int | None = None,
     fixed_kv_cache: bool = False,
     vllm_version: str | None = None,
+    quantization: str = "",
 ) -> CapacityReport:
     """`network_bytes_per_second`: what the KV transfer runs at (default: `instance`'s network; when
     prefill and decode run on different types, the slower of the two). `vision_inputs`: a multimodal
     model's encoder is loaded. `max_num_seqs`/`max_num_batched_tokens`: the engine's limits, which
     decide whether a measured reserve applies (facts/engine_memory.py). `fixed_kv_cache`: size the KV
     cache as a restart's (vLLM's kv_cache_memory_bytes) where the reserve was measured for this model,
-    `instance`'s GPU, `vllm_version` (the image's) and these limits; else `fixed_kv_cache_off` says why."""
+    `instance`'s GPU, `vllm_version` (the image's) and these limits; else `fixed_kv_cache_off` says why.
+    `quantization` "fp8": the weights as vLLM's online FP8 quantization loads them."""
     serving_dtype = model.checkpoint_dtype if dtype == "auto" else dtype
     dtype_bytes = DTYPE_BYTES[serving_dtype]
     gpus = tensor_parallel_size * pipeline_parallel_size
     gpu_memory_bytes = instance.gpu_memory_mib_usable * MIB
     usable = int(gpu_memory_bytes * gpu_memory_utilization)
-    weights = model.loaded_weight_bytes(serving_dtype, vision_inputs=vision_inputs)
+    weights = (model.fp8_weight_bytes(serving_dtype, vision_inputs=vision_inputs) if quantization == "fp8"
+               else model.loaded_weight_bytes(serving_dtype, vision_inputs=vision_inputs))
     weights_per_gpu = -(-weights // gpus)
     reserve, restart_reserve, source = _reserve(model, gpus, cuda_graphs=not enforce_eager, vision=vision_inputs,
                                                 max_num_seqs=max_num_seqs,
@@ -323,7 +332,7 @@ def capacity_report(
         kv_tokens=kv_tokens, max_concurrent_sequences=sequences, transfer_bytes_per_max_prompt=per_sequence,
         network_bytes_per_second=network, transfer_seconds=per_sequence / network if network else float("inf"),
         transfer_seconds_ucx_on_efa=per_sequence / UCX_ON_EFA_BYTES_PER_SECOND, vision_inputs=vision_inputs,
-        reserve_source=source, **paged, **fixed)
+        reserve_source=source, quantization=quantization, **paged, **fixed)
 
 
 def _why_not_fixed(model: ModelArchitecture, instance: InstanceType, gpus: int, vllm_version: str | None,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 from facts.images import RAY_SERVE_CONFIG_FEATURES, VLLM_ENGINE_FEATURES, version_tuple
-from facts.instances import InstanceType
+from facts.instances import COMPUTE_CAPABILITY, InstanceType
 from facts.models import ModelArchitecture, known_model
 from facts.vllm_engine_args import engine_arg_names
 from facts.vllm_engine_args import versions as engine_args_versions
@@ -317,6 +317,40 @@ def _check_accelerator(app: PDAppConfig, target: DeploymentTarget) -> None:
                               "Ray would wait forever for a node with that accelerator")
 
 
+# vLLM's FP8 on NVIDIA GPUs (docs/SOURCES.md#vllm-fp8): W8A8 kernels from compute capability 8.9; below,
+# weight-only FP8 through Marlin kernels (bf16/fp16 activations), which on Turing take float16 only.
+FP8_COMPUTE_CAPABILITY = (8, 9)
+FP8_BFLOAT16_WEIGHT_ONLY_CAPABILITY = (8, 0)
+FP8_WEIGHT_ONLY_CAPABILITY = (7, 5)
+FLOAT16_DTYPES = ("float16", "half")
+
+
+def _check_quantization(app: PDAppConfig, target: DeploymentTarget) -> tuple[str, ...]:
+    """Refuse FP8 weights on a GPU vLLM cannot run them on; warn where it runs them weight-only."""
+    warnings: list[str] = []
+    for phase in PHASES:
+        engine = app.engine_for(phase)
+        if engine.quantization != "fp8":
+            continue
+        gpu = target.node_group(phase).instance.gpu_model or "none"
+        capability = COMPUTE_CAPABILITY.get(gpu)
+        setting = engine_setting(app, phase, "quantization")
+        if capability is None:
+            warnings.append(f"{phase}: {setting} fp8 on a {gpu}, whose compute capability is not on record: "
+                            "vLLM needs 8.9 for FP8 kernels, 8.0 for weight-only FP8")
+            continue
+        needed = FP8_WEIGHT_ONLY_CAPABILITY if engine.dtype in FLOAT16_DTYPES else FP8_BFLOAT16_WEIGHT_ONLY_CAPABILITY
+        if capability < needed:
+            raise ConfigError(setting, "fp8", f'"" on the {gpu} (compute capability {capability[0]}.{capability[1]})',
+                              f"{phase}: vLLM runs FP8 weights from compute capability {needed[0]}.{needed[1]} "
+                              f"with dtype {engine.dtype}")
+        if capability < FP8_COMPUTE_CAPABILITY:
+            warnings.append(f"{phase}: {setting} fp8 on the {gpu} (compute capability {capability[0]}.{capability[1]}) "
+                            "runs vLLM's weight-only FP8 kernels (Marlin): the weights' memory is saved, the "
+                            "arithmetic stays 16-bit; FP8 kernels need 8.9 (L4, L40S, H100, H200)")
+    return tuple(dict.fromkeys(warnings))
+
+
 def _check_kv_transfer(app: PDAppConfig, target: DeploymentTarget) -> None:
     """The KV transfer crosses from prefill's nodes to decode's: both have EFA or neither (the
     backend is one for both), and it runs at the slower end's rate."""
@@ -425,7 +459,7 @@ def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget, mod
         kv_cache_dtype=_kv_cache_dtype(app, phase),
         vision_inputs=engine.vision_inputs if vision_inputs is None else vision_inputs,
         max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
-        fixed_kv_cache=engine.kv_cache_from_plan, vllm_version=target.vllm_version,
+        fixed_kv_cache=engine.kv_cache_from_plan, vllm_version=target.vllm_version, quantization=engine.quantization,
     )
 
 
@@ -580,9 +614,11 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
         if not group.instance.has_gpu:
             raise group.settings.instance_type.refuse(group.instance.name, "a GPU instance type")
     _check_accelerator(app, target)
+    quantization_warnings = _check_quantization(app, target)
     nodes = _check_parallelism_and_replicas(app, target)
-    notes = (*_check_image_supports_the_render(app, target), *check_engine_kwargs(app, target.vllm_version))
-    checked = replace(checked, nodes=nodes, notes=notes)
+    notes = (*_check_image_supports_the_render(app, target), *check_engine_kwargs(app, target.vllm_version),
+             *quantization_warnings)
+    checked = replace(checked, nodes=nodes, notes=notes, warnings=(*checked.warnings, *quantization_warnings))
     if checked.model is None:
         return replace(checked, notes=(*checked.notes,
             f"capacity not checked: no architecture facts for {app.model.model_source!r} "

@@ -71,6 +71,8 @@ def engine_kwargs(app: PDAppConfig, phase: Phase, kv_cache_memory_bytes: int | N
         # vLLM then skips its memory profiling's KV sizing (and its fit check): the first start on a new
         # node, whose profiling would count the compile caches' build, holds a restart's KV blocks.
         kwargs["kv_cache_memory_bytes"] = kv_cache_memory_bytes
+    if engine.quantization:
+        kwargs["quantization"] = engine.quantization
     if not engine.vision_inputs:
         kwargs["language_model_only"] = True
     # Parallel sizes are rendered only when they leave vLLM's default of 1, so the default render is

@@ -26,6 +26,7 @@ from serve_app.config import (
     KeyedIngress,
     PDAppConfig,
     Phase,
+    Quantization,
     s3_location,
     served_name_of,
     valid_model_id,
@@ -67,6 +68,7 @@ class ServeAppSettings(StackKeyModel):
     tokenizer_source: str | None = Field(alias="tokenizerSource", description=f'"" or {_MODEL_LOCATION_ALLOWED}')
     max_model_len: int = Field(alias="maxModelLen", ge=1, description="a whole number ≥ 1")
     dtype: Dtype = Field(alias="dtype", description=f"one of {list(Dtype.__args__)}")  # type: ignore[attr-defined]
+    quantization: Quantization = Field(alias="quantization", description='"" or "fp8"')
     gpu_memory_utilization: float = Field(
         alias="gpuMemoryUtilization", gt=0, le=1, description='a number in (0, 1], e.g. "0.90"')
     enforce_eager: bool = Field(alias="enforceEager", description="true or false")
@@ -229,7 +231,7 @@ class ServeAppSettings(StackKeyModel):
         return PDAppConfig.model_validate({
             "model": model,
             "engine": {
-                "max_model_len": self.max_model_len, "dtype": self.dtype,
+                "max_model_len": self.max_model_len, "dtype": self.dtype, "quantization": self.quantization,
                 "gpu_memory_utilization": self.gpu_memory_utilization, "enforce_eager": self.enforce_eager,
                 "cuda_graph_max_batch_size": self.cuda_graph_max_batch_size,
                 "max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,

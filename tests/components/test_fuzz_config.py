@@ -95,6 +95,7 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "tokenizerSource": _one_of("", "Qwen/Qwen3.5-9B"),
     "maxModelLen": st.one_of(_INTS, _one_of("4096", "32768", "1000000")),
     "dtype": _one_of("bfloat16", "auto", "float16", "half", "float32", "float", "int3", ""),
+    "quantization": _one_of("", "fp8", "FP8", "int8", "fp8 "),
     "gpuMemoryUtilization": _one_of("0.90", "0.5", "1.0", "1", "1.5", "0", "abc", "-0.1", ""),
     "enforceEager": _BOOLS,
     "cudaGraphMaxBatchSize": st.one_of(_INTS, _one_of("512", "513")),

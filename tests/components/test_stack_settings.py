@@ -107,6 +107,7 @@ ALTERNATIVES = {
     "tokenizerSource": "Qwen/Qwen3.5-9B",
     "maxModelLen": "2048",
     "dtype": "float16",
+    "quantization": "fp8",
     "gpuMemoryUtilization": "0.95",
     "enforceEager": "true",
     "cudaGraphMaxBatchSize": "16",

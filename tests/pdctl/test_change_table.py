@@ -50,6 +50,14 @@ def test_what_only_changes_the_serve_config_restarts_the_engines_and_touches_no_
     assert 0 < row.minutes < 5  # the engines' restart on their own nodes
 
 
+def test_fp8_weights_restart_the_engines_with_their_new_kv_cache_and_touch_no_node(rows):
+    row = _row(rows, "FP8 weights")
+    assert row.replaced == [] and row.diff.rollouts == []
+    assert [(r.name, r.action) for r in row.diff.resources] == [("inference-rayservice", "update")]
+    assert {c.path.split(".engine_kwargs.", 1)[-1] for r in row.diff.resources for c in r.changes} == {
+        "quantization", "kv_cache_memory_bytes"}
+
+
 def test_turning_on_node_growth_names_the_gpu_group_once_a_new_group_beside_the_old(rows):
     row = _row(rows, "GPU nodes may grow")
     [group] = [r for r in row.replaced if r.name == "gpu-nodes"]

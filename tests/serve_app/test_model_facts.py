@@ -108,3 +108,15 @@ def test_a_local_directory_is_read_directly(tmp_path):
 def test_a_path_that_is_not_here_is_reported():
     facts = read_model_facts("/models/inside-the-image")
     assert facts.architecture is None and "not a directory on this machine" in facts.problem
+
+
+def test_fp8_weights_keep_the_embeddings_at_the_checkpoints_dtype_and_a_tied_lm_head_once():
+    from facts.models import architecture_from_hf_config
+
+    config = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, "vocab_size": 1000,
+              "intermediate_size": 128, "torch_dtype": "bfloat16"}
+    untied = architecture_from_hf_config(config, hf_id="t/untied", source="test")
+    tied = architecture_from_hf_config({**config, "tie_word_embeddings": True}, hf_id="t/tied", source="test")
+    linear = 2 * (4 * 64 * 64 + 3 * 64 * 128)  # q, k, v, o and the MLP's three: one byte each in FP8
+    for model, embeddings in ((untied, 2 * 1000 * 64), (tied, 1000 * 64)):
+        assert model.fp8_weight_bytes("bfloat16", vision_inputs=False) == linear + 2 * (embeddings + 5 * 64)

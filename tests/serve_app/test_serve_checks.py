@@ -432,3 +432,48 @@ def test_no_fixed_kv_cache_away_from_the_measured_engine_limits():
     assert _rendered_kv_cache_bytes(checked)["decode"] is None
     assert checked.capacity["decode"].fixed_kv_cache_off == (
         "measured at maxNumSeqs 32 and maxNumBatchedTokens 2048 only")
+
+
+# ── FP8 weights: sized, rendered, refused where the GPU cannot run them ───────────────────────────
+
+def test_fp8_weights_are_rendered_and_the_fixed_kv_cache_is_sized_from_them():
+    # The FP8 weights (10.23 GiB) leave a restart 9.1 GiB of KV cache on the L4's budget: 564 blocks fixed,
+    # where the bf16 weights leave 164 (the lab's FP8 restart held 571: tests/lab/test_lab_fp8_sizing.py).
+    checked = check_app(from_stack(quantization="fp8"), REFERENCE_TARGET)
+    for phase in ("prefill", "decode"):
+        assert checked.pd_serving_args[f"{phase}_config"]["engine_kwargs"]["quantization"] == "fp8"
+    assert _rendered_kv_cache_bytes(checked) == {"prefill": 9_768_490_291, "decode": 9_768_490_291}
+    decode = checked.capacity["decode"]
+    assert (decode.num_blocks, decode.num_blocks_profiled_first_start) == (564, 467)
+    assert "Weights in FP8 (linear layers): 10.23 GiB" in decode.render_text()
+    assert checked.warnings == ()
+
+
+def test_the_default_stack_renders_no_quantization():
+    checked = check_app(from_stack(), REFERENCE_TARGET)
+    assert "quantization" not in checked.pd_serving_args["decode_config"]["engine_kwargs"]
+
+
+def test_fp8_without_the_fixed_kv_cache_leaves_vllms_profiling_the_fp8_budget():
+    decode = check_app(from_stack(quantization="fp8", kvCacheFromPlan="false"), REFERENCE_TARGET).capacity["decode"]
+    assert (decode.num_blocks, decode.num_blocks_restart) == (467, 573)
+
+
+def test_fp8_on_a_t4_is_refused_in_one_line_naming_the_setting():
+    target = DeploymentTarget(recorded("g4dn.8xlarge"), 2, efa=True, **TARGET_SETTINGS, vllm_version="0.26.0")
+    error = refused(from_stack(quantization="fp8"), target)
+    assert str(error).startswith('quantization: got \'fp8\'; allowed: "" on the T4 (compute capability 7.5)')
+    assert "\n" not in str(error)
+
+
+@pytest.mark.parametrize("node", ["g5.8xlarge", "p4d.24xlarge"])
+def test_fp8_on_ampere_warns_that_vllm_runs_weight_only_kernels(node):
+    target = DeploymentTarget(recorded(node), 2, efa=True, **TARGET_SETTINGS, vllm_version="0.26.0")
+    checked = check_app(from_stack(quantization="fp8", kvCacheFromPlan="false"), target)
+    assert any("weight-only FP8 kernels (Marlin)" in warning for warning in checked.warnings)
+
+
+def test_a_per_phase_fp8_override_is_named_by_its_path():
+    app = PDAppConfig(decode=PhaseSettings(kv_role="kv_consumer", engine=EngineOverrides(quantization="fp8")))
+    target = DeploymentTarget(recorded("g4dn.8xlarge"), 2, efa=True, **TARGET_SETTINGS, vllm_version="0.26.0")
+    assert refused(app, target).setting == "decode.engine.quantization"
