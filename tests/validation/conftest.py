@@ -93,7 +93,8 @@ def dev() -> DeployedConfig:
 
 # The settings measured worthwhile on an H200 but off by default: Ray Serve's HAProxy front and Ray
 # Serve LLM's direct streaming, which needs it.
-HAPROXY_AND_DIRECT_STREAMING = (("httpFront", "haproxy"), ("pdDirectStreaming", "true"))
+# Direct streaming leaves no ingress to check keys: the front door off with it.
+HAPROXY_AND_DIRECT_STREAMING = (("httpFront", "haproxy"), ("pdDirectStreaming", "true"), ("frontDoor", "none"))
 
 
 @pytest.fixture
