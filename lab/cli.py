@@ -14,6 +14,7 @@
   soak        a long steady load, memory sampled (lab/soak.py)
   bad-requests  the requests clients get wrong, a burst, then a normal one (lab/bad_requests.py)
   scaling     decode scaled 1 → 2 → 1 by the stack's autoscaling config under a load ramp (lab/scaling.py)
+  door        the front door's added latency and its 401/429 under load, on the stack's PD app (lab/door.py)
   pd-hop      a run's TTFT at concurrency 1 split into Serve's hops, prefill and the rest (lab/pd_hop.py)
 
 `--set KEY=VALUE` (render, resilience, faults, soak, bad-requests, scaling; repeatable) sets a serving
@@ -25,11 +26,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lab.commands import compare, loadtime, models, probe, render, resilience, results, run
+from lab.commands import compare, door, loadtime, models, probe, render, resilience, results, run
 from serve_app.errors import ConfigError
 
 # In the order `--help` lists the commands.
-GROUPS = (render, models, run, probe, compare, resilience, loadtime, results)
+GROUPS = (render, models, run, probe, compare, resilience, loadtime, door, results)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from offline import stack_config
-from serve_app.config import PDAppConfig
+from serve_app.config import KeyedIngress, PDAppConfig
 from serve_app.errors import ConfigError
 
 
-def stack_app(stack: str, repo_root: Path = Path("."), overrides: Mapping[str, str] | None = None) -> PDAppConfig:
-    """The serving app the stack file (and `overrides` over it) configures, validated like every setting."""
+def stack_app(stack: str, repo_root: Path = Path("."), overrides: Mapping[str, str] | None = None,
+              api_keys: KeyedIngress | None = None) -> PDAppConfig:
+    """The serving app the stack file (and `overrides` over it) configures, validated like every setting;
+    `api_keys`: its ingress checks keys (the front door), as the program renders it with a key table."""
     from components.config.declared import project_name
     from components.config.read import read_config
     from serve_app.settings import ServeAppSettings
@@ -40,18 +42,21 @@ def stack_app(stack: str, repo_root: Path = Path("."), overrides: Mapping[str, s
         if key not in serving:
             # The lab renders only the serving keys: any other override would change nothing.
             raise ConfigError("--set", f"{key}={value}", "a serving key: " + ", ".join(serving))
-    return from_stack_keys(ServeAppSettings, typed, texts).app()
+    return from_stack_keys(ServeAppSettings, typed, texts).app(api_keys)
 
 
-def rendered_pd_serving_args(stack: str, repo_root: Path = Path("."),
-                             overrides: Mapping[str, str] | None = None) -> tuple[dict[str, Any], str]:
-    """(`args` of the stack's build_pd_openai_app application, a description of where it came from)."""
+def rendered_pd_serving_args(stack: str, repo_root: Path = Path("."), overrides: Mapping[str, str] | None = None,
+                             api_keys: KeyedIngress | None = None) -> tuple[dict[str, Any], str]:
+    """(`args` of the stack's build_pd_openai_app application, a description of where it came from);
+    `api_keys`: behind the front door's keyed ingress."""
     from serve_app.render import serve_config_v2
 
     given = dict(overrides or {})
-    document = serve_config_v2(stack_app(stack, repo_root, given))
+    document = serve_config_v2(stack_app(stack, repo_root, given, api_keys))
     (application,) = document["applications"]
     changed = "".join(f" with {k}={v}" for k, v in given.items())
+    if api_keys is not None:
+        changed += f" with the front door's keys ({api_keys.keys_file})"
     source = (f"Pulumi.{stack}.yaml{changed} over Pulumi.yaml defaults → ServeAppSettings → "
               f"serve_app.render.serve_config_v2 (application {application['name']!r}, {application['import_path']})")
     return application["args"], source

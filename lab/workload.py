@@ -25,6 +25,8 @@ from measure.latency import RequestSample
 from measure.stream import stream_sample
 
 REQUEST_TIMEOUT_S = 90
+# What the SDK sends where the app checks no key (the SDK refuses to start without one).
+NO_KEY = "not-needed"
 # httpx logs every request at INFO, and the lab runs under Ray's INFO logging: a line per request in
 # the run log (164 in 93 s of timing on the GPU host; a soak sends thousands). Failures stay in the samples.
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -51,10 +53,10 @@ def completion_body(model: str, prompt: list[int], max_tokens: int, *, stream: b
     return body
 
 
-def openai_client(base_url: str) -> openai.AsyncOpenAI:
+def openai_client(base_url: str, api_key: str = NO_KEY) -> openai.AsyncOpenAI:
     """The client of the lab's streamed requests: no retries (a failure is data), REQUEST_TIMEOUT_S
-    for each connect, read and write."""
-    return openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="not-needed", timeout=REQUEST_TIMEOUT_S,
+    for each connect, read and write; `api_key` for an app behind the front door."""
+    return openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key=api_key, timeout=REQUEST_TIMEOUT_S,
                               max_retries=0)
 
 
@@ -65,15 +67,17 @@ async def stream_completion(client: openai.AsyncOpenAI, body: dict[str, Any]) ->
 
 
 async def run_load(base_url: str, model: str, prompts: Sequence[list[int]], max_tokens: int,
-                   concurrency: int) -> tuple[list[RequestSample], float]:
-    """Closed loop: `concurrency` workers send the prompts in order; returns samples and wall time."""
+                   concurrency: int, *, api_key: str = NO_KEY,
+                   stop: asyncio.Event | None = None) -> tuple[list[RequestSample], float]:
+    """Closed loop: `concurrency` workers send the prompts in order (until `stop` is set, if given: a
+    load held while something else happens); returns samples and wall time."""
     queue: asyncio.Queue[list[int]] = asyncio.Queue()
     for prompt in prompts:
         queue.put_nowait(prompt)
     samples: list[RequestSample] = []
-    async with openai_client(base_url) as client:
+    async with openai_client(base_url, api_key) as client:
         async def worker() -> None:
-            while not queue.empty():
+            while not queue.empty() and not (stop is not None and stop.is_set()):
                 prompt = queue.get_nowait()
                 samples.append(await stream_completion(client, completion_body(model, prompt, max_tokens, stream=True)))
 
@@ -112,10 +116,17 @@ def json_or_text(response: httpx.Response) -> Any:
 
 async def post_json(base_url: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
     """POST `body` as JSON (GET without one) to `path`: (HTTP status, the answer's JSON or text)."""
+    response = await send_json(base_url, path, body)
+    return response.status_code, json_or_text(response)
+
+
+async def send_json(base_url: str, path: str, body: dict[str, Any] | None = None,
+                    headers: dict[str, str] | None = None) -> httpx.Response:
+    """POST `body` as JSON (GET without one) to `path` with `headers`: the whole response (read)."""
     async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
         url = f"{base_url}{path}"
-        response = await (client.post(url, json=body) if body is not None else client.get(url))
-    return response.status_code, json_or_text(response)
+        return await (client.post(url, json=body, headers=headers) if body is not None
+                      else client.get(url, headers=headers))
 
 
 async def greedy_completions(base_url: str, model: str, prompts: Sequence[list[int]], max_tokens: int, *,

@@ -63,6 +63,19 @@ def render_args(stack: str | None, overrides: list[str] | None = None) -> tuple[
     return pd_serving_args(PDAppConfig()), "serve_app.config.PDAppConfig() defaults (the reference deployment)"
 
 
+def kv_cache_from_probe(path: str) -> tuple[int, float]:
+    """(KV cache bytes, GPU memory utilization) for each engine from a probe-memory result: each engine
+    as the probe started it on the deployment GPU's budget, that utilization and the KV cache vLLM's own
+    profiling gave the stack's config there (engines sharing a card cannot profile)."""
+    import json
+
+    if not Path(path).is_file():
+        raise ConfigError("--kv-cache-from", path, "a probe-memory result (memory-probe.json)")
+    probe = json.loads(Path(path).read_text())
+    rendered_probe = next(p for p in probe["probes"] if p["name"] == "as-rendered" and p["started"])
+    return int(rendered_probe["engine"]["kv_cache_bytes"]), probe["utilization_on_this_card"]
+
+
 def bench_rounds(value: int) -> int:
     if value < 1:
         raise ConfigError("--bench-rounds", value, "a whole number of rounds, at least 1")

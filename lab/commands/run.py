@@ -4,10 +4,16 @@ a markdown report."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from lab.commands.common import MODEL_KINDS, RESULTS_HELP, VARIANTS_HELP, lab_models, render_args
+from lab.commands.common import (
+    MODEL_KINDS,
+    RESULTS_HELP,
+    VARIANTS_HELP,
+    kv_cache_from_probe,
+    lab_models,
+    render_args,
+)
 from serve_app.errors import ConfigError
 
 
@@ -41,11 +47,7 @@ def _kv_cache_and_budget(args) -> tuple[int | None, float | None]:
     from lab.overlay import GiB
 
     if args.kv_cache_from:
-        # Each engine as the probe started it on the deployment GPU's budget: that utilization, and the
-        # KV cache vLLM's own profiling gave the stack's config there (engines sharing a card cannot profile).
-        probe = json.loads(Path(args.kv_cache_from).read_text())
-        rendered_probe = next(p for p in probe["probes"] if p["name"] == "as-rendered" and p["started"])
-        return int(rendered_probe["engine"]["kv_cache_bytes"]), probe["utilization_on_this_card"]
+        return kv_cache_from_probe(args.kv_cache_from)
     # Shared GPU: a fixed KV cache per engine. Whole GPUs: vLLM's memory profiling, as on EKS.
     return int(args.kv_cache_gib * GiB) if args.kv_cache_gib else (4 * GiB if args.gpus == 1 else None), None
 
