@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import logging
 import os
 import secrets
 import time
@@ -455,8 +454,6 @@ def run_door(*, keyed_args: dict[str, Any], source: str, model: apps.LabModel, o
 
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": apps.HTTP_PORT})
-        # Ray's logging setup puts httpx back at INFO: a line per request in the run log otherwise.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
         _deploy_and_measure(run, client_config, ready_timeout_s)
     finally:
         _finish(run, ray_address)
