@@ -15,6 +15,8 @@
   bad-requests  the requests clients get wrong, a burst, then a normal one (lab/bad_requests.py)
   scaling     decode scaled 1 → 2 → 1 by the stack's autoscaling config under a load ramp (lab/scaling.py)
   pd-hop      a run's TTFT at concurrency 1 split into Serve's hops, prefill and the rest (lab/pd_hop.py)
+  validation-predict  the SLO model's TTFT/TPOT p90 for the open-loop validation run, before it runs
+  validation-table    that run's results against the predictions (lab/validation.py)
 
 `--set KEY=VALUE` (render, resilience, faults, soak, bad-requests, scaling; repeatable) sets a serving
 stack key over Pulumi.<stack>.yaml, validated like the stack file (lab/stack.py).
@@ -25,11 +27,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lab.commands import compare, loadtime, models, probe, render, resilience, results, run
+from lab.commands import compare, loadtime, models, probe, render, resilience, results, run, validation
 from serve_app.errors import ConfigError
 
 # In the order `--help` lists the commands.
-GROUPS = (render, models, run, probe, compare, resilience, loadtime, results)
+GROUPS = (render, models, run, probe, compare, resilience, loadtime, results, validation)
 
 
 def main(argv: list[str] | None = None) -> int:
