@@ -121,6 +121,7 @@ class Workload:
     side_by_side: bool = False  # also `pdctl bench` beside `vllm bench serve` on each timed PD app
     rates: tuple[float, ...] = ()  # open-loop Poisson arrivals per second, after the closed-loop passes
     requests_per_rate: int = 48
+    open_loop_modes: tuple[Mode, ...] = ("pd",)  # the apps the open-loop rates run on (the PD app: what deploys)
 
     def requests_at(self, concurrency: int) -> int:
         count = max(self.min_requests, self.requests_per_concurrency_slot * concurrency)

@@ -16,6 +16,8 @@
   scaling     decode scaled 1 → 2 → 1 by the stack's autoscaling config under a load ramp (lab/scaling.py)
   door        the front door's added latency and its 401/429 under load, on the stack's PD app (lab/door.py)
   pd-hop      a run's TTFT at concurrency 1 split into Serve's hops, prefill and the rest (lab/pd_hop.py)
+  validation-predict  the SLO model's TTFT/TPOT p90 for the open-loop validation run, before it runs
+  validation-table    that run's results against the predictions (lab/validation.py)
 
 `--set KEY=VALUE` (render, resilience, faults, soak, bad-requests, scaling; repeatable) sets a serving
 stack key over Pulumi.<stack>.yaml, validated like the stack file (lab/stack.py).
@@ -26,11 +28,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lab.commands import compare, door, loadtime, models, probe, render, resilience, results, run
+from lab.commands import compare, door, loadtime, models, probe, render, resilience, results, run, validation
 from serve_app.errors import ConfigError
 
 # In the order `--help` lists the commands.
-GROUPS = (render, models, run, probe, compare, resilience, loadtime, door, results)
+GROUPS = (render, models, run, probe, compare, resilience, loadtime, door, results, validation)
 
 
 def main(argv: list[str] | None = None) -> int:

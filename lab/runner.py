@@ -635,11 +635,13 @@ def _time_pass(app: LabApp, spec: Workload, data: dict[str, Any], repeat: int, t
 
 
 def _open_loop_pass(app: LabApp, spec: Workload, data: dict[str, Any], time_left, started: float) -> None:
-    """Open-loop arrivals at each of `spec.rates` (a timed model's PD app, what the stack deploys)."""
-    if not app.model.timed or app.mode != "pd":
+    """Open-loop arrivals at each of `spec.rates` (or the app's variant's own) on a timed model's apps of
+    `spec.open_loop_modes` (by default the PD app, what the stack deploys)."""
+    if not app.model.timed or app.mode not in spec.open_loop_modes:
         return
     low, high = app.model.prompt_token_range
-    for number, rate in enumerate(spec.rates):
+    rates = spec.rates if app.variant.rates is None else app.variant.rates
+    for number, rate in enumerate(rates):
         if time_left() < 30 + spec.requests_per_rate / rate:
             data["not_done"].append(f"{app.name} rate {rate}/s: out of time")
             continue

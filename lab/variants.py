@@ -10,6 +10,9 @@ colocated baseline), before the single-host overlay is applied:
 | env                    | runtime_env.env_vars.<key>             | {"UCX_PROTO_INFO": "y"}                   |
 | direct_streaming       | runtime_env.env_vars.RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING = "1" | true |
 
+A variant's `rates` (requests per second, `[]` for none) replace the run's `--rates` for its apps'
+open-loop passes: an expensive variant can be measured at one load only.
+
 `direct_streaming` also builds the app with Ray Serve LLM's direct-streaming flag on (see
 `direct_streaming_flag`): Ray 2.58 reads `RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING` once, at import,
 and its app builders branch on it; the lab's apps are built in the driver, so the flag is switched
@@ -63,6 +66,7 @@ class Variant:
     experimental_configs: Mapping[str, Any] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     direct_streaming: bool = False
+    rates: tuple[float, ...] | None = None  # its apps' open-loop rates per second (None: the run's --rates)
 
     def __post_init__(self) -> None:
         if self.name and not NAME.match(self.name):
@@ -85,6 +89,8 @@ class Variant:
         if env_clash:
             raise ConfigError(f"variant {self.name!r} env", env_clash, "keys the lab does not own",
                               "ports are the overlay's; use direct_streaming for the streaming flag")
+        if self.rates is not None and not all(isinstance(r, (int, float)) and r > 0 for r in self.rates):
+            raise ConfigError(f"variant {self.name!r} rates", self.rates, "a list of positive requests per second")
         bad = {k: v for k, v in self.env.items() if not isinstance(v, str)}
         if bad:
             raise ConfigError(f"variant {self.name!r} env", bad, "string values (environment variables)")
@@ -92,7 +98,8 @@ class Variant:
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "modes": list(self.modes), "engine_kwargs": dict(self.engine_kwargs),
                 "experimental_configs": dict(self.experimental_configs), "env": dict(self.env),
-                "direct_streaming": self.direct_streaming}
+                "direct_streaming": self.direct_streaming,
+                **({} if self.rates is None else {"rates": list(self.rates)})}
 
 
 STACK = Variant()
@@ -127,16 +134,18 @@ def apply_variant(config: Mapping[str, Any], variant: Variant) -> dict[str, Any]
 def _variant_from(item: Any) -> Variant:
     if not isinstance(item, Mapping):
         raise ConfigError("--variants", item, "a list of JSON objects")
-    unknown = set(item) - {"name", "modes", "engine_kwargs", "experimental_configs", "env", "direct_streaming"}
+    unknown = set(item) - {"name", "modes", "engine_kwargs", "experimental_configs", "env", "direct_streaming",
+                           "rates"}
     if unknown:
         raise ConfigError("--variants", sorted(unknown), "name, modes, engine_kwargs, experimental_configs, env, "
-                          "direct_streaming")
+                          "direct_streaming, rates")
     if not item.get("name"):
         raise ConfigError("--variants", item, "a name for every variant")
     return Variant(name=item["name"], modes=tuple(item.get("modes", MODES)),
                    engine_kwargs=dict(item.get("engine_kwargs", {})),
                    experimental_configs=dict(item.get("experimental_configs", {})),
-                   env=dict(item.get("env", {})), direct_streaming=bool(item.get("direct_streaming", False)))
+                   env=dict(item.get("env", {})), direct_streaming=bool(item.get("direct_streaming", False)),
+                   rates=None if item.get("rates") is None else tuple(item["rates"]))
 
 
 def parse_variants(text: str) -> tuple[Variant, ...]:

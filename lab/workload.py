@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import openai
 
-from measure.latency import RequestSample
+from measure.latency import RequestSample, poisson_arrival_times
 from measure.stream import stream_sample
 
 REQUEST_TIMEOUT_S = 90
@@ -91,13 +91,11 @@ async def run_open_loop(base_url: str, model: str, prompts: Sequence[list[int]],
                         rate: float, seed: int) -> tuple[list[RequestSample], float]:
     """Open loop: the prompts arrive as a Poisson process of `rate` per second (seeded), whatever is in
     flight, so queueing shows in the latencies; returns samples and wall time."""
-    rng = random.Random(seed)
+    arrivals = poisson_arrival_times(rate, len(prompts), seed)
     async with openai_client(base_url) as client:
         started = time.perf_counter()
         tasks = []
-        due = 0.0
-        for prompt in prompts:
-            due += rng.expovariate(rate)
+        for prompt, due in zip(prompts, arrivals, strict=True):
             await asyncio.sleep(max(0.0, started + due - time.perf_counter()))
             tasks.append(asyncio.create_task(stream_completion(
                 client, completion_body(model, prompt, max_tokens, stream=True))))

@@ -22,6 +22,7 @@ Times are seconds from one monotonic clock (the bench reads its event loop's `lo
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -70,6 +71,16 @@ class RequestSample:
     @property
     def itls(self) -> list[float]:
         return [b - a for a, b in zip(self.token_times, self.token_times[1:], strict=False)]
+
+
+def poisson_arrival_times(rate: float, count: int, seed: int) -> list[float]:
+    """Seconds from the start at which `count` requests of a Poisson process of `rate` a second arrive:
+    seeded, so an open-loop run's arrivals can be replayed (and predicted) exactly."""
+    rng, due, times = random.Random(seed), 0.0, []
+    for _ in range(count):
+        due += rng.expovariate(rate)
+        times.append(due)
+    return times
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -191,14 +191,21 @@ def colocated_ttft(engine: ReplicaModel, workload: Workload, targets: Targets, r
     """TTFT at the percentile when each engine does both phases: no hand-over; the prompt is prefilled in
     chunks of what a step's token budget leaves beside the decode batch, each chunk riding one decode step.
     Engines as M/D/c over that service time."""
+    service = colocated_service_seconds(engine, workload, targets, replicas)
+    wait = mdc_wait_percentile(workload.requests_per_second, service, replicas, targets.objective)
+    first_step = engine.decode_step_seconds(1, workload.typical_prompt_tokens)
+    return engine.request_overhead_seconds + wait + service + first_step
+
+
+def colocated_service_seconds(engine: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> float:
+    """A typical prompt's time in a colocated engine: its prefill, and its chunks each riding one decode step
+    at the batch the engine runs at the percentile."""
     prompt = workload.typical_prompt_tokens
     load = decode_load(engine, workload, targets, replicas, colocated=True)
     batch = load.cap if load.batch_at_percentile is None else min(load.batch_at_percentile, load.cap)
     chunk = max(1, (engine.max_num_batched_tokens or prompt) - batch)
     step = engine.decode_step_seconds(batch, workload.decode_context_tokens)
-    service = engine.prefill_seconds(prompt) + -(-prompt // chunk) * step
-    wait = mdc_wait_percentile(workload.requests_per_second, service, replicas, targets.objective)
-    return engine.request_overhead_seconds + wait + service + engine.decode_step_seconds(1, prompt)
+    return engine.prefill_seconds(prompt) + -(-prompt // chunk) * step
 
 
 def colocated_meets(engine: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> bool:

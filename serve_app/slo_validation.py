@@ -21,8 +21,9 @@ from facts.instances import InstanceType
 from facts.models import ModelArchitecture
 from facts.slo_calibration import CALIBRATION, Calibration
 from serve_app.capacity import capacity_report
+from serve_app.config import EngineSettings
 from serve_app.performance import ReplicaModel
-from serve_app.slo_sizing import Targets, Workload, decode_load, ttft_at_percentile
+from serve_app.slo_sizing import Targets, Workload, colocated_service_seconds, decode_load, ttft_at_percentile
 
 # Search grids: efficiencies in steps of 0.005 from 0.05 to 1, overhead in 1 ms steps up to 0.5 s,
 # the decode engine's ingest share in steps of 0.005 from 0 to 1.
@@ -60,16 +61,19 @@ class Comparison:
 
 def lab_replica(model: ModelArchitecture, gpu: GpuSpec, *, usable_memory_mib: int, gpu_memory_utilization: float,
                 max_model_len: int, kv_bytes_per_second: float, enforce_eager: bool = False,
-                calibration: Calibration = CALIBRATION) -> ReplicaModel:
+                calibration: Calibration = CALIBRATION, engine: EngineSettings | None = None) -> ReplicaModel:
     """One replica as the lab runs it: `gpu`'s compute and bandwidth, the engine's memory capped at
     `usable_memory_mib` (an L4's 22,888 MiB on an H200, as deployed), the KV handed over at the rate
-    the lab measured (NIXL's bytes over its transfer time). A lab run that fixes the KV cache size
+    the lab measured (NIXL's bytes over its transfer time); `engine`: the limits it runs with
+    (maxNumSeqs, CUDA graphs, batched tokens; None: unbounded). A lab run that fixes the KV cache size
     instead: `dataclasses.replace(replica, kv_budget_bytes=...)`."""
     node = InstanceType(name=f"lab {gpu.name}", vcpus=16, memory_gib=128, network_gbps=kv_bytes_per_second * 8 / 1e9,
                         gpus=1, gpu_model=gpu.name, gpu_memory_mib_usable=usable_memory_mib)
     report = capacity_report(model, node, dtype="auto", max_model_len=max_model_len,
-                             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager)
-    return ReplicaModel.from_capacity(report, model, gpu, calibration)
+                             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
+                             max_num_seqs=None if engine is None else engine.max_num_seqs,
+                             max_num_batched_tokens=None if engine is None else engine.max_num_batched_tokens)
+    return ReplicaModel.from_capacity(report, model, gpu, calibration, engine=engine)
 
 
 def _predict(point: MeasuredPoint, prefill: ReplicaModel, decode: ReplicaModel, percentile: float,
@@ -87,6 +91,39 @@ def compare(points: list[MeasuredPoint], prefill: ReplicaModel, decode: ReplicaM
             replicas: tuple[int, int] = (1, 1)) -> list[Comparison]:
     """The model's TTFT and TPOT at `percentile` for each measured point (`replicas`: prefill, decode)."""
     return [Comparison(point, *_predict(point, prefill, decode, percentile, replicas)) for point in points]
+
+
+def ttfts_of_arrivals(arrivals: list[float], services: tuple[float, ...], fixed_seconds: float,
+                      replicas: int = 1) -> list[float]:
+    """Each request's TTFT when the requests arriving at `arrivals` (seconds, ascending) pass the model's
+    stations in turn, first come first served, each a fixed `services` time on one of `replicas` (a
+    request keeps the replica it starts on: a prefill node hands over on its own link), plus
+    `fixed_seconds`. What a finite run gets where the steady state has none: past a station's rate its
+    queue grows with every request sent, so the percentile is the transient's over the requests sent."""
+    free = [[0.0] * replicas for _ in services]
+    ttfts = []
+    for arrival in arrivals:
+        node = min(range(replicas), key=free[0].__getitem__)
+        done = arrival
+        for station, service in zip(free, services, strict=True):
+            done = station[node] = max(done, station[node]) + service
+        ttfts.append(fixed_seconds + done - arrival)
+    return ttfts
+
+
+def pd_stations(prefill: ReplicaModel, decode: ReplicaModel, prompt_tokens: int) -> tuple[tuple[float, ...], float]:
+    """PD's stations for `ttfts_of_arrivals` (the prefill, then its hand-over on the link) and the fixed rest
+    (the request's overhead and one decode step), as `ttft_at_percentile` counts them."""
+    return ((prefill.prefill_seconds(prompt_tokens), prefill.transfer_seconds(prompt_tokens)),
+            prefill.request_overhead_seconds + decode.decode_step_seconds(1, prompt_tokens))
+
+
+def colocated_stations(engine: ReplicaModel, workload: Workload, targets: Targets,
+                       replicas: int = 1) -> tuple[tuple[float, ...], float]:
+    """A colocated engine's one station (prefill and its chunks' decode steps) and the fixed rest, as
+    `colocated_ttft` counts them."""
+    return ((colocated_service_seconds(engine, workload, targets, replicas),),
+            engine.request_overhead_seconds + engine.decode_step_seconds(1, workload.typical_prompt_tokens))
 
 
 def _squared_log_error(pairs: list[tuple[float, float]]) -> float:

@@ -12,7 +12,7 @@ MODEL_KINDS = ("tiny", "llama3-8b-shape", "qwen35-9b")
 HYBRID_KINDS = frozenset({"qwen35-9b"})
 SET_HELP = "set a serving stack key over the stack file, e.g. decodeMaxReplicas=2 (repeatable)"
 VARIANTS_HELP = ("variant matrix: a JSON list (or a file holding one) of {name, modes, engine_kwargs, "
-                 "experimental_configs, env, direct_streaming}; each variant gets its own apps (see "
+                 "experimental_configs, env, direct_streaming, rates}; each variant gets its own apps (see "
                  "lab/variants.py). Default: the stack's render as is")
 RESULTS_HELP = "results folder (.lab/ is git-ignored)"
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import cast
 
+from lab.apps import Mode
 from lab.commands.common import (
     MODEL_KINDS,
     RESULTS_HELP,
@@ -39,7 +41,15 @@ def _workload(args):
                     repeats=args.repeats, metrics_window_concurrency=args.metrics_window_concurrency,
                     side_by_side=args.side_by_side,
                     rates=tuple(float(r) for r in (args.rates or "").split(",") if r),
-                    requests_per_rate=args.requests_per_rate)
+                    requests_per_rate=args.requests_per_rate,
+                    open_loop_modes=_modes("--open-loop-modes", args.open_loop_modes))
+
+
+def _modes(option: str, text: str) -> tuple[Mode, ...]:
+    modes = [m for m in text.split(",") if m]
+    if not modes or not set(modes) <= {"pd", "colocated"}:
+        raise ConfigError(option, text, "pd, colocated or pd,colocated")
+    return tuple(cast(Mode, m) for m in modes)
 
 
 def _kv_cache_and_budget(args) -> tuple[int | None, float | None]:
@@ -47,9 +57,28 @@ def _kv_cache_and_budget(args) -> tuple[int | None, float | None]:
     from lab.overlay import GiB
 
     if args.kv_cache_from:
-        return kv_cache_from_probe(args.kv_cache_from)
+        probed_bytes, utilization = kv_cache_from_probe(args.kv_cache_from)
+        fixed = _kv_cache_bytes(args)
+        return (probed_bytes if fixed is None else fixed), utilization
+    if args.kv_cache_bytes:
+        raise ConfigError("--kv-cache-bytes", args.kv_cache_bytes, "with --kv-cache-from",
+                          "the probe gives each engine the deployment GPU's budget")
     # Shared GPU: a fixed KV cache per engine. Whole GPUs: vLLM's memory profiling, as on EKS.
     return int(args.kv_cache_gib * GiB) if args.kv_cache_gib else (4 * GiB if args.gpus == 1 else None), None
+
+
+def _kv_cache_bytes(args) -> int | None:
+    """--kv-cache-bytes: a byte count, or plan (what kvCacheFromPlan renders for the stack's decode engine)."""
+    if not args.kv_cache_bytes:
+        return None
+    if args.kv_cache_bytes == "plan":
+        from lab.probe import planned_kv_cache_bytes
+        from lab.stack import stack_app
+
+        return int(planned_kv_cache_bytes(stack_app(args.stack))["kv_cache_bytes"])
+    if not args.kv_cache_bytes.isdigit():
+        raise ConfigError("--kv-cache-bytes", args.kv_cache_bytes, "a byte count, or plan")
+    return int(args.kv_cache_bytes)
 
 
 def cmd_run(args) -> int:
@@ -60,9 +89,7 @@ def cmd_run(args) -> int:
 
     if args.gpus not in (1, 2):
         raise ConfigError("--gpus", args.gpus, "1 (engines share the GPU) or 2 (a whole GPU per engine)")
-    modes = tuple(m for m in args.modes.split(",") if m)
-    if not modes or not set(modes) <= {"pd", "colocated"}:
-        raise ConfigError("--modes", args.modes, "pd, colocated or pd,colocated")
+    modes = _modes("--modes", args.modes)
     rendered, source = render_args(args.stack)
     kinds = [k for k in args.models.split(",") if k]
     untimed = frozenset(k for k in (args.untimed or "").split(",") if k)
@@ -118,8 +145,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="PD apps, first pass: keep Ray's serving metrics just before and after this concurrency")
     run.add_argument("--rates", default="", help="comma-separated open-loop request rates per second (Poisson)")
     run.add_argument("--requests-per-rate", type=int, default=48)
+    run.add_argument("--open-loop-modes", default="pd", help="apps the open-loop rates run on: pd, colocated or both")
     run.add_argument("--kv-cache-from", default="",
                      help="a probe-memory result: each engine gets its GPU budget and the KV cache vLLM chose there")
+    run.add_argument("--kv-cache-bytes", metavar="BYTES|plan", default="",
+                     help="with --kv-cache-from: every engine's KV cache at this size instead of the probe's; plan: "
+                          "what kvCacheFromPlan renders for the stack's decode engine")
     run.add_argument("--cache-dir", default="", help="compile caches (vLLM, Triton, FlashInfer) for the engines")
     run.add_argument("--ready-timeout-s", type=float, default=420)
     run.add_argument("--deadline-s", type=float, default=560, help="stop starting new stages after this")

@@ -616,3 +616,34 @@ def test_the_lab_s_requests_leave_no_line_each_in_the_run_log(caplog):
     with caplog.at_level(logging.INFO), httpx.Client(transport=transport) as client:
         assert client.get(f"http://lab.invalid/v1/models?timeout={workload.REQUEST_TIMEOUT_S}").status_code == 200
     assert [r.getMessage() for r in caplog.records if r.name.startswith("httpx")] == []
+
+
+def test_open_loop_rates_run_on_the_modes_asked_and_a_variant_may_take_its_own(dev_args, monkeypatch):
+    from lab.apps import Workload
+
+    timed = [LabModel(key="qwen35-9b", path="/tmp/q", dummy_weights=True, compare_outputs=False, timed=True,
+                      prompt_token_range=(4, 500))]
+    apps = lab_apps(dev_args, timed, variants=(Variant(name="ucx"), Variant(name="ipc", modes=("pd",), rates=())))
+    sent = []
+
+    async def fake_open_loop(base_url, model, prompts, max_tokens, rate, seed):
+        sent.append((base_url.rsplit("/", 2)[-2:], rate, seed))
+        return [], 1.0
+
+    monkeypatch.setattr(workload, "run_open_loop", fake_open_loop)
+    for modes in (("pd",), ("pd", "colocated")):
+        sent.clear()
+        spec = Workload(rates=(2.0, 8.0), requests_per_rate=4, open_loop_modes=modes)
+        data = {"open_loop": [], "not_done": []}
+        for app in apps:
+            lab_runner._open_loop_pass(app, spec, data, lambda: 1000.0, 0.0)
+        assert [row["app"] for row in data["open_loop"]] == [
+            a for a in ("qwen35-9b-pd-ucx", "qwen35-9b-pd-ucx", "qwen35-9b-colocated-ucx", "qwen35-9b-colocated-ucx")
+            if a.split("-")[2] in modes]
+        assert [(rate, seed) for _, rate, seed in sent][:2] == [(2.0, 0), (8.0, 1)]  # seed + rate number
+
+
+def test_a_variants_rates_must_be_positive():
+    with pytest.raises(ConfigError, match="rates"):
+        parse_variants('[{"name": "bad", "rates": [0]}]')
+    assert parse_variants('[{"name": "ok", "rates": [2]}]')[0].as_dict()["rates"] == [2]

@@ -1,0 +1,243 @@
+"""The SLO model's validation in the lab, written down before the run: open-loop Poisson arrivals at
+three rates (one past the lab's KV link), PD and colocated, TTFT and TPOT at p90, against the model.
+
+`predict` writes what the model says for each app, rate and metric from the committed calibration
+and the lab's engine (an H200's speed, an L4's memory, the stack's engine settings and the KV cache
+kvCacheFromPlan renders); `table` reads the run's results and sets them side by side (error =
+predicted / measured − 1). Neither refits anything.
+
+TTFT is predicted over the requests the run sends: the lab's arrivals are seeded
+(`measure.latency.poisson_arrival_times`, the seed the runner gives each rate), so the model's
+stations (prefill then the hand-over on the link for PD; the engine for colocated, each a fixed
+time, first come first served) are run over those very arrivals and the percentile taken as the lab
+takes it. Below a station's rate this is the steady state's percentile for that sample; past the
+link's rate, where the steady state has none (the queue grows without bound), it is the transient's:
+how far the queue got within the requests sent. The steady-state figure (`ttft_at_percentile`,
+`colocated_ttft`; unbounded past the link) is kept beside it. TPOT is the steady state's
+(`decode_load`), the hand-overs reaching decode no faster than the link moves them.
+
+The lab's link is UCX on one host: its rate is the sustained hand-overs per second the PD app
+served closed-loop at concurrency 16 in the 2026-12-02 runs (the link saturated, every hand-over
+queued behind the others), times the bytes one typical prompt moves in the model's count. That
+sets the link's rate from runs other than the open-loop points the ingest share was fitted to.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import replace
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from facts.gpus import GPU_SPECS
+from facts.instances import RECORDED_EC2_ANSWERS, instance_type
+from facts.models import known_model
+from facts.slo_calibration import CALIBRATION, Calibration
+from lab.variants import parse_variants
+from measure.latency import percentile, poisson_arrival_times
+from serve_app.capacity import capacity_report
+from serve_app.performance import ReplicaModel
+from serve_app.slo_sizing import Targets, Workload, colocated_ttft, decode_load, ttft_at_percentile
+from serve_app.slo_validation import colocated_stations, lab_replica, pd_stations, ttfts_of_arrivals
+
+MODEL = "Qwen/Qwen3.5-9B"
+LAB_MODEL_KEY = "qwen35-9b"
+PROMPT_TOKENS, OUTPUT_TOKENS = 512, 128
+RATES = (2.0, 3.0, 8.0)  # requests/s: one well below the link, one at 3/4 of it, one twice its rate
+REQUESTS_PER_RATE = 64
+CLOSED_LOOP_REQUESTS = 12  # at concurrency 1, every app: the unqueued figures
+SEED = 0  # the run's --seed: rate number i arrives with seed SEED + i (lab/runner.py _open_loop_pass)
+PERCENTILE = 0.9
+L4_BUDGET_MIB = 22_888  # g6.8xlarge's L4, what the lab holds each engine to
+DEPLOYED_INSTANCE = "g6.8xlarge"
+# The run's apps: the stack as rendered (KV over UCX on one host), PD and colocated at every rate; PD
+# with UCX reading the KV over CUDA IPC at concurrency 1 only (the engine side apart from the link).
+VARIANTS_FILE = "lab/variants/validation-open-loop.json"
+CUDA_IPC_VARIANT = "cuda-ipc"
+# UCX's GET over CUDA IPC moved a 512-token prompt's KV in under 5 ms (8 of 8 transfers, Llama-3-8B
+# shape, lab/results/2026-12-02-h200-run3-report.md): more than 13 GB/s.
+CUDA_IPC_BYTES_PER_SECOND = 13e9
+CLOSED_LOOP_RESULTS = tuple(f"lab/results/2026-12-02-h200-qwen35-l4-budget-{n}-lab-result.json.gz" for n in (1, 2))
+SATURATING_CONCURRENCY = 16
+CALIBRATION_KEYS = ("prefill_compute_efficiency", "decode_bandwidth_efficiency", "request_overhead_seconds",
+                    "decode_ingest_share", "measured")
+PROBE = "lab/results/2026-12-03-h200-qwen35-first-start-bf16-memory-probe.json"
+# The run, on one H200 with the bundle unpacked (lab/gpu_run.sh): about 8 minutes, 5 engines starting cold.
+RUN_OPTIONS = (f"run --stack dev --models {LAB_MODEL_KEY} --variants {VARIANTS_FILE} --kv-cache-from {PROBE} "
+               f"--kv-cache-bytes plan --cache-dir /tmp/lab-cc/valid --concurrencies 1 "
+               f"--requests-per-slot {CLOSED_LOOP_REQUESTS} --min-requests {CLOSED_LOOP_REQUESTS} "
+               f"--metrics-window-concurrency 1 --rates {','.join(f'{r:g}' for r in RATES)} "
+               f"--requests-per-rate {REQUESTS_PER_RATE} --open-loop-modes pd,colocated --seed {SEED} "
+               "--deadline-s 520 --ready-timeout-s 380")
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    """A lab results JSON, plain or gzipped."""
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+
+
+def sustained_hand_overs_per_second(results: list[dict[str, Any]]) -> float:
+    """Requests a second the stack's PD app served closed-loop at SATURATING_CONCURRENCY, mean over the passes."""
+    rates = [row["summary"]["requests_per_s"] for doc in results for row in doc["timing"]
+             if row["mode"] == "pd" and row["model"] == LAB_MODEL_KEY and row["concurrency"] == SATURATING_CONCURRENCY]
+    return mean(rates)
+
+
+def lab_engine(kv_bytes_per_second: float, stack: str = "dev", calibration: Calibration = CALIBRATION) -> ReplicaModel:
+    """One engine as the lab runs it: the H200's speed, the L4's memory, the stack's engine settings and
+    the KV cache kvCacheFromPlan renders on the L4 (`run --kv-cache-bytes plan`)."""
+    from lab.stack import stack_app
+
+    model = known_model(MODEL)
+    assert model is not None
+    engine = stack_app(stack).engine_for("decode")
+    replica = lab_replica(model, GPU_SPECS["H200"], usable_memory_mib=L4_BUDGET_MIB,
+                          gpu_memory_utilization=engine.gpu_memory_utilization, max_model_len=engine.max_model_len,
+                          kv_bytes_per_second=kv_bytes_per_second, engine=engine, calibration=calibration)
+    planned = capacity_report(model, instance_type(RECORDED_EC2_ANSWERS[DEPLOYED_INSTANCE]), dtype=engine.dtype,
+                              max_model_len=engine.max_model_len, gpu_memory_utilization=engine.gpu_memory_utilization,
+                              enforce_eager=engine.enforce_eager, max_num_seqs=engine.max_num_seqs,
+                              max_num_batched_tokens=engine.max_num_batched_tokens, fixed_kv_cache=True,
+                              vllm_version="0.26.0")
+    return replace(replica, kv_budget_bytes=planned.kv_budget_bytes,
+                   kv_blocks=min(b for b in (planned.num_blocks, planned.num_blocks_restart) if b is not None))
+
+
+def hand_over_bytes(engine: ReplicaModel) -> int:
+    """One typical prompt's KV and state, in the model's count."""
+    return PROMPT_TOKENS * engine.kv_bytes_per_token + engine.state_bytes_per_sequence
+
+
+def _workload(rate: float) -> tuple[Workload, Targets]:
+    return (Workload(rate, PROMPT_TOKENS, OUTPUT_TOKENS, PROMPT_TOKENS, OUTPUT_TOKENS),
+            Targets(float("inf"), float("inf"), PERCENTILE))
+
+
+def _stations(engine: ReplicaModel, mode: str, rate: float) -> tuple[tuple[float, ...], float]:
+    return pd_stations(engine, engine, PROMPT_TOKENS) if mode == "pd" else colocated_stations(engine, *_workload(rate))
+
+
+def open_loop_point(engine: ReplicaModel, mode: str, rate: float, number: int,
+                    requests: int = REQUESTS_PER_RATE) -> dict[str, Any]:
+    """The model's TTFT and TPOT p90 for `requests` arriving at `rate` as the run's rate number `number` sends them."""
+    workload, targets = _workload(rate)
+    arrivals = poisson_arrival_times(rate, requests, SEED + number)
+    stations, fixed = _stations(engine, mode, rate)
+    if mode == "pd":
+        steady = ttft_at_percentile(engine, engine, workload, targets, 1)
+        load = decode_load(engine, workload, targets, 1, min(rate, 1 / engine.transfer_seconds(PROMPT_TOKENS)))
+    else:
+        steady = colocated_ttft(engine, workload, targets, 1)
+        load = decode_load(engine, workload, targets, 1, colocated=True)
+    ttfts = ttfts_of_arrivals(arrivals, stations, fixed)
+    return {"requests_per_second": rate, "requests": requests, "seed": SEED + number,
+            "ttft_p90_seconds": round(percentile(ttfts, 100 * PERCENTILE), 4),
+            "ttft_p90_steady_state_seconds": None if steady == float("inf") else round(steady, 4),
+            "tpot_p90_seconds": round(load.tpot_seconds, 5),
+            "stations_seconds": [round(s, 4) for s in stations], "stall_share": round(load.stall_share, 3)}
+
+
+def _concurrency_one_point(engine: ReplicaModel, mode: str) -> dict[str, Any]:
+    """One request at a time: no queue, no stall; every request the same time."""
+    stations, fixed = _stations(engine, mode, 1e-9)
+    return {"concurrency": 1, "requests": CLOSED_LOOP_REQUESTS, "ttft_p90_seconds": round(fixed + sum(stations), 4),
+            "tpot_p90_seconds": round(engine.decode_step_seconds(1, PROMPT_TOKENS + OUTPUT_TOKENS / 2), 5)}
+
+
+def predict(stack: str = "dev", repo: Path = Path("."), calibration: Calibration = CALIBRATION) -> dict[str, Any]:
+    """The predictions document: every app of the run at concurrency 1 and at its open-loop rates, TTFT and
+    TPOT p90, and how they were made."""
+    closed_loop = [read_result(repo / path) for path in CLOSED_LOOP_RESULTS]
+    per_second = sustained_hand_overs_per_second(closed_loop)
+    ucx = lab_engine(1.0, stack, calibration)
+    moved = hand_over_bytes(ucx)
+    link = per_second * moved
+    apps = []
+    for variant in parse_variants(str(repo / VARIANTS_FILE)):
+        engine = lab_engine(CUDA_IPC_BYTES_PER_SECOND if variant.name == CUDA_IPC_VARIANT else link, stack,
+                            calibration)
+        rates = RATES if variant.rates is None else variant.rates
+        for mode in variant.modes:
+            apps.append({"app": f"{LAB_MODEL_KEY}-{mode}-{variant.name}", "mode": mode, "variant": variant.name,
+                         "points": [_concurrency_one_point(engine, mode)]
+                         + [open_loop_point(engine, mode, rate, number) for number, rate in enumerate(rates)]})
+    return {
+        "what": "the SLO model's TTFT and TPOT p90 for the lab's validation run, written before it ran",
+        "method": __doc__,
+        "run": f"python -m lab {RUN_OPTIONS}",
+        "model": MODEL, "prompt_tokens": PROMPT_TOKENS, "output_tokens": OUTPUT_TOKENS, "percentile": PERCENTILE,
+        "calibration": {key: getattr(calibration, key) for key in CALIBRATION_KEYS},
+        "lab_engine": {"gpu": "H200", "memory_budget_mib": L4_BUDGET_MIB, "kv_cache_bytes": ucx.kv_budget_bytes,
+                       "kv_blocks": ucx.kv_blocks, "max_num_seqs": ucx.max_num_seqs,
+                       "sequences_at_prompt_plus_output": ucx.batch_cap(PROMPT_TOKENS + OUTPUT_TOKENS)},
+        "lab_link": {"hand_overs_per_second": round(per_second, 3), "bytes_per_hand_over": moved,
+                     "bytes_per_second": round(link), "from": list(CLOSED_LOOP_RESULTS),
+                     "how": f"PD app, closed loop at concurrency {SATURATING_CONCURRENCY}, requests/s mean over "
+                            "the passes, times one 512-token prompt's KV and state",
+                     "cuda_ipc_bytes_per_second": CUDA_IPC_BYTES_PER_SECOND},
+        "apps": apps,
+    }
+
+
+def _summary_point(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [s for s in samples if s["error"] is None and s["ttft_s"] is not None]
+    tpots = [(s["e2e_s"] - s["ttft_s"]) / (s["output_tokens"] - 1) for s in ok if s["output_tokens"] > 1]
+    return {"requests": len(ok), "ttft_p90_seconds": percentile([s["ttft_s"] for s in ok], 90),
+            "tpot_p90_seconds": percentile(tpots, 90)}
+
+
+def _load_of(point: dict[str, Any]) -> tuple[str, float]:
+    return ("rate", float(point["requests_per_second"])) if "requests_per_second" in point \
+        else ("concurrency", float(point["concurrency"]))
+
+
+def measured(results: list[dict[str, Any]]) -> dict[tuple[str, str, float], dict[str, Any]]:
+    """{(app, "rate" or "concurrency", value): TTFT and TPOT p90 and the requests} from the runs' open-loop
+    rows and closed-loop passes, samples pooled over the results and passes given (TPOT per request:
+    (E2E − TTFT) / (tokens − 1), as `pdctl bench`)."""
+    pooled: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    for doc in results:
+        for row in doc.get("open_loop", []):
+            pooled.setdefault((row["app"], "rate", float(row["rate_per_s"])), []).extend(row["samples"])
+        for row in doc.get("timing", []):
+            pooled.setdefault((row["app"], "concurrency", float(row["concurrency"])), []).extend(row["samples"])
+    return {key: _summary_point(samples) for key, samples in pooled.items()}
+
+
+def table(predictions: dict[str, Any], results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Predicted against measured for every app and load the run measured (error: predicted / measured − 1)."""
+    found = measured(results)
+    rows = []
+    for app in predictions["apps"]:
+        for point in app["points"]:
+            load = _load_of(point)
+            got = found.get((app["app"], *load))
+            if got is None or not got["requests"]:
+                continue
+            rows.append({"app": app["app"], "mode": app["mode"], "variant": app["variant"], "load": load[0],
+                         "value": load[1], "requests": got["requests"],
+                         "ttft_measured": got["ttft_p90_seconds"], "ttft_predicted": point["ttft_p90_seconds"],
+                         "ttft_error": point["ttft_p90_seconds"] / got["ttft_p90_seconds"] - 1,
+                         "tpot_measured": got["tpot_p90_seconds"], "tpot_predicted": point["tpot_p90_seconds"],
+                         "tpot_error": point["tpot_p90_seconds"] / got["tpot_p90_seconds"] - 1})
+    return rows
+
+
+def signed_percent(error: float) -> str:
+    return f"{error:+.0%}".replace("-", "−").replace("%", " %")
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The validation table as docs/SIZING.md shows it."""
+    lines = ["| app | load | requests | TTFT p90 measured | predicted | error | TPOT p90 measured | "
+             "predicted | error |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        load = f"{row['value']:g} req/s" if row["load"] == "rate" else f"concurrency {row['value']:g}"
+        lines.append(f"| {row['mode']}, {row['variant']} | {load} | {row['requests']} | "
+                     f"{row['ttft_measured'] * 1000:,.0f} ms | {row['ttft_predicted'] * 1000:,.0f} ms | "
+                     f"{signed_percent(row['ttft_error'])} | {row['tpot_measured'] * 1000:.2f} ms | "
+                     f"{row['tpot_predicted'] * 1000:.2f} ms | {signed_percent(row['tpot_error'])} |")
+    return "\n".join(lines) + "\n"
