@@ -106,6 +106,11 @@ class FakeVLLMEngine(LLMEngine):
     async def start(self) -> None:
         self.core = subprocess.Popen(_engine_core_command())
         print(f"Fake engine {self.engine_id or self.model_id}: engine core pid {self.core.pid}", flush=True)
+        # vLLM's KV capacity line (v1/core/kv_cache_utils.py) for the lab's log reading: what this
+        # scheduler holds, MAX_RUNNING sequences of the context limit.
+        tokens = MAX_RUNNING * self.model_config.max_model_len
+        print(f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for "
+              f"{self.model_config.max_model_len:,} tokens per request: {MAX_RUNNING:.2f}x", flush=True)
         if self.engine_id:
             print(f"Creating v1 connector with name: NixlConnector and engine_id: {self.engine_id}", flush=True)
             print("Backend UCX was instantiated", flush=True)

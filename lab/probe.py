@@ -137,6 +137,14 @@ def restore_caches(source: Path, cache_dir: Path) -> dict[str, Any]:
             "bytes": sum(f.stat().st_size for f in files), "copy_s": round(time.monotonic() - started, 2)}
 
 
+def prepare_caches(cache_dir: str, caches_from: str | None) -> dict[str, Any]:
+    """The compile caches engines will find in `cache_dir`: restored from `caches_from` first (see
+    restore_caches) where given; for the results, whether they start empty and what was restored."""
+    empty = caches_from is None and not any(Path(cache_dir).glob("*"))
+    restored = restore_caches(Path(caches_from), Path(cache_dir)) if caches_from else None
+    return {"dir": cache_dir, "empty_at_start": empty, "restored": restored}
+
+
 DEFAULT_VARIANTS = ("as-rendered", "eager", "vision", "vision-eager", "as-rendered-warm")
 # What a variant name's parts change (any order, e.g. `fp8-warm`, `kv-bytes`): `eager`, `vision`, `fp8`
 # (vLLM's online FP8 weights, Ada and Hopper), `kv-bytes` (the KV cache fixed at --kv-cache-bytes instead of
@@ -276,8 +284,7 @@ def probe_memory(rendered_args: Mapping[str, Any], source: str, *, model_path: s
     specs = probe_specs(rendered_args, model_path=model_path, utilization=utilization, variants=variants,
                         kv_cache_bytes=kv_cache_bytes)
     out_dir.mkdir(parents=True, exist_ok=True)
-    empty = caches_from is None and not any(Path(cache_dir).glob("*"))
-    restored = restore_caches(Path(caches_from), Path(cache_dir)) if caches_from else None
+    caches = prepare_caches(cache_dir, caches_from)
     # One set of compile caches for every start here (and the lab run after it): the first start is cold.
     os.environ.update(compile_cache_env(cache_dir, flashinfer_dir))
 
@@ -288,9 +295,7 @@ def probe_memory(rendered_args: Mapping[str, Any], source: str, *, model_path: s
         "rendered_gpu_memory_utilization": rendered_util, "utilization_on_this_card": utilization,
         "requested_bytes": int(utilization * card_bytes), "kv_cache_bytes": kv_cache_bytes,
         "kv_cache_plan": kv_cache_plan,
-        "compile_caches": {"dir": cache_dir, "flashinfer_dir": flashinfer_dir or cache_dir,
-                           "empty_at_start": empty,
-                           "restored": restored},
+        "compile_caches": {**caches, "flashinfer_dir": flashinfer_dir or cache_dir},
         "load": dict(load) if load else None, "probes": [],
     }
     data["flashinfer"] = flashinfer_check()

@@ -7,7 +7,7 @@ injection, observation and measurement, the bad-request list, the soak's samplin
 ramp before GPU time is spent. Numbers from it are about fake engines on a CPU: not results. From
 the repository root:
     python -m lab.rehearse_resilience_cpu OUT_DIR [faults,bad-requests,soak,scaling] [--soak-s N]
-        [--set KEY=VALUE ...]
+        [--set KEY=VALUE ...] [--cache-dir DIR]
 With `scaling` among the kinds the stack is rendered with the GPU run's keys (`lab.scaling`
 STACK_OVERRIDES: decode and prefill autoscaled from 1 to 2, short delays) unless --set is given.
 """
@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from lab import apps, faults, scaling
+from lab.probe import compile_cache_env, prepare_caches
 from lab.resilience import KINDS, RunOptions, run_resilience
 from lab.stack import rendered_pd_serving_args
 from offline.overrides import parse_overrides
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, in order, of {', '.join(KINDS)} (bench-compare: the tiny model)")
     parser.add_argument("--soak-s", type=float, default=60.0)
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a serving stack key over dev's")
+    parser.add_argument("--cache-dir", default="", help="one compile-cache folder for every engine (as on the GPU)")
     args = parser.parse_args(argv)
     kinds = args.kinds.split(",")
     overrides = args.set if args.set is not None else list(scaling.STACK_OVERRIDES) if "scaling" in kinds else []
@@ -46,14 +48,17 @@ def main(argv: list[str] | None = None) -> int:
     options = RunOptions(load=CPU_LOAD, times=CPU_TIMES, duration_s=args.soak_s, sample_every_s=2.0,
                          warmup_s=min(20.0, args.soak_s / 3), burst_size=64, ramp=CPU_RAMP,
                          bench_requests=32, bench_rounds=2)  # both orders once; fake engines time nothing
+    caches = prepare_caches(args.cache_dir, None) if args.cache_dir else None
+    env = compile_cache_env(args.cache_dir) if args.cache_dir else None
     documents = run_resilience(kinds, rendered_args=rendered, source=source + " [CPU rehearsal, fake engines]",
                                model=model, out_dir=Path(args.out), fake_engines=True, options=options,
-                               ready_timeout_s=180)
+                               ready_timeout_s=180, compile_caches=caches, extra_env=env)
     verdicts = {kind: documents.get(kind, {}).get("verdict") for kind in kinds}
     print(json.dumps(verdicts, indent=1))
     if "scaling" in documents and "scaling" in documents["scaling"]:
         result = documents["scaling"]["scaling"]
-        print(json.dumps({k: result[k] for k in ("scale_up", "scale_down", "replicas", "requests", "timeline")},
+        shown = ("scale_up", "new_replica_start", "failed_requests", "scale_down", "replicas", "requests", "timeline")
+        print(json.dumps({k: result[k] for k in shown},
                          indent=1))
     return 0 if all((v or {}).get("passed") for v in verdicts.values()) else 1
 

@@ -165,16 +165,18 @@ def _faults(pd: apps.LabApp, colocated: apps.LabApp, model: apps.LabModel, optio
 
 
 def _replica_logs(app: str, deployment: str) -> dict[str, list[Path]]:
-    """Where each replica's Serve access lines can be, by replica id: its Serve log file (as Serve's
-    replica details name it) and its Ray worker's stderr. The worker's stderr is needed on a GPU: in
-    the H200 runs the PD replicas' Serve log files stop at vLLM's engine start (the access lines of
-    their requests reach only the worker's stderr), the colocated replicas' do not."""
+    """Where each replica's Serve access lines and engine start can be, by replica id: its Serve log
+    file (as Serve's replica details name it) and its Ray worker's stderr and stdout. The worker's
+    stderr is needed on a GPU: in the H200 runs the PD replicas' Serve log files stop at vLLM's engine
+    start (the access lines of their requests reach only the worker's stderr), the colocated
+    replicas' do not; vLLM's engine core, a child of the replica, logs to the worker's stdout."""
     listed = (faults.serve_details() or {}).get("applications", {}).get(app, {}).get("deployments", {})
     log_dir, logs = ray_outputs.ray_log_dir(), {}
     for replica in listed.get(deployment, {}).get("replicas", []):
         paths = [log_dir / replica["log_file_path"].lstrip("/")] if replica.get("log_file_path") else []
         if replica.get("worker_id"):
             paths += sorted(log_dir.glob(f"worker-{replica['worker_id']}-*.err"))
+            paths += sorted(log_dir.glob(f"worker-{replica['worker_id']}-*.out"))
         logs[replica["replica_id"]] = paths
     return logs
 
@@ -183,16 +185,32 @@ def _ok_lines(path: Path) -> int | None:
     return len(scaling.served_ok_times(path.read_text(errors="replace"))) if path.is_file() else None
 
 
-def _first_served(app: str, deployment: str, replicas: Sequence[str], wall_offset: float) -> tuple[str, float] | None:
-    """(replica, time on the lab's clock) of the earliest successful call in the access lines of
-    `replicas`; None: none served yet."""
+def _first_served(app: str, deployment: str, replicas: Sequence[str],
+                  wall_offset: float) -> tuple[str, float, float] | None:
+    """(replica, time on the lab's clock, seconds the call took) of the earliest successful call in
+    the access lines of `replicas`; None: none served yet."""
     logs, found = _replica_logs(app, deployment), []
     for replica in replicas:
         for path in logs.get(replica, []):
             if path.is_file():
                 text = path.read_text(errors="replace")
-                found += [(at - wall_offset, replica) for at in scaling.served_ok_times(text)]
-    return (min(found)[1], min(found)[0]) if found else None
+                found += [(end - wall_offset, replica, took) for end, took in scaling.served_ok_calls(text)]
+    if not found:
+        return None
+    end, replica, took = min(found)
+    return replica, end, took
+
+
+def _engine_starts(logs: dict[str, list[Path]], engine_kwargs: dict[str, Any],
+                   wall_offset: float) -> dict[str, dict[str, Any]]:
+    """Each replica's engine start as its logs tell it (scaling.engine_start), times on the lab's clock."""
+    found = {}
+    for replica, paths in logs.items():
+        text = "\n".join(p.read_text(errors="replace") for p in paths if p.is_file())
+        start = scaling.engine_start(text, engine_kwargs)
+        at = start.pop("engine_started_at")
+        found[replica] = {**start, "engine_started_at": None if at is None else at - wall_offset}
+    return found
 
 
 def _decisions(app: str, deployment: str, wall_offset: float) -> list[dict[str, Any]]:
@@ -216,6 +234,7 @@ class _ScalingRun:
     origin: float
     observations: list[Observation] = field(default_factory=list)
     served: list[tuple[str, float]] = field(default_factory=list)  # the access log's witness: (replica, first OK)
+    first_call_s: float | None = None  # how long that first OK call took
     counted: list[tuple[str, float]] = field(default_factory=list)  # the request counter's: (replica, first > 0)
     step: float = 0.0
     drop: float = 0.0
@@ -251,7 +270,8 @@ class _ScalingRun:
             return False
         new = self.new_replicas()
         first = _first_served(self.pd.name, self.decode, new, self.wall_offset)
-        self.served[:] = [first] if first else []
+        self.served[:] = [first[:2]] if first else []
+        self.first_call_s = first[2] if first else None
         if not self.counted:
             requests = self.decode_requests()
             self.counted[:] = [(r, time.perf_counter()) for r in new if requests.get(r, 0) > 0][:1]
@@ -280,22 +300,24 @@ def _scaling(pd: apps.LabApp, model: apps.LabModel, options: RunOptions, data: d
     run.watch(ramp.hold_s)
     run.drop = time.perf_counter()
     requests_at_drop = run.decode_requests()
-    new_logs = {r: _replica_logs(pd.name, run.decode).get(r, []) for r in run.new_replicas()}
+    replica_logs = _replica_logs(pd.name, run.decode)
+    new_logs = {r: replica_logs.get(r, []) for r in run.new_replicas()}
+    engines = _engine_starts(replica_logs, pd.args["decode_config"]["engine_kwargs"], run.wall_offset)
     high.stop()  # its clients finish the requests they are in
     log(f"scaling: load drop to {ramp.low_concurrency} client(s)")
-    if run.scaled_up_at is not None:
+    if run.scaled_up_at is not None and ramp.judges_scale_down():
         run.watch(ramp.down_timeout_s, lambda: run.back_to_one() is not None)
     run.scaled_down_at = run.back_to_one() if run.scaled_up_at else None
     log(f"scaling: decode back to 1 RUNNING after {scaling.after(run.drop, run.scaled_down_at)} s")
     run.watch(ramp.after_s)
     run.end = time.perf_counter()
     samples = low.stop() + high.snapshot()
-    _record_scaling(run, names, autoscaling, samples, requests_at_drop, new_logs, data)
+    _record_scaling(run, names, autoscaling, samples, requests_at_drop, new_logs, engines, data)
 
 
 def _record_scaling(run: _ScalingRun, names: dict[str, str], autoscaling: dict[str, Any],
                     samples: list[RequestSample], requests_at_drop: dict[str, float],
-                    new_logs: dict[str, list[Path]], data: dict[str, Any]) -> None:
+                    new_logs: dict[str, list[Path]], engines: dict[str, dict[str, Any]], data: dict[str, Any]) -> None:
     """The scaling run's document and verdict: replica counts, Serve's decisions, requests by part of the ramp."""
     decisions = _decisions(run.pd.name, run.decode, run.wall_offset)
     counts = scaling.replica_counts(run.observations, names)
@@ -309,6 +331,8 @@ def _record_scaling(run: _ScalingRun, names: dict[str, str], autoscaling: dict[s
         "marks_s": {"step": scaling.after(run.origin, run.step), "drop": scaling.after(run.origin, run.drop),
                     "end": scaling.after(run.origin, run.end)},
         **_scale_up_and_down(run, decisions, requests_at_drop, new_logs),
+        "new_replica_start": _new_replica_start(run, decisions, engines),
+        "failed_requests": sum(r["failed"] for r in requests.values()),
         "serving_judged_by": "the new replica's first `CALL ... OK` line (Serve's access log, in its Serve log "
                              "file or its worker's stderr), "
                              f"or its `{scaling.REQUEST_COUNTER}` above 0 in Ray's /metrics, whichever came first",
@@ -318,7 +342,34 @@ def _record_scaling(run: _ScalingRun, names: dict[str, str], autoscaling: dict[s
         "serve_decisions": [{**d, "at": scaling.after(run.origin, d["at"])} for d in decisions],
     }
     data["verdict"] = scaling.verdict(counts, scaled_up_at=run.scaled_up_at, new_replica_served_at=served_at,
-                                      scaled_down_at=run.scaled_down_at, requests=requests)
+                                      scaled_down_at=run.scaled_down_at, requests=requests,
+                                      judge_scale_down=run.ramp.judges_scale_down())
+
+
+def _new_replica_start(run: _ScalingRun, decisions: list[dict[str, Any]],
+                       engines: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The new decode replica from Serve's decision to its first token, and its engine beside the
+    first replica's (KV blocks; whether a compile cache answered). Its first token came after its
+    first successful call began and by the time that call ended: both bounds are kept."""
+    up = scaling.first_decision(decisions, run.step, up=True)
+    decided: float | None = up["at"] if up else None
+    new = run.served[0] if run.served else None
+    started = {r: e["engine_started_at"] for r, e in engines.items()}
+    engines = {r: {k: v for k, v in e.items() if k != "engine_started_at"} for r, e in engines.items()}
+    new_id = new[0] if new else next((r for r in run.new_replicas() if r in engines), None)
+    started_at = started.get(new_id or "")
+    to_engine: float | None = None
+    to_token: dict[str, float | None] = {"after": None, "by": None}
+    if decided is not None:
+        to_engine = scaling.after(decided, started_at)
+        to_token = {"after": scaling.after(decided, new[1] - (run.first_call_s or 0.0)) if new else None,
+                    "by": scaling.after(decided, new[1]) if new else None}
+    return {
+        "decision_to_engine_started_s": to_engine,
+        "decision_to_first_token_s": to_token,
+        "engine": engines.get(new_id or ""),
+        "first_replica_engine": next((e for r, e in engines.items() if r != new_id), None),
+    }
 
 
 def _scale_up_and_down(run: _ScalingRun, decisions: list[dict[str, Any]], requests_at_drop: dict[str, float],
@@ -364,8 +415,12 @@ class _Deployment:
 
 def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], source: str, model: apps.LabModel,
                    out_dir: Path, fake_engines: bool = False, options: RunOptions = RunOptions(),
-                   ready_timeout_s: float = 420) -> dict[str, dict[str, Any]]:
-    """Each kind's results document, by kind (the ones that ran; a failed deploy runs none)."""
+                   ready_timeout_s: float = 420, compile_caches: dict[str, Any] | None = None,
+                   extra_env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Each kind's results document, by kind (the ones that ran; a failed deploy runs none).
+    `extra_env` reaches Ray and every engine (the compile caches' folder: `lab.probe.compile_cache_env`,
+    so a replica Serve adds finds what the first one compiled, at the same path); `compile_caches`
+    says in the results what those caches held at the start (`lab.probe.prepare_caches`)."""
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         raise ValueError(f"kinds {list(kinds)!r}: each one of {KINDS}")
@@ -377,14 +432,14 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
     deployment = _Deployment(pd=next(a for a in deployed if a.mode == "pd"),
                              colocated=next((a for a in deployed if a.mode == "colocated"), None),
                              model=model, options=options, out_dir=out_dir, started=started)
-    env = apps.lab_environment([model], per_app=apps.engines_per_app(rendered_args))
+    env = {**apps.lab_environment([model], per_app=apps.engines_per_app(rendered_args)), **(extra_env or {})}
     common = {
         "schema": RESULT_SCHEMA,
         "engines": "fake (lab/fake_engine.py): CPU rehearsal, no GPU result" if fake_engines else "vLLM",
         "host": {"gpu": gpu(), "cpus": os.cpu_count()}, "versions": versions(),
         "stack": {"source": source, "rendered_pd_serving_args": rendered_args},
         "apps": {a.name: {"mode": a.mode, "route_prefix": a.route_prefix} for a in deployed},
-        "environment": env, "load": asdict(options.load), "sequence": list(kinds),
+        "environment": env, "compile_caches": compile_caches, "load": asdict(options.load), "sequence": list(kinds),
     }
     documents: dict[str, dict[str, Any]] = {}
     ray_address = os.environ.get("RAY_ADDRESS")

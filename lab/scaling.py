@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lab.probe import LOG_PATTERNS
 from lab.recovery import Observation, error_kind
 from measure import prometheus
 from measure.latency import RequestSample
@@ -56,7 +57,13 @@ SCALED_TO = 2
 # "INFO ... controller 10890 -- Upscaling Deployment(name='Decode:m', app='tiny-pd') from 1 to 2
 # replicas. Current ongoing requests: 3.25, current running replicas: 1."
 STAMP = r"^\w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) "
-ACCESS_OK = re.compile(STAMP + r".* -- CALL \S+ OK [\d.]+ms\s*$")
+ACCESS_OK = re.compile(STAMP + r".* -- CALL \S+ OK ([\d.]+)ms\s*$")
+# Ray Serve LLM's line once its vLLM engine has started (engines/vllm/vllm_engine.py).
+ENGINE_STARTED = re.compile(STAMP + r".* -- Started vLLM engine\.\s*$")
+# vLLM's lines when a compile cache answered (compilation/backends.py, compilation/decorators.py).
+COMPILE_CACHE_HIT = re.compile(r"Directly load the compiled graph\(s\)|Directly load AOT compilation")
+# vLLM's block size where it sets none of its own (its CUDA default; a hybrid model logs its own).
+DEFAULT_BLOCK_SIZE = 16
 # Serve's count of requests a replica processed; `ray.serve.metrics` tags each replica's series with
 # application, deployment and replica (Serve's replica id, as in its replica details).
 REQUEST_COUNTER = "ray_serve_deployment_request_counter_total"
@@ -85,6 +92,10 @@ class Ramp:
     after_s: float = 10.0
     sample_every_s: float = 1.0
     seed: int = 0
+
+    def judges_scale_down(self) -> bool:
+        """False with no wait for the scale-down (`down_timeout_s` 0): a scale-up run only."""
+        return self.down_timeout_s > 0
 
     def longest_s(self) -> float:
         """The ramp's length when every wait runs out."""
@@ -175,9 +186,32 @@ def serve_log_time(match: re.Match[str]) -> float:
     return time.mktime(time.strptime(match[1], "%Y-%m-%d %H:%M:%S")) + int(match[2]) / 1000
 
 
+def served_ok_calls(log_text: str) -> list[tuple[float, float]]:
+    """A replica's successful calls from its Serve log: (wall-clock time the call ended, its seconds)."""
+    return [(serve_log_time(m), float(m[3]) / 1000) for m in map(ACCESS_OK.match, log_text.splitlines()) if m]
+
+
 def served_ok_times(log_text: str) -> list[float]:
     """Wall-clock times of a replica's successful calls, from its Serve log."""
-    return [serve_log_time(m) for m in map(ACCESS_OK.match, log_text.splitlines()) if m]
+    return [end for end, _ in served_ok_calls(log_text)]
+
+
+def engine_start(log_text: str, engine_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What one replica's engine start logged: when it was up (wall clock), its KV cache in tokens and
+    blocks (tokens / block size: vLLM logs no block count), whether a compile cache answered, and
+    vLLM's own compile and engine-init seconds; None where the log holds no such line."""
+    def number(name: str) -> float | None:
+        found = LOG_PATTERNS[name].search(log_text)
+        return float(found[1].replace(",", "")) if found else None
+
+    started = [serve_log_time(m) for m in map(ENGINE_STARTED.match, log_text.splitlines()) if m]
+    tokens = number("kv_tokens")
+    block_size = int(number("attention_block_size") or engine_kwargs.get("block_size") or DEFAULT_BLOCK_SIZE)
+    return {"engine_started_at": min(started, default=None),
+            "kv_tokens": None if tokens is None else int(tokens),
+            "kv_blocks": None if tokens is None else int(tokens) // block_size, "block_size": block_size,
+            "compile_cache_hit": bool(COMPILE_CACHE_HIT.search(log_text)),
+            "torch_compile_s": number("torch_compile_s"), "init_engine_s": number("init_engine_s")}
 
 
 def requests_per_replica(metrics_text: str, app: str, deployment: str) -> dict[str, float]:
@@ -214,11 +248,12 @@ def after(origin: float, at: float | None) -> float | None:
 
 
 def verdict(counts: Mapping[str, Mapping[str, int]], *, scaled_up_at: float | None, new_replica_served_at: float | None,
-            scaled_down_at: float | None, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+            scaled_down_at: float | None, requests: Mapping[str, Mapping[str, Any]],
+            judge_scale_down: bool = True) -> dict[str, Any]:
     checks = {
         "decode_reached_2": scaled_up_at is not None and counts["decode"]["max"] == SCALED_TO,
         "new_decode_replica_served": new_replica_served_at is not None,
-        "decode_returned_to_1": scaled_down_at is not None,
+        **({"decode_returned_to_1": scaled_down_at is not None} if judge_scale_down else {}),
         "prefill_stayed_at_1": counts["prefill"] == {"min": 1, "max": 1},
         "zero_failed_requests": all(r["failed"] == 0 for r in requests.values()),
         "requests_succeeded_in_every_phase": all(r["succeeded"] > 0 for r in requests.values()),

@@ -80,3 +80,10 @@ def bench_rounds(value: int) -> int:
     if value < 1:
         raise ConfigError("--bench-rounds", value, "a whole number of rounds, at least 1")
     return value
+
+
+def caches_from(value: str | None) -> str | None:
+    """--caches-from: a folder another engine start's compile caches are in, or none."""
+    if value and not Path(value).is_dir():
+        raise ConfigError("--caches-from", value, "a folder of compile caches another start wrote")
+    return value

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lab.commands.common import RESULTS_HELP, SET_HELP, make_model, render_args
+from lab.commands.common import RESULTS_HELP, SET_HELP, caches_from, make_model, render_args
 from lab.probe import DEFAULT_VARIANTS, variant_parts
 from serve_app.errors import ConfigError
 
@@ -31,8 +31,7 @@ def cmd_probe_memory(args) -> int:
     variants = tuple(v for v in args.variants.split(",") if v)
     for name in variants:
         variant_parts(name, kv_bytes)
-    if args.caches_from and not Path(args.caches_from).is_dir():
-        raise ConfigError("--caches-from", args.caches_from, "a folder of compile caches another start wrote")
+    caches_from(args.caches_from)
     card = make_model("qwen35-9b", Path(args.model_dir) / "qwen35-9b", 0)
     load = None
     if args.concurrent_sequences:

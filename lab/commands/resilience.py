@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from lab.commands.common import RESULTS_HELP, SET_HELP, bench_rounds, lab_models, render_args
+from lab.commands.common import RESULTS_HELP, SET_HELP, bench_rounds, caches_from, lab_models, render_args
 from lab.faults import FAULTS
 from lab.scaling import Ramp
 from serve_app.errors import ConfigError
@@ -33,10 +33,18 @@ def cmd_resilience(args) -> int:
     rendered, source = render_args(args.stack, args.set)
     ramp = scaling.Ramp(low_concurrency=args.low_concurrency, high_concurrency=args.high_concurrency,
                         low_s=args.low_s, up_timeout_s=args.up_timeout_s, hold_s=args.hold_s,
-                        down_timeout_s=args.down_timeout_s, seed=args.seed)
+                        down_timeout_s=args.down_timeout_s, after_s=args.after_s, seed=args.seed)
     if "scaling" in kinds:  # before the models are written and Ray starts
         scaling.check_ramp(ramp, rendered["decode_config"])
+    if args.caches_from and not args.cache_dir:
+        raise ConfigError("--caches-from", args.caches_from, "given with --cache-dir, the folder it is copied into")
+    caches_from(args.caches_from)
     [model] = lab_models(["tiny"], Path(args.model_dir), args.seed, [])
+    compile_caches, extra_env = None, {}
+    if args.cache_dir:  # every engine of the run reads and writes one folder: a new replica finds it warm
+        from lab.probe import compile_cache_env, prepare_caches
+
+        compile_caches, extra_env = prepare_caches(args.cache_dir, args.caches_from), compile_cache_env(args.cache_dir)
     options = resilience.RunOptions(
         fault_names=names,
         load=faults.LoadSpec(concurrency=args.concurrency, long_prompt_tokens=args.long_prompt_tokens, seed=args.seed),
@@ -45,7 +53,8 @@ def cmd_resilience(args) -> int:
         bench_requests=args.bench_requests, bench_concurrency=args.bench_concurrency,
         bench_rounds=args.bench_rounds)
     documents = resilience.run_resilience(kinds, rendered_args=rendered, source=source, model=model,
-                                          out_dir=Path(args.out), options=options, ready_timeout_s=args.ready_timeout_s)
+                                          out_dir=Path(args.out), options=options, ready_timeout_s=args.ready_timeout_s,
+                                          compile_caches=compile_caches, extra_env=extra_env)
     verdicts = {kind: documents.get(kind, {}).get("verdict") for kind in kinds}
     print(json.dumps(verdicts, indent=2))
     return 0 if all((v or {}).get("passed") for v in verdicts.values()) else 1
@@ -67,6 +76,11 @@ def _add_load_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bench-requests", type=int, default=128,
                         help="bench-compare: timed requests per tool and round")
     parser.add_argument("--bench-concurrency", type=int, default=8, help="bench-compare: requests in flight")
+    parser.add_argument("--cache-dir", default="",
+                        help="compile caches (vLLM, Triton, FlashInfer) every engine shares, a replica Serve adds "
+                             "included (default: each library's own)")
+    parser.add_argument("--caches-from", metavar="DIR",
+                        help="another start's compile caches: copied into --cache-dir first, then DIR is removed")
     parser.add_argument("--bench-rounds", type=int, default=3,
                         help="bench-compare: rounds of both tools, order alternating; medians judged")
 
@@ -84,7 +98,10 @@ def _add_ramp_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hold-s", type=float, default=ramp.hold_s,
                         help="scaling: high load kept after the new replica served")
     parser.add_argument("--down-timeout-s", type=float, default=ramp.down_timeout_s,
-                        help="scaling: longest wait from the drop for decode to be back at 1 replica")
+                        help="scaling: longest wait from the drop for decode to be back at 1 replica "
+                             "(0: no wait, the scale-down not judged)")
+    parser.add_argument("--after-s", type=float, default=ramp.after_s,
+                        help="scaling: low load kept after decode is back at 1 (or after the drop)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -268,3 +268,104 @@ def test_the_new_replicas_first_ok_call_is_found_in_its_workers_stderr_when_its_
     found = resilience._first_served("tiny-pd", "Decode:m", ["new1"], wall_offset=first)
     assert found is not None and found[0] == "new1" and found[1] == pytest.approx(0.25)
     assert resilience._first_served("tiny-pd", "Decode:m", ["gone"], wall_offset=first) is None
+
+
+# ── the new replica's start: its engine, its first token, its compile caches ─────────────────
+
+def stamped(at: float, ms: int) -> str:
+    return f"INFO {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(at))},{ms:03d}"
+
+
+def test_an_engine_start_is_read_from_vllms_and_serves_lines():
+    up = time.mktime((2026, 12, 3, 6, 10, 0, 0, 0, -1))
+    log = "\n".join([
+        f"{stamped(up - 60, 0)} tiny-pd_Decode:m d2 -- Using executor class: RayExecutorV2",
+        "(EngineCore pid=4432) INFO 12-03 06:09:40 [backends.py:293] Directly load the compiled graph(s) for "
+        "compile range (1, 8192) from the cache, took 0.412 s",
+        "(EngineCore pid=4432) INFO 12-03 06:09:41 [monitor.py:20] torch.compile took 1.93 s in total",
+        "(EngineCore pid=4432) INFO 12-03 06:09:50 [kv_cache_utils.py:2033] GPU KV cache size: 87,376 tokens, "
+        "Maximum concurrency for 4,096 tokens per request: 21.33x",
+        "(EngineCore pid=4432) INFO 12-03 06:09:55 [core.py:280] init engine (profile, create kv cache, warmup "
+        "model) took 9.81 s",
+        f"{stamped(up, 250)} tiny-pd_Decode:m d2 -- Started vLLM engine.",
+    ])
+    start = scaling.engine_start(log, {"max_model_len": 4096})
+    assert start == {"engine_started_at": pytest.approx(up + 0.25), "kv_tokens": 87376, "kv_blocks": 5461,
+                     "block_size": 16, "compile_cache_hit": True, "torch_compile_s": 1.93, "init_engine_s": 9.81}
+    # a hybrid model's own block size, from vLLM's line; a cold start compiles
+    cold = log.replace("Directly load the compiled graph(s)", "Compiling a graph") + \
+        "\nINFO Setting attention block size to 528 tokens to ensure that attention page size is >= mamba page size."
+    assert scaling.engine_start(cold, {})["kv_blocks"] == 87376 // 528
+    assert scaling.engine_start(cold, {})["compile_cache_hit"] is False
+    assert scaling.engine_start("nothing logged yet", {"block_size": 32}) == {
+        "engine_started_at": None, "kv_tokens": None, "kv_blocks": None, "block_size": 32,
+        "compile_cache_hit": False, "torch_compile_s": None, "init_engine_s": None}
+
+
+def test_the_new_replicas_first_token_lies_within_its_first_ok_call_counted_from_serves_decision():
+    from lab import resilience
+
+    decided = 1_000.0
+    run = resilience._ScalingRun(pd=None, model=None, ramp=scaling.Ramp(), decode="Decode:m",  # type: ignore[arg-type]
+                                 wall_offset=0.0, origin=0.0, step=980.0)
+    run.observations[:] = [seen(979, {"d1"}), seen(1_140, {"d1", "d2"})]
+    run.served[:] = [("d2", 1_141.5)]
+    run.first_call_s = 0.8
+    decisions = [{"at": decided, "from": 1, "to": 2, "ongoing_requests": 7.6}]
+    engines = {"d1": {"kv_blocks": 5461, "engine_started_at": 40.0}, "d2": {"kv_blocks": 5461, "engine_started_at": 1_130.0}}
+    start = resilience._new_replica_start(run, decisions, engines)
+    assert start == {"decision_to_engine_started_s": 130.0, "decision_to_first_token_s": {"after": 140.7, "by": 141.5},
+                     "engine": {"kv_blocks": 5461}, "first_replica_engine": {"kv_blocks": 5461}}
+    # no decision in Serve's log, nothing served: no figure invented
+    run.served[:] = []
+    nothing = resilience._new_replica_start(run, [], {"d1": {"kv_blocks": 1, "engine_started_at": None}})
+    assert nothing["decision_to_first_token_s"] == {"after": None, "by": None}
+    assert nothing["decision_to_engine_started_s"] is None
+
+
+def test_a_scale_up_only_run_does_not_judge_the_scale_down():
+    counts = scaling.replica_counts(OBSERVATIONS, NAMES)
+    up_only = scaling.verdict(counts, scaled_up_at=112.0, new_replica_served_at=113.5, scaled_down_at=None,
+                              requests=requests(), judge_scale_down=scaling.Ramp(down_timeout_s=0).judges_scale_down())
+    assert up_only["passed"] and "decode_returned_to_1" not in up_only["checks"]
+    assert scaling.Ramp().judges_scale_down()
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--caches-from", "/nonexistent/caches"], "error: --caches-from: got '/nonexistent/caches'; allowed: given with "
+                                               "--cache-dir"),
+    (["--cache-dir", "/tmp/x", "--caches-from", "/nonexistent/caches"],
+     "error: --caches-from: got '/nonexistent/caches'; allowed: a folder of compile caches another start wrote"),
+])
+def test_the_scaling_command_refuses_caches_it_cannot_restore(capsys, argv, says):
+    from lab.__main__ import main
+
+    assert main(["scaling", "--stack", "dev", "--model-dir", "/nonexistent/never-written",
+                 *(f"--set={s}" for s in scaling.STACK_OVERRIDES), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(says) and err.count("\n") == 1
+
+
+def test_with_a_cache_dir_every_engine_of_the_scaling_run_shares_restored_caches(tmp_path, monkeypatch):
+    from lab import resilience
+    from lab.__main__ import main
+    from lab.commands import resilience as command
+
+    earlier = tmp_path / "earlier"
+    (earlier / "vllm" / "torch_compile_cache").mkdir(parents=True)
+    (earlier / "vllm" / "torch_compile_cache" / "graph.bin").write_bytes(b"x" * 10)
+    seen_kwargs = {}
+
+    def run_resilience(kinds, **kwargs):
+        seen_kwargs.update(kwargs)
+        return {kind: {"verdict": {"passed": True}} for kind in kinds}
+
+    monkeypatch.setattr(command, "lab_models", lambda *a: [apps.LabModel("tiny", "/m", False, True, (4, 500))])
+    monkeypatch.setattr(resilience, "run_resilience", run_resilience)
+    cache = tmp_path / "cache"
+    assert main(["scaling", "--stack", "dev", *(f"--set={s}" for s in scaling.STACK_OVERRIDES),
+                 "--cache-dir", str(cache), "--caches-from", str(earlier), "--out", str(tmp_path / "out")]) == 0
+    assert seen_kwargs["extra_env"]["VLLM_CACHE_ROOT"] == f"{cache}/vllm"
+    assert seen_kwargs["extra_env"]["TRITON_CACHE_DIR"] == f"{cache}/triton"
+    assert seen_kwargs["compile_caches"]["restored"]["files"] == 1
+    assert (cache / "vllm" / "torch_compile_cache" / "graph.bin").is_file() and not earlier.exists()
