@@ -93,6 +93,7 @@ class Cluster(pulumi.ComponentResource):
     eks_cluster: eks.Cluster
     core: pulumi.Output[eks.CoreDataArgs]
     cluster_name: pulumi.Output[str]
+    kubernetes_version: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
     cluster_security_group_id: pulumi.Output[str]
@@ -236,6 +237,9 @@ class Cluster(pulumi.ComponentResource):
         # an output-type value is sent with Python key names (instance_roles), which the provider does
         # not read. As CoreDataArgs (same field names) it is sent as the provider expects (instanceRoles).
         self.core = self.eks_cluster.core.apply(lambda core: eks.CoreDataArgs(**core))
+        # The node groups' Kubernetes minor: known once the control plane is at it (EKS upgrades the
+        # control plane first and refuses nodes newer than it), so a new minor rolls the nodes after.
+        self.kubernetes_version = self.eks_cluster.core.apply(lambda _: settings.kubernetes_version)
         self.kubeconfig = pulumi.Output.secret(self.eks_cluster.kubeconfig_json)
         self.cluster_security_group_id = self.eks_cluster.cluster_security_group_id
         self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn

@@ -180,6 +180,9 @@ def _managed_node_group(
         labels=labels,
         taints=taints,
         launch_template=_template_ref(launch_template),
+        # Without it a group stays at the minor it was created with when the cluster moves on; with it
+        # EKS rolls every node to the new minor's AMI (docs/SOURCES.md#managed-node-update-behavior).
+        version=cluster.kubernetes_version,
         tags=tags,
         # The Cluster Autoscaler owns the desired size: `pulumi up` must not reset it under load. The
         # component's own switch, since ignore_changes on a remote component does not reach the node

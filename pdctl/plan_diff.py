@@ -176,6 +176,21 @@ def _identity_notes(deleted: dict[str, dict], created: dict[str, dict]) -> dict[
 class _Context:
     compare: str  # "inputs", or "settings" for a base plan from an older pdctl
     head: dict  # the head plan (its cold-start figures time a node rollout)
+    base_kubernetes_version: str | None = None  # the base plan's cluster version
+
+
+def _kubernetes_version(resources: dict[str, dict]) -> str | None:
+    return next(((node.get("inputs") or {}).get("version") for node in resources.values()
+                 if node["type"] == "eks:index:Cluster"), None)
+
+
+def _settled(rtype: str, changes: list[Change], context: _Context) -> list[Change]:
+    """`changes` less a node group's `version` newly set to what EKS already reports: a group created
+    without one runs the cluster's version at its creation, so naming that version changes nothing."""
+    if rtype not in NODE_GROUP_TYPES or context.base_kubernetes_version is None:
+        return changes
+    return [c for c in changes if not (c.path == "version" and c.before == ABSENT
+                                       and c.after == context.base_kubernetes_version)]
 
 
 def _rollout(rtype: str, action: str, changes: list[Change], after: dict, context: _Context) -> NodeRollout | None:
@@ -194,7 +209,7 @@ def _resource_change(before: dict, after: dict, context: _Context, urn: str) -> 
     compare = context.compare
     rtype, name = after["type"], after["name"]
     options_before, options_after = before.get("options") or {}, after.get("options") or {}
-    changes = changes_between(before.get(compare) or {}, after.get(compare) or {})
+    changes = _settled(rtype, changes_between(before.get(compare) or {}, after.get(compare) or {}), context)
     option_changes = [Change(f"(options).{c.path}", c.before, c.after)
                       for c in changes_between(options_before, options_after)] if options_before else []
     if not changes and not option_changes:
@@ -348,7 +363,7 @@ def diff_plans(base: dict, head: dict) -> PlanDiff:
         loses = stateful_loss(gone["type"], gone.get(compare)) if compare == "inputs" else None
         resources.append(ResourceChange(gone["type"], gone["name"], "delete", notes=notes_for, loses=loses, urn=key))
     unchanged = 0
-    context = _Context(compare, head)
+    context = _Context(compare, head, _kubernetes_version(old) if compare == "inputs" else None)
     for key in sorted(set(old) & set(new), key=_sort_key):
         change = _resource_change(old[key], new[key], context, key)
         if change is None:

@@ -148,6 +148,8 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
 # What only GCS fault tolerance registers: the store and the Secret with its token.
 GCS_STORE_TYPES = {"eks-pd-llm:gcs:GcsStore", "aws:elasticache/subnetGroup:SubnetGroup",
                    "aws:elasticache/replicationGroup:ReplicationGroup", "kubernetes:core/v1:Secret"}
+# What only the front door registers: its component, the load balancer's Service and its controller's policy.
+FRONT_DOOR_TYPES = {"eks-pd-llm:network:FrontDoor", "kubernetes:core/v1:Service", "aws:iam/rolePolicy:RolePolicy"}
 
 _setting = st.sampled_from(sorted(VALUES)).flatmap(lambda key: st.tuples(st.just(key), VALUES[key]))
 CONFIGS = st.tuples(st.sampled_from(STACKS),
@@ -181,6 +183,8 @@ def check_outcome(stack: str, overrides: dict[str, str], full_graph: dict[str, s
         missing = full_graph[stack] - {r.type for r in run.resources}
         if not run.program["settings"].serving.gcs_fault_tolerance:  # prod's GCS store, turned off
             missing -= GCS_STORE_TYPES
+        if not run.program["settings"].front_door.enabled:  # frontDoor none
+            missing -= FRONT_DOOR_TYPES
         assert not missing, f"{overrides}: graph lacks {sorted(missing)}"
         assert run.outputs, f"{overrides}: no stack outputs"
         return

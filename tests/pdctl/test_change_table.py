@@ -87,3 +87,10 @@ def test_the_last_release_to_now_replaces_nothing_stateful_and_the_previous_roll
 def test_docs_changes_shows_the_table_as_generated(rows):
     text = readme_tables.CHANGES_DOC.read_text()
     assert change_table(tuple(rows.values())) in text
+
+
+def test_a_new_kubernetes_minor_rolls_every_node_group_after_the_control_plane(rows):
+    row = _row(rows, "Kubernetes minor")
+    assert row.replaced == [] and row.network_replaced == []
+    assert sorted(r.name for r in row.diff.rollouts) == ["gpu-nodes", "system-nodes"]
+    assert all(r.action == "update" for r in row.diff.rollouts)

@@ -361,3 +361,36 @@ def test_a_new_launch_template_version_rolls_every_node_with_its_surge_quota_and
 def test_scaling_or_labels_do_not_roll_the_nodes():
     diff = diff_plans(hand_made_plan(desired=2), hand_made_plan(desired=3))
     assert only(diff, "gpu-nodes").rollout is None and diff.rollouts == []
+
+
+def _with_versions(plan: dict, cluster_version: str, group_version: str | None) -> dict:
+    """`plan` with an EKS cluster at `cluster_version` and its GPU node group at `group_version` (None:
+    no version set, as a group created before the program named one)."""
+    plan = copy.deepcopy(plan)
+    [stack] = plan["tree"]
+    stack["children"].append(node("eks:index:Cluster", "cluster-eks", {"version": cluster_version}))
+    if group_version is not None:
+        [group] = [n for n in stack["children"] if n["name"] == "gpu-nodes"]
+        group["inputs"]["version"] = group_version
+    return plan
+
+
+def test_naming_the_version_a_group_already_runs_changes_nothing():
+    diff = diff_plans(_with_versions(hand_made_plan(), "1.34", None),
+                      _with_versions(hand_made_plan(), "1.34", "1.34"))
+    assert diff.resources == [] and diff.rollouts == []
+
+
+def test_a_new_kubernetes_minor_upgrades_the_control_plane_and_rolls_the_nodes_after_it():
+    diff = diff_plans(_with_versions(hand_made_plan(), "1.34", "1.34"),
+                      _with_versions(hand_made_plan(), "1.35", "1.35"))
+    assert only(diff, "cluster-eks").action == "update"
+    [group] = diff.rollouts
+    assert (group.name, group.action) == ("gpu-nodes", "update")
+    assert group.rollout is not None and (group.rollout.nodes, group.rollout.added_nodes) == (2, 2)
+
+
+def test_a_group_left_at_an_older_minor_rolls_when_the_program_names_the_clusters():
+    diff = diff_plans(_with_versions(hand_made_plan(), "1.35", None),
+                      _with_versions(hand_made_plan(), "1.35", "1.36"))
+    assert [r.name for r in diff.rollouts] == ["gpu-nodes"]
