@@ -89,10 +89,8 @@ class FrontDoorNetwork(pulumi.ComponentResource):
             f"{name}-service", metadata=body["metadata"], spec=body["spec"],
             opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
                 depends_on=[self.controller, *explicit_dependencies(opts)])))
-        if not args.door.tls:
-            pulumi.log.info(
-                "frontDoor without frontDoorCertificateArn: plain HTTP on port 80, so prompts, answers and API keys "
-                "travel unencrypted between callers and the Ray pods (docs/FRONT_DOOR.md)", resource=self)
+        for note in args.door.notes:  # `pulumi preview` lists them under Diagnostics, as info
+            pulumi.log.info(note, resource=self)
         self.hostname = self.service.status.apply(_hostname)
         self.register_outputs({"hostname": self.hostname})
 

@@ -173,7 +173,7 @@ def pass_order(repeat: int, concurrency_index: int) -> tuple[int, int]:
 
 
 def _timing(run: _DoorRun) -> None:
-    spec, data = run.spec.timing, run.data
+    spec, data = run.spec, run.data
     for repeat in range(1, spec.repeats + 1):  # pass by pass, so a run cut short loses whole passes
         for index, concurrency in enumerate(spec.concurrencies):
             if run.time_left() < run.pass_reserve_s:
@@ -205,8 +205,8 @@ def latency_comparison(timing: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                  "requests": {path: sum(len(r["samples"]) for r in rs) for path, rs in rows.items()}}
         for key in ("ttft_s", "e2e_s"):
             door, open_ = pooled(rows[DOOR_SUFFIX], key), pooled(rows[OPEN_SUFFIX], key)
-            per_pass = {path: {r["repeat"]: {q: pooled([r], key)[q] for q in ("p50", "p99")}
-                               for r in rs if pooled([r], key)} for path, rs in rows.items()}
+            per_pass = {path: {r["repeat"]: {q: dist[q] for q in ("p50", "p99")}
+                               for r in rs if (dist := pooled([r], key))} for path, rs in rows.items()}
             paired = sorted(set(per_pass[DOOR_SUFFIX]) & set(per_pass[OPEN_SUFFIX]))
             entry[key] = {
                 "pooled": {DOOR_SUFFIX: door, OPEN_SUFFIX: open_},
@@ -238,7 +238,7 @@ async def _probe(app: apps.LabApp, key: str | None, spec: DoorSpec, seed: int) -
 
 async def _refusals_under_load(run: _DoorRun) -> dict[str, Any]:
     """The load through the door, the probes while it runs, the load stopped; every answer kept."""
-    spec, door, keys = run.spec, run.apps.door, run.keys
+    spec, door, keys = run.door, run.apps.door, run.keys
     timing = spec.timing
     stop = asyncio.Event()
     # More prompts than the probes can outlast: the load ends when `stop` is set.
@@ -367,28 +367,20 @@ def sdk_completion(client_config: Mapping[str, Any], door: apps.LabApp, key: str
 # ── the run ──────────────────────────────────────────────────────────────────────────────────
 
 @dataclass
-class _DoorRun:
-    results: runner.Results
-    spec: DoorSpec
+class _DoorRun(runner._LabRun):
+    """A lab run (its results, folder and clock; `spec` the timing) with the door's parts."""
+
+    door: DoorSpec
     apps: DoorApps
     keys: dict[str, str]
     key_table: Path
-    started: float
-    deadline_s: float
     pass_reserve_s: float
-
-    @property
-    def data(self) -> dict[str, Any]:
-        return self.results.data
 
     def save(self) -> None:
         self.results.save()
 
     def log(self, message: str) -> None:
         runner._log(message, self.started)
-
-    def time_left(self) -> float:
-        return self.deadline_s - (time.perf_counter() - self.started)
 
 
 def verdict(data: dict[str, Any]) -> dict[str, Any]:
@@ -445,7 +437,7 @@ def run_door(*, keyed_args: dict[str, Any], source: str, model: apps.LabModel, o
         "keys": {"table": str(key_table), "names": sorted(keys), "limited_requests_per_minute":
                  spec.limited_requests_per_minute},
         "spec": asdict(spec), "timing": [], "not_done": []})
-    run = _DoorRun(results, spec, pair, keys, key_table, started, deadline_s, pass_reserve_s)
+    run = _DoorRun(results, spec.timing, out_dir, started, deadline_s, spec, pair, keys, key_table, pass_reserve_s)
     ray_address = os.environ.get("RAY_ADDRESS")
     from lab.resilience import _ray_init
 
@@ -495,7 +487,7 @@ def _deploy_and_measure(run: _DoorRun, client_config: Mapping[str, Any], ready_t
 
 async def _warm_up(app: apps.LabApp, run: _DoorRun) -> dict[str, Any]:
     """A few requests through each path, kept out of the timing (the first pays the NIXL handshake)."""
-    spec = run.spec.timing
+    spec = run.spec
     prompts = _prompts(2 if app is run.apps.door else 3, app.model, spec, spec.warmup_requests, 1, 0)
     samples, _ = await workload.run_load(app.base_url, app.model_id, prompts, spec.output_tokens, 2,
                                          api_key=run.keys[LOAD_KEY])
@@ -503,23 +495,15 @@ async def _warm_up(app: apps.LabApp, run: _DoorRun) -> dict[str, Any]:
 
 
 def _finish(run: _DoorRun, ray_address: str | None) -> None:
-    import ray
-    from ray import serve
+    from lab.resilience import _stop_ray
 
     data = run.data
     data["verdict"] = verdict(data)
     data["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     data["wall_s"] = round(time.perf_counter() - run.started, 1)
     run.save()
-    ray_outputs.write_log_excerpt(ray_outputs.ray_log_dir(), run.results.path.parent / "door-ray-log-excerpt.txt")
-    try:
-        serve.shutdown()
-    finally:
-        ray.shutdown()
-        if ray_address is None:
-            os.environ.pop("RAY_ADDRESS", None)
-        else:
-            os.environ["RAY_ADDRESS"] = ray_address
+    ray_outputs.write_log_excerpt(ray_outputs.ray_log_dir(), run.out_dir / "door-ray-log-excerpt.txt")
+    _stop_ray(ray_address)
     run.log("shut down")
 
 

@@ -496,6 +496,12 @@ def _run_kind(kind: str, deployment: _Deployment, ready: dict[str, dict[str, Any
 def _shut_down(deployment: _Deployment, ray_address: str | None) -> None:
     """Ray's log excerpt written, Serve and Ray shut down, RAY_ADDRESS as it was before the run."""
     ray_outputs.write_log_excerpt(ray_outputs.ray_log_dir(), deployment.out_dir / "resilience-ray-log-excerpt.txt")
+    _stop_ray(ray_address)
+    deployment.log("shut down")
+
+
+def _stop_ray(ray_address: str | None) -> None:
+    """Serve and Ray shut down, RAY_ADDRESS put back as it was before `_ray_init`."""
     import ray
     from ray import serve
 
@@ -507,4 +513,3 @@ def _shut_down(deployment: _Deployment, ray_address: str | None) -> None:
             os.environ.pop("RAY_ADDRESS", None)
         else:
             os.environ["RAY_ADDRESS"] = ray_address
-    deployment.log("shut down")

@@ -77,6 +77,8 @@ class OfflineRun:
     invented: dict[str, str] = field(default_factory=dict)
     # What the program logged with pulumi.log.warn, in order: what `pulumi preview` shows as warnings.
     warnings: list[str] = field(default_factory=list)
+    # What it logged with pulumi.log.info: what `pulumi preview` lists under Diagnostics as info.
+    infos: list[str] = field(default_factory=list)
 
     def all(self, type_: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_]
@@ -283,12 +285,14 @@ def _recording_monitor(mocks: Any, run: OfflineRun) -> Any:
 
 def _engine_log(run: OfflineRun) -> logging.Logger:
     """The mock engine's logger: the program's warnings are kept in `run.warnings` (the caller shows
-    them once), not printed by Python's root logger as they happen."""
+    them once) and its infos in `run.infos`, not printed by Python's root logger as they happen."""
 
     class Keep(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             if record.levelno >= logging.WARNING:
                 run.warnings.append(record.getMessage())
+            elif record.levelno == logging.INFO:
+                run.infos.append(record.getMessage())
 
     logger = logging.Logger(f"offline-run-{run.stack}")  # outside the logging tree: nothing propagates
     logger.addHandler(Keep())

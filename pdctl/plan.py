@@ -402,6 +402,20 @@ def stack_slo_section(run, region: str) -> dict[str, Any] | None:
     return {**section, **slo_section_extras(stack.settings, region)}
 
 
+def front_door_section(run) -> dict[str, Any] | None:
+    """The front door the program built: its reach, port, keys' names and default limits, and what the
+    preview says about it (components/config/front_door.py); None without one."""
+    stack = run.program.get("stack")
+    door = stack.settings.front_door if stack is not None else None
+    if door is None or not door.enabled:
+        return None
+    settings = door.settings
+    return {"scheme": settings.scheme, "port": door.port, "tls": door.tls,
+            "allowed_cidrs": list(settings.allowed_cidrs), "key_names": list(door.key_names),
+            "requests_per_minute": settings.requests_per_minute, "tokens_per_minute": settings.tokens_per_minute,
+            "notes": list(door.notes)}
+
+
 def capacity_reports(app: CheckedApp | None) -> tuple[dict[str, CapacityReport], str | None]:
     """Capacity per phase as the program's preview check computed it. (reports, why there are none)."""
     if app is None:
@@ -513,6 +527,7 @@ class Plan:
     scaling: dict[str, Any] | None = None
     cost_at_max: CostEstimate | None = None  # every node group at its maximum
     slo: dict[str, Any] | None = None  # replicas the workload needs for the latency targets (pdctl/slo_cost.py)
+    front_door: dict[str, Any] | None = None  # the endpoint's load balancer and keys (front_door_section)
 
     def to_dict(self) -> dict:
         return {
@@ -530,6 +545,7 @@ class Plan:
             "critical_path": self._critical_path_dict(),
             "cold_start": self.cold_start.to_dict() if self.cold_start else None,
             "head_restart": self.head_restart.to_dict() if self.head_restart else None,
+            "front_door": self.front_door,
             "outputs": self.outputs,
             "offline_outputs": self.offline_outputs,
             "policy": {"violations": [v.to_dict() for v in self.policy_violations]},
@@ -606,6 +622,7 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         policy_violations=run_rules(policy_resources(run)),
         warnings=plan_warnings(run),
         slo=stack_slo_section(run, region or "unknown"),
+        front_door=front_door_section(run),
         notes=list(app.notes) if app is not None else [],
         cold_start=start,
         control_plane_to_first_token=control_plane_to_first_token(resources, path),

@@ -128,6 +128,7 @@ def render_plan(console: Console, plan) -> None:
     if plan.cold_start is not None:
         _render_cold_start(console, plan.cold_start)
     _render_head_restart(console, plan)
+    _render_front_door(console, plan.front_door)
     _render_outputs(console, plan)
 
 
@@ -159,6 +160,23 @@ def _render_capacity(console: Console, plan) -> None:
             console.print(text, highlight=False, markup=False)
     else:
         console.print(f"[yellow]no capacity report: {plan.capacity_note}[/]")
+
+def _render_front_door(console: Console, door: dict | None) -> None:
+    """The endpoint's load balancer, who may call it, its keys, and what a caller meets (no key: 401)."""
+    if door is None:
+        return
+    _rule(console, "[bold]front door[/] (docs/FRONT_DOOR.md)")
+    callers = ", ".join(door["allowed_cidrs"]) or "the VPC's CIDR"
+    protocol = "TLS" if door["tls"] else "plain HTTP"
+    console.print(f"{door['scheme']} Network Load Balancer, {protocol} on port {door['port']}; callers: {callers}",
+                  highlight=False, markup=False)
+    keys = ", ".join(door["key_names"]) or "none"
+    console.print(f"API keys: {keys}; per key {door['requests_per_minute']:,} requests and "
+                  f"{door['tokens_per_minute']:,} tokens per minute unless apiKeyLimits says otherwise",
+                  highlight=False, markup=False)
+    for note in door["notes"]:
+        console.print(f"note: {note}", highlight=False, markup=False)
+
 
 def _render_notes(console: Console, plan) -> None:
     for note in plan.notes:

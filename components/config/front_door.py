@@ -32,6 +32,8 @@ KEYS_MOUNT = "/etc/eks-pd-llm/api-keys"
 CODE_MOUNT = "/opt/eks-pd-llm"
 FRONT_DOOR_PACKAGE = Path(__file__).resolve().parents[2] / "front_door"
 FRONT_DOOR_MODULES = ("__init__.py", "keys.py", "ingress.py")
+# A door's first key, in the form Pulumi.yaml's apiKeys documents.
+ADD_A_KEY = """pulumi config set --secret apiKeys '{"app-team": "<openssl rand -hex 24>"}'"""
 
 
 def front_door_sources() -> dict[str, str]:
@@ -128,6 +130,22 @@ class FrontDoor:
     @property
     def port(self) -> int:
         return 443 if self.tls else 80
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the preview says about the door: info, not warnings (`plan --strict` passes on them, as it
+        must on the shipped dev stack, which has no key until its owner sets one)."""
+        if not self.enabled:
+            return ()
+        found = []
+        if not self.key_names:
+            found.append(f"frontDoor {self.settings.scheme} with no apiKeys: the door refuses every request (401) "
+                         f"until a key is added: {ADD_A_KEY}, then pulumi up (only the keys' Secret changes; "
+                         "nothing restarts)")
+        if not self.tls:
+            found.append("frontDoor without frontDoorCertificateArn: plain HTTP on port 80, so prompts, answers and "
+                         "API keys travel unencrypted between callers and the Ray pods (docs/FRONT_DOOR.md)")
+        return tuple(found)
 
 
 def api_key_names(text: str, settings: FrontDoorSettings) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.config.front_door import ADD_A_KEY
 from components.front_door import CONTROLLER_POLICY_FILE
 from components.manifests.ray_service import ray_pod_labels
 from facts.charts import AWS_LOAD_BALANCER_CONTROLLER
@@ -90,6 +91,15 @@ def test_no_door_is_the_stack_as_before():
                              "inference-rayservice").inputs["spec"]["serveConfigV2"])["applications"][0]
     assert "ingress_cls_config" not in app["args"]
     assert run.outputs["clientConfig"]["base_url"] == "http://localhost:8000/v1"
+
+
+def test_a_door_without_a_key_says_at_preview_that_it_refuses_every_request_and_how_to_add_one(keyed):
+    run = run_offline("dev")  # the shipped dev stack: no key yet
+    [note] = [info for info in run.infos if "no apiKeys" in info]
+    assert "refuses every request (401)" in note and ADD_A_KEY in note
+    assert any("unencrypted" in info for info in run.infos)
+    assert not run.warnings  # info, as `pulumi preview` lists it: `pdctl plan --strict` passes
+    assert not [info for info in keyed.infos if "no apiKeys" in info]
 
 
 def test_the_controller_runs_the_pinned_chart_with_awss_published_policy_on_its_own_identity(keyed):

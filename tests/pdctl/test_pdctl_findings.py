@@ -33,3 +33,7 @@ def test_the_reference_deployment_has_no_finding():
     result = plan()
     assert result.exit_code == 0, result.stderr
     assert "warning:" not in result.stderr
+    # Its door has no key yet: said plainly, as a note, not a finding.
+    text = " ".join(result.stdout.split())
+    assert "API keys: none;" in text
+    assert "note: frontDoor internal with no apiKeys: the door refuses every request (401)" in text

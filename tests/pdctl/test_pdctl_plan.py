@@ -478,3 +478,25 @@ def test_prods_gcs_store_is_priced_from_the_recorded_elasticache_price(prod_plan
     node = prices.PRICES["us-west-2"].elasticache_node_per_hour["cache.t4g.small"]
     assert (line["quantity"], line["unit_price_per_hour"]) == (2, node)
     assert line["per_hour"] == pytest.approx(2 * node, abs=1e-4)
+
+
+# ---------------------------------------------------------------------------- front door
+
+def test_the_plan_shows_the_door_its_keys_and_what_a_caller_without_one_gets(dev_plan):
+    door = dev_plan["front_door"]
+    assert (door["scheme"], door["port"], door["tls"], door["key_names"]) == ("internal", 80, False, [])
+    assert any("refuses every request (401)" in note for note in door["notes"])
+
+
+def test_a_door_with_keys_lists_their_names_and_no_refusal_note():
+    keys = {"app-team": "x7" * 20, "batch": "q9" * 20}
+    run = run_offline("dev", secrets={"apiKeys": json.dumps(keys)})
+    door = build_plan(run, stack="dev", config_region=run.config["aws:region"]).to_dict()["front_door"]
+    assert door["key_names"] == ["app-team", "batch"]
+    assert not any("refuses every request" in note for note in door["notes"])
+    assert not any(key in json.dumps(door) for key in keys.values())
+
+
+def test_no_door_no_door_section():
+    run = run_offline("dev", overrides={"frontDoor": "none"})
+    assert build_plan(run, stack="dev", config_region=run.config["aws:region"]).to_dict()["front_door"] is None
