@@ -141,3 +141,18 @@ def test_the_method_rehearsed_on_the_earlier_runs_is_what_sizing_md_says():
     for p, m in zip(predicted, recorded, strict=True):
         assert p["ttft_p90_seconds"] == pytest.approx(m["ttft_p90_seconds"], rel=0.25)
         assert p["tpot_p90_seconds"] == pytest.approx(m["tpot_p90_seconds"], rel=0.25)
+
+
+def test_sizing_md_shows_the_validation_runs_table_exactly_when_its_raw_result_is_committed():
+    """Once the run's results are committed as lab/results/*-qwen35-validation-lab-result.json.gz, docs/SIZING.md
+    shows `validation-table`'s rows for them; until then it shows no measured row."""
+    results = sorted(Path("lab/results").glob("*-qwen35-validation-lab-result.json*"))
+    text = Path("docs/SIZING.md").read_text()
+    header = validation.markdown([]).splitlines()[0]
+    if not results:
+        assert header not in text
+        return
+    rows = validation.table(json.loads(PREDICTIONS.read_text()), [validation.read_result(p) for p in results])
+    assert rows
+    for line in validation.markdown(rows).splitlines():
+        assert line in text, line
