@@ -45,23 +45,31 @@ class EngineReserve:
 
 # Qwen3.5-9B's architecture, dummy weights, vLLM 0.26.0 (Ray LLM image), FlashInfer sampler, each engine
 # held to 0.90 × 22,888 MiB (an L4 of g6.8xlarge) = 21,599,826,739 B on an H200, one engine at a time,
-# 2026-12-02 (docs/PROVEN.md#default-deployment). vLLM's lines
-# ("Available KV cache memory"), maxNumSeqs 32, maxNumBatchedTokens 2048:
-#   eager, warm caches: 2.93 GiB    CUDA graphs, warm: 2.80 GiB    CUDA graphs, first start: 1.09 GiB
+# maxNumSeqs 32, maxNumBatchedTokens 2048. vLLM's lines ("Available KV cache memory"):
+# - 2026-12-03, the published rotary settings (M-RoPE: a 128 MiB position table; docs/PROVEN.md#first-start):
+#   CUDA graphs, warm: 2.70 GiB    CUDA graphs, first start: 1.00 GiB
+# - 2026-12-02, transformers' default rotary settings (a 32 MiB table; docs/PROVEN.md#default-deployment):
+#   eager, warm: 2.93 GiB    CUDA graphs, warm: 2.80 GiB    CUDA graphs, first start: 1.09 GiB
 #   vision encoder, eager, warm: 0.40 GiB (CUDA graphs: 0.29 GiB, refused: 17 blocks < 32 sequences)
-# Each reserve is the budget less the weights facts/models.py says the engine loads (vLLM logs 16.71 and
-# 17.57 GiB against 16.68 and 17.53 there) less that KV memory, so the estimate meets the measured points.
+# Each reserve is the budget less the weights facts/models.py says the engine loads and their rotary
+# position table (vLLM logs 16.80 GiB against 16.68 + 0.125 there; 16.71 against 16.68 + 0.031 with the
+# default table) less that KV memory: the position table is the model's (`position_table_bytes`), so
+# the reserve holds what neither config decides. The CUDA graph and first-start figures come from the
+# published settings' starts; eager and the vision encoder from their difference with the graphs'
+# restart on 2026-12-02 (the same table on both sides).
 _BUDGET = 21_599_826_739
 _TEXT_WEIGHTS = 17_907_606_528  # Qwen3.5-9B language model + lm_head, bf16 (facts/models.py)
 _VISION_WEIGHTS = _TEXT_WEIGHTS + 912_020_960
-_EAGER = _BUDGET - _TEXT_WEIGHTS - round(2.93 * GIB)
+_MROPE_POSITION_TABLE = 262_144 * 4 * 64 * 2  # Qwen3.5-9B's, as published (facts/models.py position_table_bytes)
+_GRAPHS_RESTART = _BUDGET - _TEXT_WEIGHTS - _MROPE_POSITION_TABLE - round(2.70 * GIB)
+_EAGER = _GRAPHS_RESTART - round((2.93 - 2.80) * GIB)
 QWEN35_RESERVE = EngineReserve(
     eager_bytes=_EAGER,
-    cuda_graphs_bytes=round((2.93 - 2.80) * GIB),
-    vision_encoder_bytes=_BUDGET - _VISION_WEIGHTS - round(0.40 * GIB) - _EAGER,
-    first_start_bytes=round((2.80 - 1.09) * GIB),
+    cuda_graphs_bytes=_GRAPHS_RESTART - _EAGER,
+    vision_encoder_bytes=_TEXT_WEIGHTS - _VISION_WEIGHTS + round((2.93 - 0.40) * GIB),
+    first_start_bytes=round((2.70 - 1.00) * GIB),
     vllm_version="0.26.0", gpu_model="L4", max_num_seqs=32, max_num_batched_tokens=2048,
-    source="measured for this model on vLLM 0.26.0 (docs/PROVEN.md#default-deployment)",
+    source="measured for this model on vLLM 0.26.0 (docs/PROVEN.md#default-deployment, #first-start)",
 )
 
 MEASURED_RESERVES: Mapping[str, EngineReserve] = {"Qwen/Qwen3.5-9B": QWEN35_RESERVE}

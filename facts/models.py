@@ -28,6 +28,9 @@ from typing import Any
 DTYPE_BYTES: Mapping[str, int] = {
     "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4,
 }
+# vLLM's M-RoPE position table holds 4 × max_position_embeddings positions (vLLM 0.26.0
+# rotary_embedding/mrope.py: "We enlarge max_position_embeddings to 4 times").
+MROPE_POSITION_TABLE_SCALE = 4
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,10 @@ class ModelArchitecture:
     mtp_bytes: int | None = None  # multi-token-prediction layers: loaded only for speculative decoding
     gated: bool = False  # the Hub repository is gated: a download needs a token whose account accepted its terms
     tie_word_embeddings: bool = False  # lm_head shares the input embedding's weights (config.json)
+    # Rotary positions (config.json rope_parameters): the share of each head rotated, and M-RoPE
+    # (`mrope_section` present), for which vLLM keeps a position table 4× as long.
+    partial_rotary_factor: float = 1.0
+    mrope: bool = False
 
     @property
     def hybrid(self) -> bool:
@@ -88,6 +95,14 @@ class ModelArchitecture:
     @property
     def linear_attention_layers(self) -> int:
         return self.num_layers - self.full_attention_layers
+
+    def position_table_bytes(self, dtype_bytes: int) -> int:
+        """vLLM's rotary cos/sin table, one per engine (every attention layer shares it), in the model's
+        dtype: max_position_embeddings (× 4 for M-RoPE) rows of the rotated dimensions. vLLM counts it in
+        the memory it reports for loading the model (vLLM 0.26.0 `RotaryEmbeddingBase`, `MRotaryEmbedding`;
+        docs/SOURCES.md#qwen35-rotary). Qwen3.5-9B: 262,144 × 4 × 64 × 2 B = 128 MiB."""
+        positions = self.max_position_embeddings * (MROPE_POSITION_TABLE_SCALE if self.mrope else 1)
+        return positions * int(self.head_dim * self.partial_rotary_factor) * dtype_bytes
 
     def weight_bytes(self, dtype: str) -> int:
         """Bytes the weights take on the GPU at `dtype` ("auto" = the checkpoint's dtype)."""
@@ -132,6 +147,9 @@ KNOWN_MODELS: Mapping[str, ModelArchitecture] = {m.hf_id: m for m in (
         parameter_count=9_653_108_208,  # checkpoint_bytes / 2 (bf16): not stated by Qwen; derived
         checkpoint_dtype="bfloat16", checkpoint_bytes=19_306_216_416,
         max_position_embeddings=262_144,
+        # The published checkpoints' rope_parameters: partial rotary 0.25, interleaved M-RoPE
+        # (docs/SOURCES.md#qwen35-rotary).
+        partial_rotary_factor=0.25, mrope=True,
         linear_attention=LinearAttentionState(
             num_key_heads=16, num_value_heads=32, key_head_dim=128, value_head_dim=128,
             conv_kernel=4, state_dtype="float32"),
@@ -262,6 +280,7 @@ def architecture_from_hf_config(config: Mapping[str, Any], *, hf_id: str, source
             raise ValueError("hybrid model: put model.safetensors.index.json beside config.json so the "
                              "weight size is known")
     tied = bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+    rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
     parameters = (checkpoint_bytes // DTYPE_BYTES[dtype] if checkpoint_bytes is not None
                   else _dense_parameter_estimate(text, tied))
     return ModelArchitecture(
@@ -271,6 +290,8 @@ def architecture_from_hf_config(config: Mapping[str, Any], *, hf_id: str, source
         checkpoint_dtype=dtype, checkpoint_bytes=checkpoint_bytes,
         max_position_embeddings=int(text.get("max_position_embeddings", 0)),
         linear_attention=linear, source=source, tie_word_embeddings=tied,
+        partial_rotary_factor=float(rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 1.0))),
+        mrope="mrope_section" in rope,
     )
 
 

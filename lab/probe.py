@@ -36,6 +36,7 @@ from typing import Any
 
 from lab.overlay import colocated_config
 from lab.provenance import gpu, provenance, versions
+from serve_app.capacity import FIXED_KV_CACHE_MARGIN_BYTES
 from serve_app.config import PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.render import HYBRID_WORKER_ENV
@@ -66,15 +67,13 @@ LOG_PATTERNS: Mapping[str, re.Pattern[str]] = {
 }
 
 
-# What vLLM's own log suggests keeping free when kv_cache_memory_bytes replaces its memory profiling.
-KV_CACHE_MARGIN_BYTES = 150 * MIB
 PLANNED_KV_INSTANCE = "g6.8xlarge"
 
 
 def planned_kv_cache_bytes(app: PDAppConfig, instance_name: str = PLANNED_KV_INSTANCE) -> dict[str, Any]:
     """The decode engine's KV cache as the product's arithmetic sizes a restart (serve_app/capacity.py,
-    measured reserve), less KV_CACHE_MARGIN_BYTES: the `kv_cache_memory_bytes` a first start can be
-    given instead of profiling on cold caches. With its derivation, for the results."""
+    measured reserve), less the plan's margin: the `kv_cache_memory_bytes` kvCacheFromPlan renders, which a
+    first start can be given instead of profiling on cold caches. With its derivation, for the results."""
     from facts.instances import RECORDED_EC2_ANSWERS, instance_type
     from facts.models import KNOWN_MODELS
     from serve_app.capacity import capacity_report
@@ -87,8 +86,8 @@ def planned_kv_cache_bytes(app: PDAppConfig, instance_name: str = PLANNED_KV_INS
         max_num_batched_tokens=engine.max_num_batched_tokens, quantization=engine.quantization)
     if report.kv_budget_bytes_restart is None:
         raise ConfigError("--kv-cache-bytes", "plan", "a byte count: the plan has no measured restart for this model")
-    return {"kv_cache_bytes": report.kv_budget_bytes_restart - KV_CACHE_MARGIN_BYTES,
-            "restart_kv_bytes": report.kv_budget_bytes_restart, "margin_bytes": KV_CACHE_MARGIN_BYTES,
+    return {"kv_cache_bytes": report.kv_budget_bytes_restart - FIXED_KV_CACHE_MARGIN_BYTES,
+            "restart_kv_bytes": report.kv_budget_bytes_restart, "margin_bytes": FIXED_KV_CACHE_MARGIN_BYTES,
             "restart_blocks": report.num_blocks_restart, "first_start_blocks": report.num_blocks,
             "instance_type": instance_name, "reserve_source": report.reserve_source,
             "source": "serve_app.capacity.capacity_report of the stack's decode engine: kv_budget_bytes_restart "

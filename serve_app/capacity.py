@@ -22,10 +22,13 @@ What the estimate covers, and what it does not:
   caches empty: the smaller KV cache) and a restart; within 10% of vLLM's own lines for graphs and
   eager, vision on and off (docs/PROVEN.md#default-deployment).
 - A fixed KV cache (`fixed_kv_cache`): vLLM's `kv_cache_memory_bytes` set to a restart's KV bytes less
-  vLLM's own 150 MiB margin, so a new node's first start holds a restart's blocks instead of what the
-  profiling left it. Only where a restart's reserve was measured for this model, GPU, vLLM version and
-  engine limits: vLLM then does no fit check of its own, so the report predicts the first start's peak
-  (weights + first-start reserve + the fixed KV cache), which the checks hold to the GPU's memory.
+  a small margin (`FIXED_KV_CACHE_MARGIN_BYTES`), so a new node's first start holds a restart's blocks
+  instead of what the profiling left it. Only where a restart's reserve was measured for this model,
+  GPU, vLLM version and engine limits: vLLM then does no fit check of its own, so the report predicts
+  the first start's peak (weights, position table, first-start reserve, the fixed KV cache), which the
+  checks hold to the GPU's memory.
+- vLLM's rotary position table counts with the weights it loads (`ModelArchitecture.position_table_bytes`:
+  Qwen3.5's M-RoPE keeps 4 × its 262,144 positions, 128 MiB); a measured reserve excludes it.
 - FP8 weights (`quantization` "fp8", vLLM's online quantization of a 16-bit checkpoint): the linear
   layers' weights at one byte, embeddings, lm_head and norms at the checkpoint's dtype
   (`ModelArchitecture.fp8_weight_bytes`); the KV cache keeps its own dtype and the reserve is the one
@@ -52,12 +55,24 @@ ACTIVATION_RESERVE_MIB = 1024
 # Extra memory captured CUDA graphs hold when enforce_eager is false. Estimate.
 CUDA_GRAPH_RESERVE_MIB = 512
 
-# vLLM's margin under the KV cache size it suggests for `kv_cache_memory_bytes`: "memory profiling may
-# slightly underestimate the memory consumption" (docs/SOURCES.md#vllm-kv-cache-memory).
-# An independent check on an H200 held to the L4's budget (vLLM 0.26.0, every cache empty, the rendered decode
-# arguments) set 2,903,630,644 B: the first start held 167 blocks instead of 62 and peaked at 21,264 MiB of
-# 22,888; the first-start peak this module predicts for that value (22,252 MiB) is the higher.
-FIXED_KV_CACHE_MARGIN_BYTES = 150 * MIB
+# What a fixed KV cache leaves under a restart's KV bytes. vLLM suggests 150 MiB less than its profiling
+# found, in case "memory profiling may slightly underestimate the memory consumption"
+# (docs/SOURCES.md#vllm-kv-cache-memory). With the size fixed, what that guards is the first start's
+# peak against the GPU, and it was measured (docs/PROVEN.md#first-start): a fixed first start on empty
+# caches running fifteen 4,096-token sequences peaked at 21,166 MiB, 1,722 MiB under the L4's 22,888;
+# an independent check at 2,903,630,644 B (a restart's 167 blocks) peaked at 21,264 MiB, where this
+# module predicts 22,344. The peak needs no margin of its own. What is left to cover is the plan's error
+# on the restart's bytes: its reserve derives from vLLM's log lines, rounded to 0.01 GiB (±5 MiB each).
+# 64 MiB (under 4 blocks of Qwen3.5-9B's 16.5 MiB) covers that several times and leaves a new node's
+# first start 163 of a restart's 167 blocks (98 %; 150 MiB would leave 158, under the 95 % to keep).
+FIXED_KV_CACHE_MARGIN_BYTES = 64 * MIB
+
+# The plan's KV blocks against vLLM's where the reserve was measured for the model, GPU and engine limits:
+# with the published rotary settings every measured start (bf16 and FP8 weights, first start and restart)
+# is within 1 % and none above vLLM's (the FP8 restart: 567 planned, 571 held; docs/PROVEN.md#first-start).
+# A start the lab has not run may miss by more: 2 %. Where the reserve is this project's estimate: 10 %.
+MEASURED_KV_BLOCKS_ERROR = 0.02
+ESTIMATED_KV_BLOCKS_ERROR = 0.10
 
 # UCX over EFA measured at about 0.3 GB/s (docs/SOURCES.md#kv-transfer-libfabric: ray#62339, nixl#909, nixl#1021).
 UCX_ON_EFA_BYTES_PER_SECOND = 0.3e9
@@ -159,6 +174,7 @@ class CapacityReport:
     vision_inputs: bool = False
     reserve_source: str = "estimate"
     quantization: str = ""  # "fp8": vLLM's online FP8 weights; "": the checkpoint's dtype
+    position_table_bytes: int = 0  # per GPU: vLLM's rotary cos/sin table (ModelArchitecture.position_table_bytes)
     # Hybrid models, paged as vLLM pages them (None otherwise). Figures above are the first start on a new
     # node; the restart's are below. `num_blocks` is also the most sequences CUDA graphs can capture.
     block_size: int | None = None
@@ -180,6 +196,14 @@ class CapacityReport:
         """Room for a KV cache at all: on a restart where one is measured (the first start may have less)."""
         budget = self.kv_budget_bytes if self.kv_budget_bytes_restart is None else self.kv_budget_bytes_restart
         return budget > 0
+
+    @property
+    def kv_blocks_error(self) -> float:
+        """The share of the planned KV blocks a start may hold fewer of: none with a fixed KV cache (vLLM
+        takes the bytes as given), else the measured or the estimated reserve's error."""
+        if self.kv_cache_memory_bytes is not None:
+            return 0.0
+        return ESTIMATED_KV_BLOCKS_ERROR if self.reserve_source.startswith("estimate") else MEASURED_KV_BLOCKS_ERROR
 
     @property
     def sequences_that_can_start(self) -> int:
@@ -217,7 +241,7 @@ class CapacityReport:
                  f"({self.max_concurrency:.2f}× {self.max_model_len} tokens)"]
         if self.kv_cache_memory_bytes is not None and self.first_start_peak_bytes is not None:
             lines.append(f"KV cache fixed (kv_cache_memory_bytes {self.kv_cache_memory_bytes:,} B: a restart's KV "
-                         f"less vLLM's {FIXED_KV_CACHE_MARGIN_BYTES // MIB} MiB margin): first start and restart "
+                         f"less a {FIXED_KV_CACHE_MARGIN_BYTES // MIB} MiB margin): first start and restart "
                          f"{self.num_blocks} blocks (vLLM's profiling alone: {self.num_blocks_profiled_first_start} "
                          f"on a first start); first start's peak {self.first_start_peak_bytes / MIB:,.0f} MiB of "
                          f"{self.gpu_memory_bytes / MIB:,.0f} MiB (estimate)")
@@ -244,6 +268,7 @@ class CapacityReport:
             f"Weights{' in FP8 (linear layers)' if self.quantization == 'fp8' else ''}:"
             f" {self.weight_bytes / GIB:,.2f} GiB ({self.weight_bytes_per_gpu / MIB:,.1f} MiB per GPU"
             f"{'' if not self.hybrid else ', vision encoder loaded' if self.vision_inputs else ', text only'});"
+            f" rotary position table: {self.position_table_bytes / MIB:,.0f} MiB per GPU;"
             f" reserve for activations{'' if self.reserve_bytes_per_gpu == ACTIVATION_RESERVE_MIB * MIB else graphs}:"
             f" {self.reserve_bytes_per_gpu / MIB:,.0f} MiB per GPU ({self.reserve_source})",
             f"KV cache budget: {self.kv_budget_bytes / MIB:,.1f} MiB per replica",
@@ -301,13 +326,15 @@ def capacity_report(
     reserve, restart_reserve, source = _reserve(model, gpus, cuda_graphs=not enforce_eager, vision=vision_inputs,
                                                 max_num_seqs=max_num_seqs,
                                                 max_num_batched_tokens=max_num_batched_tokens)
-    kv_budget = gpus * (usable - weights_per_gpu - reserve)
+    # vLLM counts the rotary position table with the weights it loads: 128 MiB for Qwen3.5's M-RoPE.
+    position_table = model.position_table_bytes(dtype_bytes)
+    kv_budget = gpus * (usable - weights_per_gpu - position_table - reserve)
     kv_dtype_bytes = kv_cache_dtype_bytes(kv_cache_dtype, dtype_bytes)
     per_token = kv_bytes_per_token(model, kv_dtype_bytes)
     per_sequence_state = state_bytes_per_sequence(model, dtype_bytes)
     per_sequence = max_model_len * per_token + per_sequence_state
     paging = hybrid_paging(model, kv_dtype_bytes, dtype_bytes) if gpus == 1 else None
-    restart_budget = None if restart_reserve is None else usable - weights_per_gpu - restart_reserve
+    restart_budget = None if restart_reserve is None else usable - weights_per_gpu - position_table - restart_reserve
     fixed: dict = {}
     if fixed_kv_cache:
         off = _why_not_fixed(model, instance, gpus, vllm_version, max_num_seqs, max_num_batched_tokens)
@@ -315,7 +342,8 @@ def capacity_report(
             off = "a restart leaves no KV cache beyond vLLM's margin"
         if off is None and restart_budget is not None and paging is not None:
             kv_bytes = restart_budget - FIXED_KV_CACHE_MARGIN_BYTES
-            fixed = {"kv_cache_memory_bytes": kv_bytes, "first_start_peak_bytes": weights_per_gpu + reserve + kv_bytes,
+            fixed = {"kv_cache_memory_bytes": kv_bytes,
+                     "first_start_peak_bytes": weights_per_gpu + position_table + reserve + kv_bytes,
                      "num_blocks_profiled_first_start": paging.blocks(kv_budget)}
             kv_budget = restart_budget = kv_bytes
         else:
@@ -332,7 +360,7 @@ def capacity_report(
         kv_tokens=kv_tokens, max_concurrent_sequences=sequences, transfer_bytes_per_max_prompt=per_sequence,
         network_bytes_per_second=network, transfer_seconds=per_sequence / network if network else float("inf"),
         transfer_seconds_ucx_on_efa=per_sequence / UCX_ON_EFA_BYTES_PER_SECOND, vision_inputs=vision_inputs,
-        reserve_source=source, quantization=quantization, **paged, **fixed)
+        reserve_source=source, quantization=quantization, position_table_bytes=position_table, **paged, **fixed)
 
 
 def _why_not_fixed(model: ModelArchitecture, instance: InstanceType, gpus: int, vllm_version: str | None,

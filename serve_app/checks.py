@@ -486,7 +486,8 @@ def _check_paged_start(app: PDAppConfig, phase: Phase, report: CapacityReport,
         text_only.num_blocks_restart if text_only.num_blocks_restart is not None else text_only.num_blocks)
 
     def or_without_vision(blocks_needed: int) -> str:
-        # The encoder takes most of the blocks on an L4 (17 left of a restart's 173, measured): a user who
+        # The encoder takes most of the blocks on an L4 (17 left of a restart's 173, measured with the default
+        # rotary settings): a user who
         # just turned it on reads that turning it off is a way out, where the text-only engine has the blocks.
         if without_vision_blocks is None or without_vision_blocks < blocks_needed:
             return ""
@@ -506,12 +507,17 @@ def _check_paged_start(app: PDAppConfig, phase: Phase, report: CapacityReport,
             f"{or_without_vision(per_sequence)}",
             f"one {engine.max_model_len}-token sequence takes {per_sequence} blocks; "
             "lower maxModelLen or raise gpuMemoryUtilization")
-    first = report.num_blocks
-    if (not engine.enforce_eager and first < engine.max_num_seqs) or first < per_sequence:
+    first, error = report.num_blocks, report.kv_blocks_error
+    needed = max(engine.max_num_seqs if not engine.enforce_eager else 0, per_sequence)
+    if first < needed:
         return (f"{where}: the first start on a new node (compile caches empty) leaves {first} KV blocks, "
-                f"fewer than {max(engine.max_num_seqs if not engine.enforce_eager else 0, per_sequence)} "
-                f"it needs; vLLM would refuse to start until a restart (estimate: {report.reserve_source}). "
-                "Lower maxNumSeqs or maxModelLen, or set enforceEager true",)
+                f"fewer than {needed} it needs; vLLM would refuse to start until a restart (estimate: "
+                f"{report.reserve_source}). Lower maxNumSeqs or maxModelLen, or set enforceEager true",)
+    # Not at the exact boundary: a start within the plan's own error of it may hold too few.
+    if first * (1 - error) < needed:
+        return (f"{where}: the first start on a new node (compile caches empty) leaves {first} KV blocks by the "
+                f"plan, within its {error:.0%} error of the {needed} it needs: vLLM may refuse to start (estimate: "
+                f"{report.reserve_source}). Lower maxNumSeqs or maxModelLen, or set enforceEager true",)
     return ()
 
 

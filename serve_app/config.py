@@ -212,7 +212,7 @@ class EngineSettings(FrozenModel):
     # `language_model_only`; a text-only model ignores it), which leaves its weights' memory to the KV cache.
     vision_inputs: bool = Field(False, description="Load a multimodal model's vision encoder and accept images.")
     # On by default: with the compile caches empty, vLLM's memory profiling leaves a new node's first start
-    # 67 KV blocks where a restart holds 173 (docs/PROVEN.md#default-deployment); a fixed size takes that
+    # 62 KV blocks where a restart holds 167 (docs/PROVEN.md#first-start); a fixed size takes that
     # penalty away. Rendered only where serve_app/capacity.py knows a restart's KV bytes (checks.py).
     kv_cache_from_plan: bool = Field(
         True, description="Fix the KV cache (vLLM kv_cache_memory_bytes) at a restart's size, from the plan.")

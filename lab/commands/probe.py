@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "weights), kv-bytes (the KV cache fixed at --kv-cache-bytes), warm (same caches again)")
     probe.add_argument("--kv-cache-bytes", metavar="BYTES|plan",
                        help="vLLM's kv_cache_memory_bytes for the kv-bytes variants; plan: the product's restart KV "
-                            "bytes for the stack's decode engine on g6.8xlarge, less 150 MiB")
+                            "bytes for the stack's decode engine on g6.8xlarge, less the plan's margin (what "
+                            "kvCacheFromPlan renders)")
     probe.add_argument("--model-dir", default="/tmp/lab-models")
     probe.add_argument("--cache-dir", default="/tmp/lab-compile-cache", help="compile caches: empty = a cold start")
     probe.add_argument("--flashinfer-dir", help="FlashInfer's JIT builds (default: in --cache-dir)")

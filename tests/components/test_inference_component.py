@@ -195,7 +195,7 @@ def test_rayservice_spec_reaches_the_engine_unchanged(run: OfflineRun, settings_
     ingress = settings_for().serving.app.config.ingress  # the front door's keyed ingress (docs/FRONT_DOOR.md)
     # Each engine's KV cache fixed at the restart's size the plan computes (serve_app/capacity.py).
     assert yaml.safe_load(ray_service.inputs["spec"]["serveConfigV2"]) == serve_config_v2(
-        PDAppConfig(ingress=ingress), {"prefill": 2_849_190_707, "decode": 2_849_190_707})
+        PDAppConfig(ingress=ingress), {"prefill": 2_831_994_061, "decode": 2_831_994_061})
     assert ray_service.inputs["metadata"]["name"] == "ray-llm"
     assert ray_service.inputs["metadata"]["namespace"] == "inference"
 

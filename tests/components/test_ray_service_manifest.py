@@ -189,7 +189,7 @@ def test_serve_config_travels_as_yaml_text_of_the_rendered_app(manifest: dict[st
     ingress = settings_for().serving.app.config.ingress  # the front door's keyed ingress (docs/FRONT_DOOR.md)
     # Each engine's KV cache fixed at the restart's size the plan computes (serve_app/capacity.py).
     assert yaml.safe_load(text) == serve_config_v2(PDAppConfig(ingress=ingress),
-                                                   {"prefill": 2_849_190_707, "decode": 2_849_190_707})
+                                                   {"prefill": 2_831_994_061, "decode": 2_831_994_061})
     assert yaml.safe_load(text)["applications"][0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
 
 

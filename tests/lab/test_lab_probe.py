@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from lab.probe import (
-    KV_CACHE_MARGIN_BYTES,
     LOG_PATTERNS,
     budget_utilization,
     parse_log,
@@ -17,6 +16,7 @@ from lab.probe import (
     probe_specs,
     restore_caches,
 )
+from serve_app.capacity import FIXED_KV_CACHE_MARGIN_BYTES
 from serve_app.errors import ConfigError
 
 # vLLM 0.26.0's own lines from the as-rendered probe on an L4's budget (lab/results, 2026-12-02).
@@ -90,9 +90,10 @@ def test_the_fixed_kv_cache_is_the_plans_restart_less_vllms_margin():
     from lab.stack import stack_app
 
     plan = planned_kv_cache_bytes(stack_app("dev"))
-    # The dev stack's decode engine on g6.8xlarge's L4: the plan's restart holds 173 blocks, a first start 67.
-    assert (plan["restart_blocks"], plan["first_start_blocks"]) == (173, 67)
-    assert plan["kv_cache_bytes"] == plan["restart_kv_bytes"] - KV_CACHE_MARGIN_BYTES == 2_849_190_707
+    # The dev stack's decode engine on g6.8xlarge's L4: the plan's restart holds 167 blocks, a first start 62
+    # (vLLM held 167 and 62 with the published rotary settings: docs/PROVEN.md#first-start).
+    assert (plan["restart_blocks"], plan["first_start_blocks"]) == (167, 62)
+    assert plan["kv_cache_bytes"] == plan["restart_kv_bytes"] - FIXED_KV_CACHE_MARGIN_BYTES == 2_831_994_061
 
 
 def test_restored_caches_are_a_copy_and_the_originals_are_gone(tmp_path):

@@ -45,9 +45,11 @@ def test_the_run_command_reaches_the_runner_as_the_predictions_assume(monkeypatc
     assert spec.rates == validation.RATES and spec.requests_per_rate == validation.REQUESTS_PER_RATE
     assert spec.open_loop_modes == ("pd", "colocated") and spec.seed == validation.SEED
     assert spec.concurrencies == (1,) and spec.requests_at(1) == validation.CLOSED_LOOP_REQUESTS
-    # Every engine holds the KV cache kvCacheFromPlan renders, on the L4's share of the card.
+    # Every engine holds the KV cache kvCacheFromPlan renders, on the L4's share of the card (the predictions
+    # file records its commit's; the blocks it holds are above maxNumSeqs' 32 sequences either way).
     planned = planned_kv_cache_bytes(stack_app("dev"))["kv_cache_bytes"]
-    assert seen["kv_cache_memory_bytes"] == planned == predictions["lab_engine"]["kv_cache_bytes"]
+    assert seen["kv_cache_memory_bytes"] == planned
+    assert predictions["lab_engine"]["sequences_at_prompt_plus_output"] == predictions["lab_engine"]["max_num_seqs"]
     probe = json.loads(Path(validation.PROBE).read_text())
     assert seen["budget_utilization"] == probe["utilization_on_this_card"]
     assert [(v.name, v.modes, v.rates) for v in seen["variants"]] == [
@@ -139,3 +141,18 @@ def test_the_method_rehearsed_on_the_earlier_runs_is_what_sizing_md_says():
     for p, m in zip(predicted, recorded, strict=True):
         assert p["ttft_p90_seconds"] == pytest.approx(m["ttft_p90_seconds"], rel=0.25)
         assert p["tpot_p90_seconds"] == pytest.approx(m["tpot_p90_seconds"], rel=0.25)
+
+
+def test_sizing_md_shows_the_validation_runs_table_exactly_when_its_raw_result_is_committed():
+    """Once the run's results are committed as lab/results/*-qwen35-validation-lab-result.json.gz, docs/SIZING.md
+    shows `validation-table`'s rows for them; until then it shows no measured row."""
+    results = sorted(Path("lab/results").glob("*-qwen35-validation-lab-result.json*"))
+    text = Path("docs/SIZING.md").read_text()
+    header = validation.markdown([]).splitlines()[0]
+    if not results:
+        assert header not in text
+        return
+    rows = validation.table(json.loads(PREDICTIONS.read_text()), [validation.read_result(p) for p in results])
+    assert rows
+    for line in validation.markdown(rows).splitlines():
+        assert line in text, line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -40,8 +41,13 @@ def reference():
                                                      **TARGET_SETTINGS)).capacity["decode"]
 
 
+# The 2026-12-02 lines were vLLM's for transformers' default rotary settings (no M-RoPE: a 32 MiB position
+# table where the published config's takes 128 MiB).
+AS_MEASURED_THEN = replace(QWEN35_9B, mrope=False)
+
+
 def _report(enforce_eager: bool, vision_inputs: bool, **engine):
-    return capacity_report(QWEN35_9B, G6_8X, dtype="bfloat16", max_model_len=4096, gpu_memory_utilization=0.90,
+    return capacity_report(AS_MEASURED_THEN, G6_8X, dtype="bfloat16", max_model_len=4096, gpu_memory_utilization=0.90,
                            enforce_eager=enforce_eager, vision_inputs=vision_inputs,
                            max_num_seqs=engine.get("max_num_seqs", 32), max_num_batched_tokens=2048)
 
@@ -68,9 +74,11 @@ def test_a_hybrid_model_is_paged_as_vllm_pages_it(reference):
     # Groups of 8 layers (8 attention, 24 linear: 1 + 3 groups) share one pool: a block is 8 pages.
     # A 4,096-token sequence takes ceil(4,096 / 528) = 8 attention blocks + 1 per state group = 11.
     assert reference.blocks_per_sequence == 11
-    # First start: budget 21,599,826,739 − 17,907,606,528 (text-only weights) − reserve; blocks =
-    # budget // (2,162,688 × 8); vLLM's "GPU KV cache size" = blocks / 11 × 4,096 = 67 / 11 × 4,096.
-    assert (reference.num_blocks, reference.kv_tokens) == (67, 24_948)
+    # First start: budget 21,599,826,739 − 17,907,606,528 (text-only weights) − 134,217,728 (the M-RoPE
+    # position table: 262,144 × 4 positions × 64 rotated dims × 2 B) − reserve; blocks = budget // (2,162,688
+    # × 8); vLLM's "GPU KV cache size" = blocks / 11 × 4,096 = 62 / 11 × 4,096 (vLLM held 62).
+    assert (reference.num_blocks, reference.kv_tokens) == (62, 23_086)
+    assert reference.position_table_bytes == 262_144 * 4 * 64 * 2
     assert reference.weight_bytes == 17_907_606_528
 
 
@@ -79,7 +87,7 @@ def test_the_stacks_default_starts_on_an_l4_with_room_to_spare():
                                                         **TARGET_SETTINGS))
     for report in checked.capacity.values():
         assert report.num_blocks >= PDAppConfig().engine.max_num_seqs  # CUDA graphs can capture
-        assert report.max_concurrent_sequences >= 6
+        assert report.max_concurrent_sequences >= 5  # 62 blocks of 11 a 4,096-token sequence (vLLM: 5.64×)
     assert checked.warnings == ()
 
 
@@ -92,14 +100,15 @@ def test_vllms_old_default_of_256_sequences_is_refused_naming_maxnumseqs():
 
 
 def test_the_vision_encoder_with_cuda_graphs_is_refused_as_vllm_refused_it():
-    # Measured: 17 blocks < 32 sequences, vLLM refused CUDA graph capture; the estimate gives 16.
+    # Measured with the default rotary settings: 17 blocks < 32 sequences, vLLM refused CUDA graph capture;
+    # the published M-RoPE table takes about 6 blocks more, and the estimate gives 10.
     app = PDAppConfig(engine=EngineSettings(vision_inputs=True))
     with pytest.raises(ConfigError) as refused:
         check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, **TARGET_SETTINGS))
-    assert refused.value.setting == "maxNumSeqs" and "at most 16" in str(refused.value)
+    assert refused.value.setting == "maxNumSeqs" and "at most 10" in str(refused.value)
     # The user who just turned the encoder on reads that turning it off is a way out too...
     assert "or visionInputs false" in refused.value.allowed
-    # ...but only where it is one: without the encoder a restart holds 173 blocks, not 200.
+    # ...but only where it is one: without the encoder a restart holds 167 blocks, not 200.
     app = PDAppConfig(engine=EngineSettings(vision_inputs=True, max_num_seqs=200))
     with pytest.raises(ConfigError) as refused:
         check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, **TARGET_SETTINGS))
@@ -109,7 +118,7 @@ def test_the_vision_encoder_with_cuda_graphs_is_refused_as_vllm_refused_it():
 def test_the_vision_encoder_eager_starts_but_warns_about_a_new_nodes_first_start():
     app = PDAppConfig(engine=EngineSettings(vision_inputs=True, enforce_eager=True))
     checked = check_app(app, DeploymentTarget(G6_8X, gpu_node_count=2, efa=True, **TARGET_SETTINGS))
-    assert checked.capacity["decode"].num_blocks_restart == 24
+    assert checked.capacity["decode"].num_blocks_restart == 18  # 25 measured with the default rotary table
     assert any("first start on a new node" in warning for warning in checked.warnings)
 
 
@@ -142,24 +151,25 @@ def test_reference_transfer_prefill_to_decode(reference):
 def test_report_prints_the_numbers_a_user_needs(reference):
     text = reference.render_text()
     for fragment in ("Qwen/Qwen3.5-9B", "hybrid", "20,599.2 MiB usable", "16.68 GiB", "text only", "measured",
-                     "32,768 B", "49.12 MiB", "24,948", "528-token attention blocks", "first start on a new node",
-                     "Restart", "64,418", "177.1 MiB", "59 ms", "619 ms", "log line wins"):
+                     "rotary position table: 128 MiB", "32,768 B", "49.12 MiB", "23,086", "528-token attention blocks",
+                     "first start on a new node", "Restart", "62,184", "177.1 MiB", "59 ms", "619 ms", "log line wins"):
         assert fragment in text
     data = reference.to_dict()
-    assert data["kv_tokens"] == 24_948 and data["weights_fit"] is True
-    assert data["max_concurrency"] == pytest.approx(6.09, abs=0.01)
+    assert data["kv_tokens"] == 23_086 and data["weights_fit"] is True
+    assert data["max_concurrency"] == pytest.approx(5.64, abs=0.01)  # vLLM: 5.64×
     json.dumps(data)  # plain data, ready for `pdctl` output
 
 
 def test_dense_llama_for_comparison():
     report = capacity_report(KNOWN_MODELS["meta-llama/Llama-3.1-8B-Instruct"], G6_8X, dtype="bfloat16",
                              max_model_len=4096, gpu_memory_utilization=0.90, enforce_eager=True)
-    # Weights 16,060,522,496 B; budget 21,599,826,739 − 16,060,522,496 − 1,073,741,824 = 4,465,562,419 B
-    assert report.kv_budget_bytes == 4_465_562_419
+    # Weights 16,060,522,496 B; position table 131,072 × 128 × 2 = 33,554,432 B; budget 21,599,826,739 −
+    # 16,060,522,496 − 33,554,432 − 1,073,741,824 = 4,432,007,987 B
+    assert report.kv_budget_bytes == 4_432_007_987
     # 2 × 8 KV heads × 128 × 2 B × 32 layers = 131,072 B per token (4× Qwen3.5-9B's)
     assert report.kv_bytes_per_token == 131_072
-    # 4,465,562,419 // 131,072 = 34,069 tokens; // (4,096 × 131,072 = 536,870,912) = 8 sequences
-    assert (report.kv_tokens, report.max_concurrent_sequences) == (34_069, 8)
+    # 4,432,007,987 // 131,072 = 33,813 tokens; // (4,096 × 131,072 = 536,870,912) = 8 sequences
+    assert (report.kv_tokens, report.max_concurrent_sequences) == (33_813, 8)
     assert report.state_bytes_per_sequence == 0 and not report.hybrid
 
 
@@ -183,9 +193,11 @@ def test_tensor_parallel_splits_weights_across_gpus():
     report = capacity_report(QWEN35_9B, recorded("g6.12xlarge"), dtype="bfloat16", max_model_len=4096,
                              gpu_memory_utilization=0.90, enforce_eager=True, tensor_parallel_size=2)
     # Text only, per GPU: 17,907,606,528 / 2 = 8,953,803,264 B; the reserve measured on one GPU does not
-    # apply: the estimate's 1,024 MiB. Budget 2 × (21,599,826,739 − 8,953,803,264 − 1,073,741,824)
+    # apply: the estimate's 1,024 MiB. Each GPU keeps its own 128 MiB position table.
+    # Budget 2 × (21,599,826,739 − 8,953,803,264 − 134,217,728 − 1,073,741,824)
     assert report.weight_bytes_per_gpu == 8_953_803_264
-    assert report.kv_budget_bytes == 2 * (21_599_826_739 - 8_953_803_264 - 1_073_741_824) == 23_144_563_302
+    assert report.kv_budget_bytes == 2 * (21_599_826_739 - 8_953_803_264 - 134_217_728 - 1_073_741_824) \
+        == 22_876_127_846
     assert report.reserve_source == "estimate" and report.num_blocks is None
 
 

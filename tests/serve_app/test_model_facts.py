@@ -120,3 +120,16 @@ def test_fp8_weights_keep_the_embeddings_at_the_checkpoints_dtype_and_a_tied_lm_
     linear = 2 * (4 * 64 * 64 + 3 * 64 * 128)  # q, k, v, o and the MLP's three: one byte each in FP8
     for model, embeddings in ((untied, 2 * 1000 * 64), (tied, 1000 * 64)):
         assert model.fp8_weight_bytes("bfloat16", vision_inputs=False) == linear + 2 * (embeddings + 5 * 64)
+
+
+@pytest.mark.parametrize(("rope", "table_mib"), [
+    ({}, 8),  # 32,768 positions × 128 dims × 2 B
+    ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25, "mrope_interleaved": True,
+                          "mrope_section": [11, 11, 10]}}, 8),  # 4 × the positions, a quarter of the dims
+    ({"rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}, 32),  # Qwen2-VL's older spelling
+])
+def test_a_configs_rotary_settings_size_vllms_position_table(tmp_path, rope, table_mib):
+    (tmp_path / "config.json").write_text(json.dumps({**SMALL, **rope}))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": SMALL_BYTES}}))
+    architecture = read_model_facts(str(tmp_path)).architecture
+    assert architecture.position_table_bytes(2) == table_mib * 2**20

@@ -267,16 +267,19 @@ def test_a_lab_replica_has_the_h200s_speed_and_an_l4s_memory():
 
 # ── Validation on the GPU: the stack's own architecture on an L4's memory (H200 lab) ─────────────
 
+# The open-loop runs of 2026-12-02 served the architecture with transformers' default rotary settings
+# (no M-RoPE: vLLM's position table 96 MiB smaller than the published config's).
+QWEN35_AS_RUN_ON_2026_12_02 = replace(known_model("Qwen/Qwen3.5-9B"), mrope=False)
+
 def _lab_validation(calibration: Calibration = CALIBRATION):
     import json
     from pathlib import Path
 
     from facts.gpus import GPU_SPECS
-    from facts.models import known_model
     from serve_app.slo_validation import MeasuredPoint, compare, lab_replica
 
     data = json.loads((Path(__file__).parents[1] / "data" / "qwen35-open-loop-h200.json").read_text())
-    replica = lab_replica(known_model("Qwen/Qwen3.5-9B"), GPU_SPECS["H200"], usable_memory_mib=22_888,
+    replica = lab_replica(QWEN35_AS_RUN_ON_2026_12_02, GPU_SPECS["H200"], usable_memory_mib=22_888,
                           gpu_memory_utilization=0.9, max_model_len=4096,
                           kv_bytes_per_second=data["lab_link_bytes_per_second"], calibration=calibration)
     points = [MeasuredPoint(p["requests_per_second"], 512, 128, p["ttft_p90_seconds"], p["tpot_p90_seconds"])
@@ -316,7 +319,7 @@ def test_the_ingest_share_is_what_the_recorded_lab_tpot_fits():
     from serve_app.slo_validation import fit_ingest_share
 
     data = json.loads((Path(__file__).parents[1] / "data" / "qwen35-open-loop-h200.json").read_text())
-    replica = lab_replica(known_model("Qwen/Qwen3.5-9B"), GPU_SPECS["H200"], usable_memory_mib=22_888,
+    replica = lab_replica(QWEN35_AS_RUN_ON_2026_12_02, GPU_SPECS["H200"], usable_memory_mib=22_888,
                           gpu_memory_utilization=0.9, max_model_len=4096,
                           kv_bytes_per_second=data["lab_link_bytes_per_second"])
     points = [MeasuredPoint(p["requests_per_second"], 512, 128, p["ttft_p90_seconds"], p["tpot_p90_seconds"])
