@@ -324,6 +324,7 @@ def _render_cold_start(console: Console, start) -> None:
     _rule(console, "[bold]cold start[/] (seconds, per documented step)")
     console.print(f"storage: {escape(start.storage)}", highlight=False)
     console.print(f"weights: {escape(start.load_path)}", highlight=False)
+    console.print(f"image: {escape(start.image_path)}", highlight=False)
     console.print(f"compile caches: {escape(start.compile_caches)}", highlight=False)
     for figure in (start.new_node, start.pod_restart):
         table = Table("seconds", "step", "source")

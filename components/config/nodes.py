@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from components.config.declared import declared_keys
-from components.config.names import AVAILABILITY_ZONE, ZONE_ID
+from components.config.names import AVAILABILITY_ZONE, SNAPSHOT_ARN, SNAPSHOT_ID, ZONE_ID
 from components.discovery import NodeTypeQuestion
 from components.node_storage import NodeStorage, node_storage
 from components.scheduling import gpu_node_labels
@@ -63,11 +63,32 @@ class GpuNodeSettings(StackKeyModel):
         alias="gpuAvailabilityZone",
         description='"" or an AZ of the region by name (us-west-2b) or zone ID (usw2-az2)')
     disk_gib: int = Field(alias="gpuDiskGiB", ge=100, le=16384, description="an integer from 100 to 16384")
+    image_snapshot: str | None = Field(
+        alias="gpuImageSnapshotId",
+        description='"" or the EBS snapshot `pdctl image-snapshot` made of the Ray image, by ID '
+                    "(snap-0123456789abcdef0) or ARN, in the stack's region")
 
-    @field_validator("availability_zone", mode="before")
+    @field_validator("availability_zone", "image_snapshot", mode="before")
     @classmethod
     def _empty_is_auto(cls, value: Any) -> Any:
         return value or None
+
+    @field_validator("image_snapshot")
+    @classmethod
+    def _snapshot_id_or_arn(cls, value: str | None) -> str | None:
+        if value is not None and not (SNAPSHOT_ID.match(value) or SNAPSHOT_ARN.match(value)):
+            raise ValueError("not an EBS snapshot ID (snap- and 17 hex digits) or snapshot ARN")
+        return value
+
+    def image_snapshot_id(self, region: str) -> str | None:
+        """The snapshot's ID; refused when its ARN names another region than the stack's."""
+        arn = SNAPSHOT_ARN.match(self.image_snapshot or "")
+        if arn and arn[1] != region:
+            raise self.field("image_snapshot").refuse(
+                self.image_snapshot, f"a snapshot in {region}, or \"\"",
+                f"EBS snapshots are regional: copy it to {region} (aws ec2 copy-snapshot) or make one there "
+                "with `pdctl image-snapshot`")
+        return arn[2] if arn else self.image_snapshot
 
     @field_validator("availability_zone")
     @classmethod
@@ -201,6 +222,7 @@ class GpuNodeGroupSpec:
     phases: tuple[Phase, ...]
     target: NodeGroupTarget
     worker: WorkerResources
+    image_snapshot_id: str | None = None  # gpuImageSnapshotId, its bare ID
 
     @property
     def own_phase(self) -> Phase | None:
@@ -231,5 +253,6 @@ class GpuNodeGroupSpec:
 
     @property
     def storage(self) -> NodeStorage:
-        """Where its nodes keep images and the model cache (decided by the instance type)."""
-        return node_storage(self.instance)
+        """Where its nodes keep images and the model cache (decided by the instance type and
+        gpuImageSnapshotId)."""
+        return node_storage(self.instance, self.image_snapshot_id)
