@@ -219,8 +219,11 @@ def _render_critical_path(console: Console, plan) -> None:
         f"(how the reference scripts run); {plan.deploy_target.text}", highlight=False)
     if plan.control_plane_to_first_token is not None:
         reach = plan.control_plane_to_first_token
+        compile_first = plan.cold_start.first_compile_minutes if plan.cold_start else 0.0
+        first_key = (f" (the engines start on compile caches an earlier start saved in S3; the first deploy for "
+                     f"their key compiles: {compile_first:.1f} min more)") if compile_first else ""
         console.print(f"EKS control plane ready → first token: [bold]{reach.figure:.1f} min[/] on this path; "
-                      f"{reach.text}", highlight=False)
+                      f"{reach.text}{first_key}", highlight=False)
 
 def _render_head_restart(console: Console, plan) -> None:
     if plan.head_restart:

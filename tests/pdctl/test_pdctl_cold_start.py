@@ -175,3 +175,12 @@ def test_the_cold_start_figures_docs_plan_md_quotes_are_the_plans(settings_for):
                                          **S3_STACK).serving).new_node
     assert (f"and the image on a snapshot volume: {everything.seconds:.0f} s ({everything.share('measured'):.0%} "
             f"measured, {everything.share('reference timing'):.0%} sourced)") in text
+
+
+def test_restored_caches_say_what_the_first_deploy_of_their_key_compiles(settings_for):
+    restored = cold_start(settings_for("dev", compileCacheInS3="true", **S3_STACK).serving)
+    # The deploy's critical path charges the restored start; a key no start has saved compiles cold.
+    assert restored.first_compile_minutes == pytest.approx(
+        (durations.ENGINE_START_COLD.seconds - durations.ENGINE_START_RESTORED.seconds) / 60)
+    assert round(restored.first_compile_minutes, 1) == 3.2
+    assert cold_start(settings_for("dev").serving).first_compile_minutes == 0.0

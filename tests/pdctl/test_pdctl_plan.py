@@ -480,3 +480,16 @@ def test_prods_gcs_store_is_priced_from_the_recorded_elasticache_price(prod_plan
     node = prices.PRICES["us-west-2"].elasticache_node_per_hour["cache.t4g.small"]
     assert (line["quantity"], line["unit_price_per_hour"]) == (2, node)
     assert line["per_hour"] == pytest.approx(2 * node, abs=1e-4)
+
+
+def test_plan_text_with_every_start_path_names_them_and_what_a_first_deploy_compiles():
+    text = invoke("plan", "--stack", "dev", "--width", "1000", "--set", "modelSource=s3://acme-models/mirror/Qwen/Qwen3.5-9B",
+                  "--set", "rayImageCarriesRunaiStreamer=true", "--set", "compileCacheInS3=true",
+                  "--set", "gpuImageSnapshotId=snap-0123456789abcdef0").stdout
+    assert "image: in containerd's store on a volume restored from snap-0123456789abcdef0 (gpuImageSnapshotId): " \
+           "nothing pulled" in text
+    assert "new GPU node → serving: 236 s (27% measured, 21% sourced, 52% estimated); goal ≤ 180 s: MISSED by 56 s" \
+        in text
+    (reach,) = [line for line in text.splitlines() if line.startswith("EKS control plane ready → first token")]
+    assert reach.endswith("(the engines start on compile caches an earlier start saved in S3; the first deploy for "
+                          "their key compiles: 3.2 min more)")
