@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from components.config.declared import declared_keys
 from components.config.names import AVAILABILITY_ZONE, SNAPSHOT_ARN, SNAPSHOT_ID, ZONE_ID
@@ -49,6 +49,13 @@ class SystemNodeSettings(StackKeyModel):
         return instance
 
 
+# The forms a GPU node setting written as an AWS name or ID takes, and what to call them in a refusal.
+_FORMS = {
+    "availability_zone": ((AVAILABILITY_ZONE, ZONE_ID), "an availability zone name or zone ID"),
+    "image_snapshot": ((SNAPSHOT_ID, SNAPSHOT_ARN), "an EBS snapshot ID (snap- and 17 hex digits) or snapshot ARN"),
+}
+
+
 class GpuNodeSettings(StackKeyModel):
     """The EFA GPU node group prefill and decode run on."""
 
@@ -73,13 +80,6 @@ class GpuNodeSettings(StackKeyModel):
     def _empty_is_auto(cls, value: Any) -> Any:
         return value or None
 
-    @field_validator("image_snapshot")
-    @classmethod
-    def _snapshot_id_or_arn(cls, value: str | None) -> str | None:
-        if value is not None and not (SNAPSHOT_ID.match(value) or SNAPSHOT_ARN.match(value)):
-            raise ValueError("not an EBS snapshot ID (snap- and 17 hex digits) or snapshot ARN")
-        return value
-
     def image_snapshot_id(self, region: str) -> str | None:
         """The snapshot's ID; refused when its ARN names another region than the stack's."""
         arn = SNAPSHOT_ARN.match(self.image_snapshot or "")
@@ -90,11 +90,12 @@ class GpuNodeSettings(StackKeyModel):
                 "with `pdctl image-snapshot`")
         return arn[2] if arn else self.image_snapshot
 
-    @field_validator("availability_zone")
+    @field_validator("availability_zone", "image_snapshot")
     @classmethod
-    def _az_name_or_id(cls, value: str | None) -> str | None:
-        if value is not None and not (AVAILABILITY_ZONE.match(value) or ZONE_ID.match(value)):
-            raise ValueError("not an availability zone name or zone ID")
+    def _of_its_forms(cls, value: str | None, info: ValidationInfo) -> str | None:
+        forms, what = _FORMS[str(info.field_name)]
+        if value is not None and not any(form.match(value) for form in forms):
+            raise ValueError(f"not {what}")
         return value
 
     @model_validator(mode="after")
