@@ -11,6 +11,10 @@ The command waits for the instance to stop, reads that line from the console out
 volume, turns fast snapshot restore on in the GPU AZ when asked (new volumes then read at full speed
 at once; it is billed per hour and AZ), and terminates the instance and deletes the volume however it
 ends. boto3 clients are passed in, so a local EC2/SSM API (moto) can stand in for AWS.
+
+The caller needs ssm:GetParameter on the AMI parameter, ec2:RunInstances (with iam:PassRole for the
+builder's instance profile), DescribeInstances, GetConsoleOutput, CreateSnapshot, DescribeSnapshots,
+EnableFastSnapshotRestores, TerminateInstances, DeleteVolume and CreateTags on what it launches.
 """
 
 from __future__ import annotations
