@@ -146,7 +146,8 @@ def test_with_the_image_on_a_snapshot_volume_nothing_is_pulled_and_the_device_pl
     image = start.new_node.steps[3]
     # The image's own step is sourced (a 20 GB image's pod up in under 5 s from such a volume), but the
     # device plugins' registration, an estimate, is longer: the step the user sees is theirs.
-    assert durations.RAY_IMAGE_FROM_SNAPSHOT.seconds == 5 and durations.RAY_IMAGE_FROM_SNAPSHOT.source == "reference timing"
+    from_snapshot = durations.RAY_IMAGE_FROM_SNAPSHOT
+    assert (from_snapshot.seconds, from_snapshot.source) == (5, "reference timing")
     assert image.name == "Ray image already on the node's snapshot volume (device plugins register meanwhile)"
     assert image.duration == durations.DEVICE_PLUGINS_ON_NODE
     assert start.image_path.startswith(f"in containerd's store on a volume restored from {SNAPSHOT} "
