@@ -185,3 +185,17 @@ def test_restored_caches_say_what_the_first_deploy_of_their_key_compiles(setting
         (durations.ENGINE_START_COLD.seconds - durations.ENGINE_START_RESTORED.seconds) / 60)
     assert round(restored.first_compile_minutes, 1) == 3.2
     assert cold_start(settings_for("dev").serving).first_compile_minutes == 0.0
+
+
+def test_the_step_figures_docs_plan_md_quotes_are_the_plans(settings_for):
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "PLAN.md").read_text().split())
+    everything = cold_start(settings_for("dev", compileCacheInS3="true", gpuImageSnapshotId=SNAPSHOT,
+                                         **S3_STACK).serving).new_node
+    seconds = {step.name: step.duration.seconds for step in everything.steps}
+    scan, ready, gpu_boot, plugins, pod, stream, engine = seconds.values()
+    assert (f"{scan:.0f} s scan and an EKS node's {ready:.0f} s from launch to Ready" in text
+            and f"GPU type's longer boot ({gpu_boot:.0f} s) is an estimate" in text)
+    assert f"device plugins' registration ({plugins:.0f} s, estimate)" in text
+    assert f"the pod start ({pod:.0f} s), the S3 stream ({stream:.0f} s)" in text
+    assert f"copied to a new path: {engine:.1f} s" in text
+    assert f"in under {durations.RAY_IMAGE_FROM_SNAPSHOT.seconds:.0f} s" in text
