@@ -36,7 +36,13 @@ from components.cluster import Cluster
 from components.config.nodes import GpuNodeGroupSpec, SystemNodeSettings
 from components.network import Network
 from components.node_boot import user_data
-from components.node_storage import NodeStorage
+from components.node_storage import (
+    GP3_IOPS_FOR_MAX_THROUGHPUT,
+    GP3_MAX_THROUGHPUT_MIBPS,
+    IMAGE_VOLUME_DEVICE,
+    IMAGE_VOLUME_INITIALIZATION_MIBPS,
+    NodeStorage,
+)
 from components.scheduling import (
     ACCELERATOR_LABEL,
     GPU_ROLE,
@@ -89,7 +95,7 @@ def _launch_template(
                 volume_size=disk_gib, volume_type="gp3", encrypted="true", delete_on_termination="true",
                 iops=storage.root_iops if storage else None,
                 throughput=storage.root_throughput_mibps if storage else None),
-        )],
+        ), *_image_volume(storage)],
         network_interfaces=list(network_interfaces) if network_interfaces else None,
         vpc_security_group_ids=list(security_group_ids) or None,
         placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group) if placement_group else None,
@@ -102,6 +108,21 @@ def _launch_template(
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent),
     )
+
+
+def _image_volume(storage: NodeStorage | None) -> list[aws.ec2.LaunchTemplateBlockDeviceMappingArgs]:
+    """The volume restored from gpuImageSnapshotId (containerd's state with the Ray image), if set: the
+    snapshot's own size, at gp3's ceiling so the engine's first reads of the image are not throttled,
+    and initialized from S3 at EBS's fastest rate where fast snapshot restore is off."""
+    if storage is None or not storage.image_snapshot_id:
+        return []
+    return [aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+        device_name=IMAGE_VOLUME_DEVICE,
+        ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+            snapshot_id=storage.image_snapshot_id, volume_type="gp3", encrypted="true",
+            delete_on_termination="true", iops=GP3_IOPS_FOR_MAX_THROUGHPUT, throughput=GP3_MAX_THROUGHPUT_MIBPS,
+            volume_initialization_rate=IMAGE_VOLUME_INITIALIZATION_MIBPS),
+    )]
 
 
 def _template_ref(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTemplateArgs:

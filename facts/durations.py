@@ -110,16 +110,30 @@ class SourcedValue:
     where: str
 
 
-# A managed node group's node until Ready: the reference's 3–5 min (as the node group create above).
-GPU_NODE_READY = StepDuration(4.0 * 60, REFERENCE, "docs/SOURCES.md#reference-timings: GPU node group 3–5 min")
+# A GPU node the Cluster Autoscaler adds to a running cluster, until Ready, in three parts
+# (docs/SOURCES.md#node-join). The reference's 3–5 min is a node group's create (above), not a join.
+NODE_REQUESTED = StepDuration(
+    10, REFERENCE, "docs/SOURCES.md#node-join: the Cluster Autoscaler looks for unschedulable pods every 10 s and "
+    "scales the group up in that pass")
+NODE_LAUNCH_TO_READY = StepDuration(
+    40, REFERENCE, "docs/SOURCES.md#node-join: AWS's launch-to-Ready timings of an EKS-optimized node: kubelet "
+    "registered 40 s after the instance was pending (a general-purpose type; Karpenter's maintainers see 30–40 s)")
+GPU_BOOT_EXTRA = StepDuration(
+    60, ESTIMATE, "docs/SOURCES.md#node-join: GPU types boot much longer within EC2, by AWS's own account, with no "
+    "published figure; 60 s for the NVIDIA driver's modules and the NVMe RAID0 is this project's allowance")
 # The NVIDIA and EFA device plugin pods on a node that joins a running cluster: their images are
 # small; the kubelet advertises the resources once they register.
 DEVICE_PLUGINS_ON_NODE = StepDuration(30, ESTIMATE, "two small DaemonSet images pulled and registered")
 RAY_IMAGE_PULL = StepDuration(RAY_IMAGE_PULL_SECONDS, ESTIMATE, "the reference RayService's 5 min less its "
                               "145 s model load and the pod start; the image size is not known here (AWS puts "
-                              "pulls of 15–20 GB images at 4–6 min, and SOCI parallel pull or an EBS snapshot "
-                              "holding the image as the ways to cut it, docs/SOURCES.md#image-pull-speedups: "
-                              "neither is configured here)")
+                              "pulls of 15–20 GB images at 4–6 min; gpuImageSnapshotId puts the image on the "
+                              "node instead, docs/SOURCES.md#image-pull-speedups)")
+# The Ray image already in containerd's store on a volume restored from an EBS snapshot with fast
+# snapshot restore (gpuImageSnapshotId, `pdctl image-snapshot`): nothing pulled.
+RAY_IMAGE_FROM_SNAPSHOT = StepDuration(
+    5, REFERENCE, "docs/SOURCES.md#image-snapshot: a pod whose 20.4 GB image (9.5 GB compressed) was on a volume "
+    "restored from an EBS snapshot with fast snapshot restore started in under 5 s, against 334 s pulling it "
+    "(AWS's EKS Blueprints pattern, AL2023-era managed node group)")
 # A Ray worker pod scheduled, its containers started and raylet joined to the head.
 RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registration with the GCS")
 # The stack's own engine (Qwen3.5-9B's architecture, CUDA graphs, maxNumSeqs 32, dummy weights: no
@@ -143,12 +157,15 @@ ENGINE_RESTART = StepDuration(
     "engine, dummy weights); holds no pod start and no weight load, which are added beside it")
 
 # A new node whose compile caches were restored from S3 (compileCacheInS3, components/compile_cache.py):
-# the measured warm start stands in. Not measured restoring on another machine, and the archive's
-# download before the Ray container starts is not in it.
+# the same engine started on caches another process wrote, copied to a new path on the lab's H200,
+# 2026-12-03 (docs/PROVEN.md#first-start): Triton's autotuning reused, torch.compile recompiled (its
+# cache key follows the folder). The sidecar restores to the path the caches were written at, which
+# was not measured and should be no slower; the archive's download is not in it.
 ENGINE_START_RESTORED = StepDuration(
-    41.0, ESTIMATE,
-    f"the warm-cache start measured in {ENGINE_START_MEASURED} (41.0 s) stands in for caches restored from S3 on "
-    "another node: not measured restoring; the archive's download is not in it")
+    63.2, MEASURED,
+    "docs/PROVEN.md#first-start: the stack's own engine on an L4's memory (H200 lab, dummy weights) on compile "
+    "caches another process wrote, copied to a new path: Triton reused, torch.compile recompiled; at the same "
+    "path (the sidecar's) not measured; the archive's download not in it")
 
 # Weight load paths.
 # From Hugging Face through the NAT gateway, download + load: the reference's first load, 145 s for

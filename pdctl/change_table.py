@@ -105,6 +105,8 @@ COMMON_CHANGES: tuple[CommonChange, ...] = (
     CommonChange("GPU node user data (one more 2 MiB huge page at boot)",
                  program_change="components.node_boot.EFA_HUGEPAGES_2MI"),
     CommonChange("GPU root volume 200 → 300 GiB", {"gpuDiskGiB": "300"}),
+    CommonChange('the Ray image on a snapshot volume (gpuImageSnapshotId "" → a snapshot)',
+                 {"gpuImageSnapshotId": "snap-0123456789abcdef0"}),
     CommonChange("GCS fault tolerance turned on", {"gcsFaultTolerance": "true"}),
     CommonChange("the previous release → now (2026-12-01)", release="2026-12-01"),
     CommonChange("the last release → now (2026-12-02)", release="2026-12-02"),

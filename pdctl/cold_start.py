@@ -1,9 +1,11 @@
 """How long a GPU node takes to serve, step by step, for the path this stack configures.
 
 Two figures, each a sum of documented steps (`facts/durations.py`: measured ones say where):
-- new GPU node → serving: the node joins; the pre-pull DaemonSet pulls the Ray image while the
-  device plugins register (in parallel); the Ray worker starts; the weights arrive (Hugging Face
-  through NAT, or the S3 mirror with the Run:ai streamer); the engine starts (compile cache cold).
+- new GPU node → serving: the Cluster Autoscaler asks for the node, which boots and joins (a GPU type
+  boots longer); the pre-pull DaemonSet pulls the Ray image, or finds it on the volume restored from
+  gpuImageSnapshotId, while the device plugins register (in parallel); the Ray worker starts; the
+  weights arrive (Hugging Face through NAT, or the S3 mirror with the Run:ai streamer); the engine
+  starts (compile cache cold, or restored from S3).
 - pod restart → serving, on the same node: the image is there; the weights come from the node's
   cache (Hugging Face path: nothing downloaded again), read at the loader's measured share of the
   disk's sequential read, or again from S3; Serve restarts the replica and its engine, which finds
@@ -11,7 +13,7 @@ Two figures, each a sum of documented steps (`facts/durations.py`: measured ones
 Beside them, where each start-time target stands (pod restart → serving ≤ 60 s,
 weights read at ≥ 70% of the local disk's sequential read; pdctl.plan judges the deploy's own two).
 `ray_service_minutes` is what the deploy critical path charges the RayService once the image is
-pre-pulled (its pull is charged to the pre-pull DaemonSet instead).
+pre-pulled (its pull is charged to the pre-pull DaemonSet instead: `image_minutes`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components.config.serving import ServingSettings
-from components.node_storage import NodeStorage
+from components.node_storage import IMAGE_VOLUME_INITIALIZATION_MIBPS, NodeStorage
 from facts import durations
 from facts.durations import ESTIMATE, MEASURED, REFERENCE, SourcedValue, StepDuration
 from facts.models import known_model
@@ -140,18 +142,37 @@ class WeightLoad:
 @dataclass(frozen=True)
 class ColdStart:
     load_path: str
+    image_path: str
     storage: str
     compile_caches: str
     new_node: Figure
     pod_restart: Figure
     weight_load: WeightLoad
-    ray_service_minutes: float
+    image: Step  # the Ray image on a new node (what the pre-pull DaemonSet waits for)
+    ray_service: tuple[Step, ...]  # the RayService's share of a new node: pod, weights, engine
+
+    @property
+    def ray_service_minutes(self) -> float:
+        return sum(step.duration.seconds for step in self.ray_service) / 60
+
+    @property
+    def image_minutes(self) -> float:
+        return self.image.duration.seconds / 60
+
+    @property
+    def first_compile_minutes(self) -> float:
+        """What a start with restored compile caches leaves out when no start has saved them yet (a
+        stack's first deploy for its key compiles): 0 where the caches are not restored."""
+        engine = self.ray_service[-1]
+        return (COLD_ENGINE_START.duration.seconds - engine.duration.seconds) / 60 if engine == RESTORED_ENGINE_START \
+            else 0.0
 
     def to_dict(self) -> dict:
-        return {"load_path": self.load_path, "storage": self.storage, "compile_caches": self.compile_caches,
-                "new_node": self.new_node.to_dict(),
+        return {"load_path": self.load_path, "image_path": self.image_path, "storage": self.storage,
+                "compile_caches": self.compile_caches, "new_node": self.new_node.to_dict(),
                 "pod_restart": self.pod_restart.to_dict(), "weight_load": self.weight_load.to_dict(),
-                "ray_service_minutes": round(self.ray_service_minutes, 2)}
+                "ray_service_minutes": round(self.ray_service_minutes, 2),
+                "image_minutes": round(self.image_minutes, 2)}
 
 
 def _checkpoint_bytes(serving: ServingSettings) -> int | None:
@@ -249,14 +270,37 @@ def cold_start(serving: ServingSettings) -> ColdStart:
               else "kept on the node for a restart; a new node compiles (compileCacheInS3 false)" if compile_cached
               else "none kept (several engines per node, or eager)")
     engine_start = RESTORED_ENGINE_START if restored else COLD_ENGINE_START
-    pull_or_plugins = max((durations.RAY_IMAGE_PULL, durations.DEVICE_PLUGINS_ON_NODE), key=lambda d: d.seconds)
+    image, image_path = _image(serving)
     pod, first = Step("Ray worker pod starts", durations.RAY_POD_START), _first_weights(serving)
-    new_node = Figure("new GPU node → serving", (
-        Step("GPU node joins and is Ready", durations.GPU_NODE_READY),
-        Step("Ray image pre-pulled (device plugins register meanwhile)", pull_or_plugins),
-        pod, first, engine_start), target_seconds=NEW_NODE_TARGET_SECONDS)
+    new_node = Figure("new GPU node → serving", (*NODE_JOIN, image, pod, first, engine_start),
+                      target_seconds=NEW_NODE_TARGET_SECONDS)
     restart = Figure("pod restart → serving", (pod, _restart_weights(serving, load), _engine_restart(compile_cached)),
                      target_seconds=POD_RESTART_TARGET_SECONDS)
-    ray_service = pod.duration.seconds + first.duration.seconds + engine_start.duration.seconds
-    return ColdStart(load_path=load_path, storage=serving.storage.summary, compile_caches=caches, new_node=new_node,
-                     pod_restart=restart, weight_load=load, ray_service_minutes=ray_service / 60)
+    return ColdStart(load_path=load_path, image_path=image_path, storage=serving.storage.summary,
+                     compile_caches=caches, new_node=new_node, pod_restart=restart, weight_load=load, image=image,
+                     ray_service=(pod, first, engine_start))
+
+
+# A GPU node the Cluster Autoscaler adds, until Ready (docs/SOURCES.md#node-join).
+NODE_JOIN = (
+    Step("Cluster Autoscaler asks for a node (its scan of unschedulable pods)", durations.NODE_REQUESTED),
+    Step("instance launched, node joins and is Ready (general-purpose type)", durations.NODE_LAUNCH_TO_READY),
+    Step("a GPU type's longer boot (NVIDIA driver, NVMe RAID0)", durations.GPU_BOOT_EXTRA),
+)
+
+
+def _image(serving: ServingSettings) -> tuple[Step, str]:
+    """The Ray image's step on a new node (the device plugins register meanwhile: the longer of the
+    two), and the line saying which path this stack takes."""
+    snapshot = serving.storage.image_snapshot_id
+    image = durations.RAY_IMAGE_FROM_SNAPSHOT if snapshot else durations.RAY_IMAGE_PULL
+    slower = max((image, durations.DEVICE_PLUGINS_ON_NODE), key=lambda d: d.seconds)
+    if snapshot:
+        return (Step("Ray image already on the node's snapshot volume (device plugins register meanwhile)", slower),
+                f"in containerd's store on a volume restored from {snapshot} (gpuImageSnapshotId): nothing pulled; "
+                "seconds only with fast snapshot restore on in the GPU AZ (`pdctl image-snapshot "
+                f"--fast-restore-az`), else the volume fills from S3 at {IMAGE_VOLUME_INITIALIZATION_MIBPS} MiB/s "
+                "while the engine reads it")
+    return (Step("Ray image pre-pulled (device plugins register meanwhile)", slower),
+            f"pulled from the registry on each new node ({serving.image}); `pdctl image-snapshot` and "
+            "gpuImageSnapshotId put it on the node instead")

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from components.scheduling import GPU_ROLE, ROLE_LABEL
-from facts.durations import GPU_NODE_READY
+from facts.durations import NODE_LAUNCH_TO_READY
 from facts.instances import RECORDED_EC2_ANSWERS
 from facts.replacements import node_roll_surge
 
@@ -69,8 +69,8 @@ def _new_node_minutes(plan: dict, gpu: bool) -> tuple[float, str]:
     new_node = ((plan.get("cold_start") or {}).get("new_node") or {}) if gpu else {}
     if new_node.get("seconds"):
         return new_node["seconds"] / 60, f"a new GPU node's cold start, {new_node['seconds'] / 60:.1f} min"
-    ready = GPU_NODE_READY.seconds / 60
-    return ready, f"a node's join, {ready:.0f} min ({GPU_NODE_READY.source})"
+    ready = NODE_LAUNCH_TO_READY.seconds / 60  # a general-purpose node's launch to Ready
+    return ready, f"a node's join, {ready:.1f} min ({NODE_LAUNCH_TO_READY.source})"
 
 
 def node_rollout(inputs: dict, plan: dict, how: str) -> NodeRollout:

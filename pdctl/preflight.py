@@ -12,7 +12,9 @@ Read-only (IAM policy simulator, Describe/Get/List calls), one line per finding,
   account counting against the same quota;
 - the GPU types' offerings: the configured GPU AZ must offer each, and some AZ of the region must;
 - the service-linked roles of EKS, EKS node groups and ElastiCache, which the bootstrap creates (the
-  deploy role may not).
+  deploy role may not);
+- gpuImageSnapshotId: the snapshot there and complete, and fast snapshot restore on in the GPU AZ
+  (without it a new node's image volume fills from S3 as it is read; the plan's seconds assume it).
 Exit status by the worst finding: 0 none above info, 4 a warning, 5 an error. Without AWS credentials,
 or when AWS refuses a read, one error line.
 """
@@ -257,6 +259,36 @@ def offering_findings(clients: Clients, instance_types: Iterable[str], gpu_zone:
     return findings
 
 
+def image_snapshot_findings(clients: Clients, snapshot_id: str | None, gpu_zone: str | None) -> list[Finding]:
+    """gpuImageSnapshotId's snapshot as EC2 describes it, and where fast snapshot restore is on for it."""
+    if not snapshot_id:
+        return []
+    from botocore.exceptions import ClientError  # type: ignore[import-untyped]
+
+    try:
+        (snapshot,) = clients.ec2.describe_snapshots(SnapshotIds=[snapshot_id])["Snapshots"]
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "InvalidSnapshot.NotFound":
+            raise
+        return [Finding("error", f"gpuImageSnapshotId: {snapshot_id} is not a snapshot this account can read in the "
+                                 "region: make one with `pdctl image-snapshot`")]
+    if snapshot["State"] != "completed":
+        return [Finding("error", f"gpuImageSnapshotId: {snapshot_id} is {snapshot['State']}, not completed: a node "
+                                 "cannot be launched from it yet")]
+    restores = clients.ec2.describe_fast_snapshot_restores(
+        Filters=[{"Name": "snapshot-id", "Values": [snapshot_id]}])["FastSnapshotRestores"]
+    enabled = sorted(r["AvailabilityZone"] for r in restores if r["State"] == "enabled")
+    by_name = bool(gpu_zone and not re.fullmatch(r"[a-z0-9]+-az\d+", gpu_zone))
+    if enabled and (not by_name or gpu_zone in enabled):
+        return [Finding("info", f"gpuImageSnapshotId: {snapshot_id} ({snapshot['VolumeSize']} GiB), fast snapshot "
+                                f"restore on in {', '.join(enabled)}")]
+    where = gpu_zone if by_name else "<the GPU AZ>"
+    return [Finding("warning", f"gpuImageSnapshotId: fast snapshot restore is off for {snapshot_id} in "
+                               f"{where}: a new node's image volume fills from S3 as the engine reads it, not in the "
+                               f"plan's seconds (aws ec2 enable-fast-snapshot-restores --availability-zones {where} "
+                               f"--source-snapshot-ids {snapshot_id}; billed per hour and AZ)")]
+
+
 def service_linked_role_findings(clients: Clients, roles: dict[str, str], services: Iterable[str]) -> list[Finding]:
     findings = []
     for service in services:
@@ -308,6 +340,8 @@ def preflight(settings: Any, clients: Clients, *, principal_arn: str | None = No
         *quota_findings(clients, node_group_needs(settings, vcpus_of(clients, settings.system_nodes.instance_type))),
         *offering_findings(clients, (g.instance.name for g in settings.serving.node_groups),
                            settings.gpu_nodes.availability_zone),
+        *image_snapshot_findings(clients, settings.serving.storage.image_snapshot_id,
+                                 settings.gpu_nodes.availability_zone),
         *service_linked_role_findings(clients, permissions.SERVICE_LINKED_ROLES, services),
     ])
 
@@ -316,7 +350,7 @@ def run_preflight(settings: Any, principal_arn: str | None) -> tuple[list[str], 
     """Preflight against the account of the usual AWS credentials, in the stack's region: the lines
     to print and the exit status. No credentials, or a read AWS refuses: one error line."""
     import boto3
-    from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
+    from botocore.exceptions import BotoCoreError, ClientError
 
     session = boto3.Session(region_name=settings.region)
     clients = Clients(*(session.client(name) for name in ("iam", "sts", "ec2", "service-quotas")))

@@ -237,8 +237,11 @@ def _render_critical_path(console: Console, plan) -> None:
         f"(how the reference scripts run); {plan.deploy_target.text}", highlight=False)
     if plan.control_plane_to_first_token is not None:
         reach = plan.control_plane_to_first_token
+        compile_first = plan.cold_start.first_compile_minutes if plan.cold_start else 0.0
+        first_key = (f" (the engines start on compile caches an earlier start saved in S3; the first deploy for "
+                     f"their key compiles: {compile_first:.1f} min more)") if compile_first else ""
         console.print(f"EKS control plane ready → first token: [bold]{reach.figure:.1f} min[/] on this path; "
-                      f"{reach.text}", highlight=False)
+                      f"{reach.text}{first_key}", highlight=False)
 
 def _render_head_restart(console: Console, plan) -> None:
     if plan.head_restart:
@@ -342,6 +345,7 @@ def _render_cold_start(console: Console, start) -> None:
     _rule(console, "[bold]cold start[/] (seconds, per documented step)")
     console.print(f"storage: {escape(start.storage)}", highlight=False)
     console.print(f"weights: {escape(start.load_path)}", highlight=False)
+    console.print(f"image: {escape(start.image_path)}", highlight=False)
     console.print(f"compile caches: {escape(start.compile_caches)}", highlight=False)
     for figure in (start.new_node, start.pod_restart):
         table = Table("seconds", "step", "source")

@@ -14,6 +14,9 @@ DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d[a-z]$")
 ZONE_ID = re.compile(r"^[a-z]{3,7}\d-az\d+$")
+# An EBS snapshot: its ID (snap- and 8 or 17 hex digits), or its ARN, which names its region.
+SNAPSHOT_ID = re.compile(r"^snap-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+SNAPSHOT_ARN = re.compile(r"^arn:aws(?:-cn|-us-gov)?:ec2:([a-z0-9-]+)::snapshot/(snap-(?:[0-9a-f]{8}|[0-9a-f]{17}))$")
 
 
 def ipv4_cidrs(value: tuple[str, ...]) -> tuple[str, ...]:

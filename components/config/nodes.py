@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from components.config.declared import declared_keys
-from components.config.names import AVAILABILITY_ZONE, ZONE_ID
+from components.config.names import AVAILABILITY_ZONE, SNAPSHOT_ARN, SNAPSHOT_ID, ZONE_ID
 from components.discovery import NodeTypeQuestion
 from components.node_storage import NodeStorage, node_storage
 from components.scheduling import gpu_node_labels
@@ -49,6 +49,13 @@ class SystemNodeSettings(StackKeyModel):
         return instance
 
 
+# The forms a GPU node setting written as an AWS name or ID takes, and what to call them in a refusal.
+_FORMS = {
+    "availability_zone": ((AVAILABILITY_ZONE, ZONE_ID), "an availability zone name or zone ID"),
+    "image_snapshot": ((SNAPSHOT_ID, SNAPSHOT_ARN), "an EBS snapshot ID (snap- and 17 hex digits) or snapshot ARN"),
+}
+
+
 class GpuNodeSettings(StackKeyModel):
     """The EFA GPU node group prefill and decode run on."""
 
@@ -63,17 +70,32 @@ class GpuNodeSettings(StackKeyModel):
         alias="gpuAvailabilityZone",
         description='"" or an AZ of the region by name (us-west-2b) or zone ID (usw2-az2)')
     disk_gib: int = Field(alias="gpuDiskGiB", ge=100, le=16384, description="an integer from 100 to 16384")
+    image_snapshot: str | None = Field(
+        alias="gpuImageSnapshotId",
+        description='"" or the EBS snapshot `pdctl image-snapshot` made of the Ray image, by ID '
+                    "(snap-0123456789abcdef0) or ARN, in the stack's region")
 
-    @field_validator("availability_zone", mode="before")
+    @field_validator("availability_zone", "image_snapshot", mode="before")
     @classmethod
     def _empty_is_auto(cls, value: Any) -> Any:
         return value or None
 
-    @field_validator("availability_zone")
+    def image_snapshot_id(self, region: str) -> str | None:
+        """The snapshot's ID; refused when its ARN names another region than the stack's."""
+        arn = SNAPSHOT_ARN.match(self.image_snapshot or "")
+        if arn and arn[1] != region:
+            raise self.field("image_snapshot").refuse(
+                self.image_snapshot, f"a snapshot in {region}, or \"\"",
+                f"EBS snapshots are regional: copy it to {region} (aws ec2 copy-snapshot) or make one there "
+                "with `pdctl image-snapshot`")
+        return arn[2] if arn else self.image_snapshot
+
+    @field_validator("availability_zone", "image_snapshot")
     @classmethod
-    def _az_name_or_id(cls, value: str | None) -> str | None:
-        if value is not None and not (AVAILABILITY_ZONE.match(value) or ZONE_ID.match(value)):
-            raise ValueError("not an availability zone name or zone ID")
+    def _of_its_forms(cls, value: str | None, info: ValidationInfo) -> str | None:
+        forms, what = _FORMS[str(info.field_name)]
+        if value is not None and not any(form.match(value) for form in forms):
+            raise ValueError(f"not {what}")
         return value
 
     @model_validator(mode="after")
@@ -201,6 +223,7 @@ class GpuNodeGroupSpec:
     phases: tuple[Phase, ...]
     target: NodeGroupTarget
     worker: WorkerResources
+    image_snapshot_id: str | None = None  # gpuImageSnapshotId, its bare ID
 
     @property
     def own_phase(self) -> Phase | None:
@@ -231,5 +254,6 @@ class GpuNodeGroupSpec:
 
     @property
     def storage(self) -> NodeStorage:
-        """Where its nodes keep images and the model cache (decided by the instance type)."""
-        return node_storage(self.instance)
+        """Where its nodes keep images and the model cache (decided by the instance type and
+        gpuImageSnapshotId)."""
+        return node_storage(self.instance, self.image_snapshot_id)

@@ -138,7 +138,8 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
         app=app,
         # Each group's worker pod sized now, so a node it cannot fit stops the run before any resource.
         node_groups=tuple(
-            GpuNodeGroupSpec(phases, group, worker_resources(group.instance, model_bytes, group.settings.instance_type))
+            GpuNodeGroupSpec(phases, group, worker_resources(group.instance, model_bytes, group.settings.instance_type),
+                             gpu_nodes.image_snapshot_id(region))
             for group, phases in target.node_groups()),
         hf_token_configured=hf_token_configured,
         region=region,

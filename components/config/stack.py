@@ -89,6 +89,7 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     gpu_nodes = from_stack_keys(GpuNodeSettings, typed, texts)
     phase_gpu_nodes = from_stack_keys(PhaseGpuNodeSettings, typed, texts)
     _check_gpu_zone_in_region(gpu_nodes, region)
+    gpu_nodes.image_snapshot_id(region)
     charts = from_stack_keys(ChartSettings, typed, texts)
     ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
     app_settings = from_stack_keys(ServeAppSettings, typed, texts)

@@ -1,4 +1,5 @@
-"""`mirror-model`: a Hugging Face model copied into the stack's S3 mirror."""
+"""What a new GPU node reads, made ahead of it: `mirror-model` (a Hugging Face model copied into the
+stack's S3 mirror) and `image-snapshot` (an EBS snapshot of containerd's store with the Ray image)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pdctl.commands.common import (
     console,
     fail,
 )
+from pdctl.image_snapshot import DEFAULT_INSTANCE_TYPE, DEFAULT_SIZE_GIB
 
 
 def mirror_model(
@@ -33,6 +35,50 @@ def mirror_model(
     console.print(f"pulumi config set modelSource {result.model_source}", highlight=False, soft_wrap=True)
 
 
+def image_snapshot(
+    subnet_id: str = typer.Option(..., "--subnet-id", help="Subnet of the builder instance, with a route to the "
+                                  "image's registry (the stack's private subnet in the GPU AZ)."),
+    instance_profile: str = typer.Option(..., "--instance-profile", help="Instance profile of the builder: ECR "
+                                         "read (AmazonEC2ContainerRegistryReadOnly)."),
+    stack: str = typer.Option("dev", "--stack", help="Stack whose region, rayImage and kubernetesVersion to use."),
+    fast_restore_az: str = typer.Option(None, "--fast-restore-az", help="Turn EBS fast snapshot restore on in this "
+                                        "AZ (the GPU nodes'): restored volumes read at full speed at once; billed "
+                                        "per hour and AZ."),
+    size_gib: int = typer.Option(DEFAULT_SIZE_GIB, "--size-gib", help="The volume (and each node's) in GiB."),
+    instance_type: str = typer.Option(DEFAULT_INSTANCE_TYPE, "--instance-type", help="The builder's type."),
+    endpoint_url: str = typer.Option(None, "--endpoint-url", help="EC2 and SSM endpoint other than AWS's (testing)."),
+) -> None:
+    """Build an EBS snapshot holding the stack's Ray image in containerd's store, then print the
+    gpuImageSnapshotId that gives every GPU node a volume restored from it (nothing pulled on a new
+    node). Uses the usual AWS credentials; the builder instance and its volume are removed however it ends."""
+    import boto3
+
+    from offline import run_offline
+    from pdctl.image_snapshot import SnapshotRequest, build_image_snapshot
+
+    settings = run_offline(stack).program["stack"].settings
+    request = SnapshotRequest(image=settings.serving.image, region=settings.region,
+                              kubernetes_version=settings.cluster.kubernetes_version, subnet_id=subnet_id,
+                              instance_profile=instance_profile, fast_restore_az=fast_restore_az, size_gib=size_gib,
+                              instance_type=instance_type)
+    try:
+        request.check()
+        result = build_image_snapshot(
+            request, ec2=boto3.client("ec2", region_name=request.region, endpoint_url=endpoint_url),
+            ssm=boto3.client("ssm", region_name=request.region, endpoint_url=endpoint_url),
+            log=lambda line: console.print(line, highlight=False))
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+    except RuntimeError as exc:
+        raise fail(str(exc), 1) from None
+    if not result.fast_restore_az:
+        console.print("fast snapshot restore is off: a new node's volume fills from S3 as it is read "
+                      "(--fast-restore-az <the GPU AZ> turns it on)", highlight=False)
+    console.print(f"pulumi config set gpuImageSnapshotId {result.arn} --stack {stack}", highlight=False,
+                  soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the pdctl app."""
     app.command("mirror-model")(mirror_model)
+    app.command("image-snapshot")(image_snapshot)

@@ -212,3 +212,74 @@ def test_without_a_mirror_no_role_and_no_service_account(offline_run):
 def test_pulumi_up_waits_longer_than_the_providers_10_minutes_for_the_image_pull(offline_run):
     [prepull] = offline_run("dev").all("kubernetes:apps/v1:DaemonSet")
     assert (prepull.custom_timeouts.create, prepull.custom_timeouts.update) == ("30m", "30m")
+
+
+# ── The Ray image on a volume restored from an EBS snapshot (gpuImageSnapshotId) ───────────────────
+
+SNAPSHOT = "snap-0123456789abcdef0"
+
+
+def gpu_launch_template(run):
+    (template,) = [r for r in run.resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"
+                   and r.name == "gpu-nodes-lt"]
+    return template
+
+
+def test_with_an_image_snapshot_each_gpu_node_mounts_a_volume_restored_from_it_as_containerds_state():
+    run = run_offline("dev", overrides={"gpuImageSnapshotId": f"arn:aws:ec2:us-west-2::snapshot/{SNAPSHOT}"})
+    template = gpu_launch_template(run)
+    root, image = template.inputs["blockDeviceMappings"]
+    assert root["deviceName"] == "/dev/xvda" and "snapshotId" not in root["ebs"]
+    # The snapshot's own size (none given), gp3 at its ceiling, filled from S3 at EBS's fastest rate.
+    assert image == {"deviceName": "/dev/xvdb", "ebs": {
+        "snapshotId": SNAPSHOT, "volumeType": "gp3", "encrypted": "true", "deleteOnTermination": "true",
+        "iops": 4000, "throughput": 1000, "volumeInitializationRate": 300}}
+    # nodeadm's RAID0 leaves containerd's state to that volume; the kubelet and the cache stay on NVMe.
+    assert decoded_node_config(template.inputs["userData"])["spec"]["instance"]["localStorage"] == {
+        "strategy": "RAID0", "disabledMounts": ["Containerd"]}
+    message = email.message_from_bytes(base64.b64decode(template.inputs["userData"]))
+    scripts = [p.get_payload() for p in message.walk() if p.get_content_type() == "text/x-shellscript"]
+    hugepages, mount = scripts  # the huge pages first, as without the snapshot
+    assert "vm.nr_hugepages" in hugepages
+    # Mounted by its label before containerd starts; a missing volume fails the boot instead of letting
+    # containerd pull the image into the root volume's directory.
+    assert mount.splitlines()[:2] == ["#!/bin/bash", "set -euo pipefail"]
+    assert "test -e /dev/disk/by-label/eks-pd-llm-img" in mount
+    assert ("echo '/dev/disk/by-label/eks-pd-llm-img /var/lib/containerd xfs defaults,noatime,nofail 0 2' "
+            ">> /etc/fstab") in mount
+    assert mount.rstrip().endswith("mount /var/lib/containerd")
+
+
+def test_without_an_image_snapshot_the_launch_template_is_unchanged(offline_run):
+    template = gpu_launch_template(offline_run("dev"))
+    assert [m["deviceName"] for m in template.inputs["blockDeviceMappings"]] == ["/dev/xvda"]
+    message = email.message_from_bytes(base64.b64decode(template.inputs["userData"]))
+    assert len([p for p in message.walk() if p.get_content_type() == "text/x-shellscript"]) == 1
+
+
+def test_a_type_without_instance_storage_mounts_the_image_volume_without_a_nodeconfig(bare_gpu_type):
+    storage = node_storage(instance_type(bare_gpu_type), SNAPSHOT)
+    encoded = user_data(storage)
+    assert encoded is not None
+    message = email.message_from_bytes(base64.b64decode(encoded))
+    kinds = [p.get_content_type() for p in message.walk()]
+    assert "application/node.eks.aws" not in kinds and kinds.count("text/x-shellscript") == 2
+    assert f"restored from {SNAPSHOT}" in storage.summary and "the model cache (/var/lib/eks-pd-llm) stays" in \
+        storage.summary
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("snap-123", "gpuImageSnapshotId: got 'snap-123'; allowed: \"\" or the EBS snapshot `pdctl image-snapshot` made"),
+    ("ami-0123456789abcdef0", "(not an EBS snapshot ID (snap- and 17 hex digits) or snapshot ARN)"),
+    (f"arn:aws:ec2:eu-west-1::snapshot/{SNAPSHOT}",
+     "gpuImageSnapshotId: got 'arn:aws:ec2:eu-west-1::snapshot/snap-0123456789abcdef0'; allowed: a snapshot in "
+     "us-west-2, or \"\" (EBS snapshots are regional: copy it to us-west-2 (aws ec2 copy-snapshot) or make one "
+     "there with `pdctl image-snapshot`)"),
+])
+def test_a_snapshot_of_the_wrong_form_or_region_is_refused_in_one_line(settings_for, value, says):
+    from serve_app.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        settings_for("dev", gpuImageSnapshotId=value)
+    message = str(refused.value)
+    assert says in message and "\n" not in message and message.startswith("gpuImageSnapshotId:")

@@ -61,6 +61,9 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "gpuAvailabilityZone": _one_of("", "us-west-2a", "us-west-2b", "us-west-2d", "us-east-1a", "usw2-az3", "use1-az3",
                                    "zzz"),
     "gpuDiskGiB": _INTS,
+    "gpuImageSnapshotId": _one_of("", "snap-0123456789abcdef0", "snap-01234567", "arn:aws:ec2:us-west-2::snapshot/"
+                                  "snap-0123456789abcdef0", "arn:aws:ec2:eu-west-1::snapshot/snap-01234567",
+                                  "snap-XYZ", "ami-0123456789abcdef0"),
     "prefillGpuNodeType": _one_of("", "g6.12xlarge", "g6.8xlarge", "g5.8xlarge", "p5.48xlarge", "g6.xlarge",
                                   "m7i.xlarge", "nope", " "),
     "prefillGpuNodeCount": _INTS,

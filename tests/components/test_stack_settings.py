@@ -65,6 +65,7 @@ ALTERNATIVES = {
     "gpuNodeMaxCount": "5",
     "gpuAvailabilityZone": "us-west-2c",
     "gpuDiskGiB": "500",
+    "gpuImageSnapshotId": "snap-0123456789abcdef0",
     "prefillGpuNodeType": "g6.12xlarge",
     "prefillGpuNodeCount": "2",
     "prefillGpuNodeMaxCount": "3",

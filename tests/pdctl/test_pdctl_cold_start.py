@@ -46,6 +46,12 @@ def test_the_measured_figures_are_the_committed_results():
     started = {p["name"]: p["start_s"] for p in probe["probes"] if p["started"]}
     assert durations.ENGINE_START_COLD.seconds == started["as-rendered"] + float(probe["flashinfer"]["first_call_s"])
     assert durations.ENGINE_RESTART.seconds == started["as-rendered-warm"]
+    # The restored start: the first start of a process handed another's compile caches (copied).
+    restored = json.loads((LAB_RESULTS / "2026-12-03-h200-qwen35-first-start-restored-memory-probe.json").read_text())
+    assert restored["compile_caches"]["restored"]["files"] > 0 and not restored["compile_caches"]["empty_at_start"]
+    (first,) = [p for p in restored["probes"] if p["name"] == "as-rendered"]
+    assert durations.ENGINE_START_RESTORED.seconds == first["start_s"]
+    assert durations.ENGINE_START_RESTORED.source == "measured"
 
 
 def test_a_restart_on_the_hugging_face_path_reads_the_node_cache_with_the_default_loader(settings_for):
@@ -74,7 +80,7 @@ def test_a_restart_on_the_hugging_face_path_reads_the_node_cache_with_the_defaul
     assert restart.verdict.text == f"goal ≤ 60 s: MISSED by {restart.seconds - 60:.0f} s"
     assert restart.to_dict()["target"] == {"at_most": 60.0, "unit": "s", "met": False,
                                            "missed_by": round(restart.seconds - 60, 1)}
-    assert start.new_node.verdict.text == "goal ≤ 180 s: MISSED by 630 s"
+    assert start.new_node.verdict.text == "goal ≤ 180 s: MISSED by 500 s"
 
 
 def test_the_streamer_is_an_opt_in_on_the_hugging_face_path_that_meets_the_share_target(settings_for):
@@ -110,25 +116,50 @@ def test_the_hugging_face_path_says_how_to_take_the_mirror_path(settings_for):
 
 
 def test_a_new_node_with_the_mirror_and_restored_compile_caches_is_labelled_step_by_step(settings_for):
-    # Before: 810 s on the Hugging Face path with cold caches; the mirror takes the Hub off the path (677 s);
-    # restored caches take the cold compile off it (463 s), still short of the 180 s goal: node join and
-    # image pull are what is left.
+    # The mirror takes the Hub off the path, restored caches the cold compile: still short of the
+    # 180 s goal; the image pull (an estimate) and the node's boot are what is left.
     hub = cold_start(settings_for("dev").serving).new_node
     mirror = cold_start(settings_for("dev", **S3_STACK).serving)
     restored = cold_start(settings_for("dev", compileCacheInS3="true", **S3_STACK).serving)
-    assert [round(f.seconds) for f in (hub, mirror.new_node, restored.new_node)] == [810, 677, 463]
+    assert [round(f.seconds) for f in (hub, mirror.new_node, restored.new_node)] == [680, 547, 356]
     assert [(s.name, s.duration.source) for s in restored.new_node.steps] == [
-        ("GPU node joins and is Ready", "reference timing"),
+        ("Cluster Autoscaler asks for a node (its scan of unschedulable pods)", "reference timing"),
+        ("instance launched, node joins and is Ready (general-purpose type)", "reference timing"),
+        ("a GPU type's longer boot (NVIDIA driver, NVMe RAID0)", "estimate"),
         ("Ray image pre-pulled (device plugins register meanwhile)", "estimate"),
         ("Ray worker pod starts", "estimate"),
         ("weights streamed from the S3 mirror (Run:ai streamer)", "estimate"),
-        ("vLLM engine start, compile caches restored from S3", "estimate"),
+        ("vLLM engine start, compile caches restored from S3", "measured"),
     ]
-    assert restored.new_node.shares_text == "0% measured, 52% sourced, 48% estimated"
-    assert restored.new_node.verdict.text == "goal ≤ 180 s: MISSED by 283 s"
+    assert restored.new_node.shares_text == "18% measured, 14% sourced, 68% estimated"
+    assert restored.new_node.verdict.text == "goal ≤ 180 s: MISSED by 176 s"
     assert restored.compile_caches == (
         "restored from s3://acme-models/compile-cache/mirror/Qwen/Qwen3.5-9B on a new node, per phase and key "
         "(compileCacheInS3)")
+
+
+SNAPSHOT = "snap-0123456789abcdef0"
+
+
+def test_with_the_image_on_a_snapshot_volume_nothing_is_pulled_and_the_device_plugins_are_the_wait(settings_for):
+    start = cold_start(settings_for("dev", compileCacheInS3="true", gpuImageSnapshotId=SNAPSHOT, **S3_STACK).serving)
+    image = start.new_node.steps[3]
+    # The image's own step is sourced (a 20 GB image's pod up in under 5 s from such a volume), but the
+    # device plugins' registration, an estimate, is longer: the step the user sees is theirs.
+    from_snapshot = durations.RAY_IMAGE_FROM_SNAPSHOT
+    assert (from_snapshot.seconds, from_snapshot.source) == (5, "reference timing")
+    assert image.name == "Ray image already on the node's snapshot volume (device plugins register meanwhile)"
+    assert image.duration == durations.DEVICE_PLUGINS_ON_NODE
+    assert start.image_path.startswith(f"in containerd's store on a volume restored from {SNAPSHOT} "
+                                       "(gpuImageSnapshotId): nothing pulled; seconds only with fast snapshot restore")
+    assert f"containerd's images on a gp3 volume restored from {SNAPSHOT}" in start.storage
+    # Everything this stack can configure, and still the goal is missed, by the estimated steps' share.
+    figure = start.new_node
+    assert round(figure.seconds) == 236
+    assert figure.shares_text == "27% measured, 21% sourced, 52% estimated"
+    assert figure.verdict.text == "goal ≤ 180 s: MISSED by 56 s"
+    # What the deploy's critical path charges the pre-pull DaemonSet: the same step.
+    assert start.image_minutes == pytest.approx(image.duration.seconds / 60)
 
 
 def test_the_cold_start_figures_docs_plan_md_quotes_are_the_plans(settings_for):
@@ -141,3 +172,30 @@ def test_the_cold_start_figures_docs_plan_md_quotes_are_the_plans(settings_for):
             f"{hub.pod_restart.seconds:.0f} s") in text
     assert f"With an S3 mirror: {mirror.new_node.seconds:.0f} s and {mirror.pod_restart.seconds:.0f} s" in text
     assert f"compile caches restored from S3: {restored.new_node.seconds:.0f} s" in text
+    everything = cold_start(settings_for("dev", compileCacheInS3="true", gpuImageSnapshotId=SNAPSHOT,
+                                         **S3_STACK).serving).new_node
+    assert (f"and the image on a snapshot volume: {everything.seconds:.0f} s ({everything.share('measured'):.0%} "
+            f"measured, {everything.share('reference timing'):.0%} sourced)") in text
+
+
+def test_restored_caches_say_what_the_first_deploy_of_their_key_compiles(settings_for):
+    restored = cold_start(settings_for("dev", compileCacheInS3="true", **S3_STACK).serving)
+    # The deploy's critical path charges the restored start; a key no start has saved compiles cold.
+    assert restored.first_compile_minutes == pytest.approx(
+        (durations.ENGINE_START_COLD.seconds - durations.ENGINE_START_RESTORED.seconds) / 60)
+    assert round(restored.first_compile_minutes, 1) == 3.2
+    assert cold_start(settings_for("dev").serving).first_compile_minutes == 0.0
+
+
+def test_the_step_figures_docs_plan_md_quotes_are_the_plans(settings_for):
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "PLAN.md").read_text().split())
+    everything = cold_start(settings_for("dev", compileCacheInS3="true", gpuImageSnapshotId=SNAPSHOT,
+                                         **S3_STACK).serving).new_node
+    seconds = {step.name: step.duration.seconds for step in everything.steps}
+    scan, ready, gpu_boot, plugins, pod, stream, engine = seconds.values()
+    assert (f"{scan:.0f} s scan and an EKS node's {ready:.0f} s from launch to Ready" in text
+            and f"GPU type's longer boot ({gpu_boot:.0f} s) is an estimate" in text)
+    assert f"device plugins' registration ({plugins:.0f} s, estimate)" in text
+    assert f"the pod start ({pod:.0f} s), the S3 stream ({stream:.0f} s)" in text
+    assert f"copied to a new path: {engine:.1f} s" in text
+    assert f"in under {durations.RAY_IMAGE_FROM_SNAPSHOT.seconds:.0f} s" in text

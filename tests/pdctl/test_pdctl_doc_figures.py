@@ -49,6 +49,18 @@ def test_plan_md_quotes_the_dev_plans_start_times(dev_plan):
     assert f"default loader at {load['disk_read_percent']:.0f}% of the disk's sequential read" in text
 
 
+def test_plan_md_quotes_the_first_token_of_a_stack_with_every_start_path():
+    run = run_offline("dev", overrides={"modelSource": "s3://acme-models/mirror/Qwen/Qwen3.5-9B",
+                                        "rayImageCarriesRunaiStreamer": "true", "compileCacheInS3": "true",
+                                        "gpuImageSnapshotId": "snap-0123456789abcdef0"})
+    plan = build_plan(run, stack="dev", config_region="us-west-2")
+    reach, start = plan.control_plane_to_first_token, plan.cold_start
+    assert reach is not None and start is not None and not reach.met
+    text = text_of("PLAN.md")
+    assert f"EKS control plane ready → first token {reach.figure:.1f} min against ≤ {reach.limit:.0f}" in text
+    assert f"compiles, {start.first_compile_minutes:.1f} min more" in text
+
+
 def test_sizing_md_quotes_what_the_default_serves_and_holds(dev_plan):
     text = text_of("SIZING.md")
     slo = dev_plan["slo"]

@@ -199,3 +199,37 @@ def test_the_command_prints_the_lines_and_exits_with_their_status(monkeypatch):
     assert result.stdout.splitlines() == ["error: quota L-DB2E81BA (…) is 0 vCPUs",
                                           "info: g6.8xlarge is offered in us-west-2a"]
     assert seen == {"cluster": "ray-llm-multinode", "principal": ROLE}
+
+
+SNAPSHOT = "snap-0123456789abcdef0"
+
+
+@pytest.mark.parametrize(("described", "restores", "gpu_zone", "line"), [
+    (None, [], "us-west-2b",
+     f"error: gpuImageSnapshotId: {SNAPSHOT} is not a snapshot this account can read in the region: make one with "
+     "`pdctl image-snapshot`"),
+    ("pending", [], "us-west-2b", f"error: gpuImageSnapshotId: {SNAPSHOT} is pending, not completed"),
+    ("completed", [{"AvailabilityZone": "us-west-2a", "State": "enabled"}], "us-west-2b",
+     f"warning: gpuImageSnapshotId: fast snapshot restore is off for {SNAPSHOT} in us-west-2b: a new node's image "
+     "volume fills from S3 as the engine reads it, not in the plan's seconds (aws ec2 enable-fast-snapshot-restores "
+     f"--availability-zones us-west-2b --source-snapshot-ids {SNAPSHOT}; billed per hour and AZ)"),
+    ("completed", [{"AvailabilityZone": "us-west-2b", "State": "enabled"}], "us-west-2b",
+     f"info: gpuImageSnapshotId: {SNAPSHOT} (100 GiB), fast snapshot restore on in us-west-2b"),
+])
+def test_the_image_snapshot_is_there_complete_and_restored_fast_in_the_gpu_zone(described, restores, gpu_zone, line):
+    c = clients()
+    with Stubber(c.ec2) as ec2:
+        if described is None:
+            ec2.add_client_error("describe_snapshots", "InvalidSnapshot.NotFound", expected_params={
+                "SnapshotIds": [SNAPSHOT]})
+        else:
+            ec2.add_response("describe_snapshots", {"Snapshots": [{"SnapshotId": SNAPSHOT, "State": described,
+                                                                   "VolumeSize": 100}]}, {"SnapshotIds": [SNAPSHOT]})
+        if described == "completed":
+            ec2.add_response("describe_fast_snapshot_restores", {"FastSnapshotRestores": [
+                {"SnapshotId": SNAPSHOT, **r} for r in restores]},
+                {"Filters": [{"Name": "snapshot-id", "Values": [SNAPSHOT]}]})
+        (finding,) = checks.image_snapshot_findings(c, SNAPSHOT, gpu_zone)
+        ec2.assert_no_pending_responses()
+    assert finding.line.startswith(line)
+    assert checks.image_snapshot_findings(c, None, gpu_zone) == []
