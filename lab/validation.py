@@ -37,6 +37,7 @@ from facts.models import known_model
 from facts.slo_calibration import CALIBRATION, Calibration
 from lab.variants import parse_variants
 from measure.latency import percentile, poisson_arrival_times
+from measure.prometheus import nixl_metric_totals
 from serve_app.capacity import capacity_report
 from serve_app.performance import ReplicaModel
 from serve_app.slo_sizing import Targets, Workload, colocated_ttft, decode_load, ttft_at_percentile
@@ -61,6 +62,8 @@ CUDA_IPC_VARIANT = "cuda-ipc"
 CUDA_IPC_BYTES_PER_SECOND = 13e9
 CLOSED_LOOP_RESULTS = tuple(f"lab/results/2026-12-02-h200-qwen35-l4-budget-{n}-lab-result.json.gz" for n in (1, 2))
 SATURATING_CONCURRENCY = 16
+# The run, under the name it ran with (one detached chain on one H200, lab/gpu_run.sh).
+VALIDATION_RESULT = "lab/results/2026-12-03-h200-qwen35-day-two-lab-result.json.gz"
 CALIBRATION_KEYS = ("prefill_compute_efficiency", "decode_bandwidth_efficiency", "request_overhead_seconds",
                     "decode_ingest_share", "measured")
 PROBE = "lab/results/2026-12-03-h200-qwen35-first-start-bf16-memory-probe.json"
@@ -224,6 +227,25 @@ def table(predictions: dict[str, Any], results: list[dict[str, Any]]) -> list[di
                          "tpot_measured": got["tpot_p90_seconds"], "tpot_predicted": point["tpot_p90_seconds"],
                          "tpot_error": point["tpot_p90_seconds"] / got["tpot_p90_seconds"] - 1})
     return rows
+
+
+def link_windows(result: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """{PD app: transfers, bytes and seconds per transfer, bytes a second} from NIXL's own metrics over the
+    app's closed-loop window (`--metrics-window-concurrency`): every engine's series summed, after less
+    before, which is that app's alone since only it was under load. Seconds are NIXL's transfer timer
+    (`ray_vllm_nixl_xfer_time_seconds`), not the whole hand-over."""
+    links = {}
+    for name, window in result.get("metrics_windows", {}).items():
+        before, after = (nixl_metric_totals("\n".join(window[side]) + "\n") for side in ("before", "after"))
+        moved = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in after}
+        transfers = moved.get("ray_vllm_nixl_xfer_time_seconds_count", 0.0)
+        if not transfers:
+            continue
+        seconds, size = moved["ray_vllm_nixl_xfer_time_seconds_sum"], moved["ray_vllm_nixl_bytes_transferred_sum"]
+        links[name.rsplit("-c", 1)[0]] = {"transfers": transfers, "bytes_per_transfer": size / transfers,
+                                          "seconds_per_transfer": seconds / transfers,
+                                          "bytes_per_second": size / seconds}
+    return links
 
 
 def signed_percent(error: float) -> str:

@@ -22,12 +22,18 @@ def cmd_predict(args) -> int:
 
 
 def cmd_table(args) -> int:
-    from lab.validation import markdown, read_result, table
+    from lab.validation import link_windows, markdown, read_result, table
 
     predictions = json.loads(Path(args.predictions).read_text())
-    rows = table(predictions, [read_result(Path(path)) for path in args.results])
+    results = [read_result(Path(path)) for path in args.results]
+    rows = table(predictions, results)
     text = markdown(rows)
     print(text, end="")
+    for result in results:
+        for app, link in link_windows(result).items():
+            print(f"{app}: KV link {link['transfers']:.0f} transfers of {link['bytes_per_transfer'] / 1e6:.1f} MB, "
+                  f"{link['seconds_per_transfer'] * 1000:.1f} ms each by NIXL's timer: "
+                  f"{link['bytes_per_second'] / 1e9:.2f} GB/s")
     if args.out:
         Path(args.out).write_text(json.dumps({"predictions": args.predictions, "results": args.results, "rows": rows},
                                              indent=1) + "\n")

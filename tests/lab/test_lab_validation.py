@@ -143,16 +143,145 @@ def test_the_method_rehearsed_on_the_earlier_runs_is_what_sizing_md_says():
         assert p["tpot_p90_seconds"] == pytest.approx(m["tpot_p90_seconds"], rel=0.25)
 
 
-def test_sizing_md_shows_the_validation_runs_table_exactly_when_its_raw_result_is_committed():
-    """Once the run's results are committed as lab/results/*-qwen35-validation-lab-result.json.gz, docs/SIZING.md
-    shows `validation-table`'s rows for them; until then it shows no measured row."""
-    results = sorted(Path("lab/results").glob("*-qwen35-validation-lab-result.json*"))
+def _validation_run() -> tuple[dict, list[dict]]:
+    result = validation.read_result(Path(validation.VALIDATION_RESULT))
+    return result, validation.table(json.loads(PREDICTIONS.read_text()), [result])
+
+
+def test_sizing_md_shows_the_validation_runs_table_from_its_committed_raw_result():
+    _, rows = _validation_run()
     text = Path("docs/SIZING.md").read_text()
-    header = validation.markdown([]).splitlines()[0]
-    if not results:
-        assert header not in text
-        return
-    rows = validation.table(json.loads(PREDICTIONS.read_text()), [validation.read_result(p) for p in results])
-    assert rows
+    assert len(rows) == 7
     for line in validation.markdown(rows).splitlines():
         assert line in text, line
+
+
+def test_sizing_md_says_what_the_validation_run_showed_and_what_it_did_not():
+    result, rows = _validation_run()
+    text = _sizing_text()
+    predictions = json.loads(PREDICTIONS.read_text())
+    pd = [r for r in rows if r["app"] == "qwen35-9b-pd-ucx"]
+    rates = sorted(r["value"] for r in pd if r["load"] == "rate")
+    assert rates == [2.0, 3.0, 8.0] and all(abs(r[f"{m}_error"]) <= 0.25 for r in pd for m in ("ttft", "tpot"))
+    link = predictions["lab_link"]["hand_overs_per_second"]
+    assert rates[-1] / link == pytest.approx(2, abs=0.02)
+    assert f"twice the link's sustained {link:.1f} hand-overs a second" in text
+    assert "PD holds within ±25 % at three rates, 8 requests/s included" in text
+    # Colocated ran at concurrency 1 and 2 req/s; the runner's deadline skipped the other two rates.
+    colocated = {(r["load"], r["value"]) for r in rows if r["mode"] == "colocated"}
+    assert colocated == {("concurrency", 1.0), ("rate", 2.0)}
+    assert result["not_done"] == ["qwen35-9b-colocated-ucx rate 3.0/s: out of time",
+                                  "qwen35-9b-colocated-ucx rate 8.0/s: out of time"]
+    assert "--deadline-s 520" in result["provenance"]["command"]
+    assert "Colocated is validated at concurrency 1 and 2 requests/s only" in text
+    assert result["workload"]["repeats"] == 1 and {r["requests"] for r in rows if r["load"] == "rate"} == {64}
+
+
+def test_a_links_rate_is_what_its_window_added_on_every_engine():
+    def exposition(seconds: float, size: float, count: int) -> list[str]:
+        lines = []
+        for engine in ("a", "b"):  # the other engine's series stand still over the window
+            mine = engine == "a"
+            lines += ["# TYPE ray_vllm_nixl_xfer_time_seconds histogram",
+                      f'ray_vllm_nixl_xfer_time_seconds_sum{{engine="{engine}"}} {seconds if mine else 9.0}',
+                      f'ray_vllm_nixl_xfer_time_seconds_count{{engine="{engine}"}} {count if mine else 7}',
+                      "# TYPE ray_vllm_nixl_bytes_transferred histogram",
+                      f'ray_vllm_nixl_bytes_transferred_sum{{engine="{engine}"}} {size if mine else 5e9}',
+                      f'ray_vllm_nixl_bytes_transferred_count{{engine="{engine}"}} {count if mine else 7}']
+        return lines
+
+    result = {"metrics_windows": {
+        "m-pd-x-c1": {"before": exposition(1.0, 1e9, 10), "after": exposition(1.5, 2e9, 14)},
+        "m-pd-idle-c1": {"before": exposition(1.0, 1e9, 10), "after": exposition(1.0, 1e9, 10)}}}
+    assert validation.link_windows(result) == {"m-pd-x": {"transfers": 4, "bytes_per_transfer": 2.5e8,
+                                                          "seconds_per_transfer": 0.125, "bytes_per_second": 2e9}}
+
+
+def test_sizing_md_quotes_the_kv_links_as_nixl_measured_them():
+    result, rows = _validation_run()
+    text = _sizing_text()
+    links = validation.link_windows(result)
+    ucx, ipc = links["qwen35-9b-pd-ucx"], links["qwen35-9b-pd-cuda-ipc"]
+    assert ucx["transfers"] == ipc["transfers"] == 12 and ucx["bytes_per_transfer"] == ipc["bytes_per_transfer"]
+    ttft = {r["app"].removeprefix("qwen35-9b-"): r["ttft_measured"] for r in rows if r["load"] == "concurrency"}
+    moved = json.loads(PREDICTIONS.read_text())["lab_link"]["bytes_per_hand_over"]
+    cuda_ipc = json.loads(PREDICTIONS.read_text())["lab_link"]["cuda_ipc_bytes_per_second"]
+    ipc_row = next(r for r in rows if r["app"] == "qwen35-9b-pd-cuda-ipc")
+    for quoted in (f"12 transfers of {ucx['bytes_per_transfer'] / 1e6:.1f} MB each, more than the model's "
+                   f"{moved / 1e6:.1f} MB count",
+                   f"timed a transfer at {ucx['seconds_per_transfer'] * 1000:.1f} ms over UCX "
+                   f"({ucx['bytes_per_second'] / 1e9:.2f} GB/s)",
+                   f"{ipc['seconds_per_transfer'] * 1000:.1f} ms over CUDA IPC (about "
+                   f"{ipc['bytes_per_second'] / 1e9:.0f} GB/s)",
+                   f"PD over CUDA IPC had a TTFT p90 of {ttft['pd-cuda-ipc'] * 1000:.0f} ms, against "
+                   f"{ttft['pd-ucx'] * 1000:.0f} ms over UCX and {ttft['colocated-ucx'] * 1000:.0f} ms colocated",
+                   f"still cost {(ttft['pd-cuda-ipc'] - ttft['colocated-ucx']) * 1000:.0f} ms more than colocated",
+                   f"Over UCX PD took {(ttft['pd-ucx'] - ttft['colocated-ucx']) * 1000:.0f} ms more than colocated, of "
+                   f"which NIXL timed {ucx['seconds_per_transfer'] * 1000:.0f} ms",
+                   f"it counts only the transfer, at {cuda_ipc / 1e9:.0f} GB/s, so it predicted "
+                   f"{ipc_row['ttft_predicted'] * 1000:.0f} ms: {validation.signed_percent(ipc_row['ttft_error'])}"):
+        assert quoted in text, quoted
+
+
+def test_the_validation_run_ran_the_predictions_command_but_for_its_cache_folder():
+    result, _ = _validation_run()
+    ran = result["provenance"]["command"].split(" -m lab ", 1)[1].split()
+    out = ran.index("--out")  # the results folder lab/gpu_run.sh adds
+    ran = ran[:out] + ran[out + 2:]
+    planned = json.loads(PREDICTIONS.read_text())["run"].removeprefix("python -m lab ").split()
+    folder = ran.index("--cache-dir") + 1
+    assert ran[:folder] + ran[folder + 1:] == planned[:folder] + planned[folder + 1:]
+    assert "differed from the predictions' `run` only in `--cache-dir`" in _sizing_text()
+    assert "the `--out` folder `lab/gpu_run.sh` adds" in _sizing_text()
+
+
+def test_the_engines_start_the_sizing_md_quotes_is_the_run_logs():
+    import re
+
+    log = Path(validation.VALIDATION_RESULT.replace("-lab-result.json.gz", "-run.log")).read_text()
+    stamps = [float(m.group(1)) for m in re.finditer(r"\[lab \+\s*([\d.]+)s\] qwen35-9b-pd-ucx=(?:DEPLOYING|RUNNING)",
+                                                     log)]
+    running = float(re.search(r"\[lab \+\s*([\d.]+)s\] qwen35-9b-pd-ucx=RUNNING, \S+=RUNNING, \S+=RUNNING", log)
+                    .group(1))
+    assert f"the five engines took {running - stamps[0]:.0f} s to start" in _sizing_text()
+
+
+def _proven_section() -> str:
+    text = Path("docs/PROVEN.md").read_text()
+    return text.split('<a id="validation-run"></a>')[1].split("<a id=")[0]
+
+
+def test_proven_md_records_the_validation_runs_command_commit_versions_and_headline():
+    import re
+
+    result, rows = _validation_run()
+    section = _proven_section()
+    flat = re.sub(r"\s+", " ", section)
+    command = result["provenance"]["command"].split(" -m lab ", 1)[1].split(" --out ")[0]
+    assert f"python -m lab {command}\n" in section
+    assert result["provenance"]["git_commit"] in section
+    versions = result["versions"]
+    assert f"vLLM {versions['vllm']}, Ray {versions['ray']}, NIXL {versions['nixl']}" in flat
+    gpu = result["host"]["gpu"]
+    assert f"One {gpu['name']} (driver {gpu['driver']})" in flat and gpu["count"] == 1
+    started, finished = (result[key][11:19] for key in ("started_at", "finished_at"))
+    assert result["started_at"].startswith("2026-12-03") and f"from {started} to {finished} UTC" in flat
+    pd = sorted((r for r in rows if r["app"] == "qwen35-9b-pd-ucx" and r["load"] == "rate"), key=lambda r: r["value"])
+    measured, predicted = ([f"{r[key] * 1000:,.0f}" for r in pd] for key in ("ttft_measured", "ttft_predicted"))
+    assert f"(TTFT p90 {', '.join(measured[:-1])} and {measured[-1]} ms measured against " \
+           f"{', '.join(predicted[:-1])} and {predicted[-1]} predicted)" in flat
+    prefix = validation.VALIDATION_RESULT.removesuffix("-lab-result.json.gz").rsplit("/", 1)[1]
+    for name in re.findall(r"`(-[\w.-]+)`", section):
+        assert (Path("lab/results") / f"{prefix}{name}").is_file(), name
+    for name in re.findall(r"`(2026-[\w.-]+)`", section):
+        assert (Path("lab/results") / name).is_file(), name
+
+
+def test_validation_table_prints_the_rows_and_each_pd_apps_link(capsys):
+    from lab.__main__ import main
+
+    assert main(["validation-table", validation.VALIDATION_RESULT, "--predictions", str(PREDICTIONS)]) == 0
+    out = capsys.readouterr().out
+    assert "| pd, ucx | 8 req/s | 64 | 6,733 ms | 5,689 ms | −16 % |" in out
+    assert "qwen35-9b-pd-ucx: KV link 12 transfers of 83.9 MB, 150.0 ms each by NIXL's timer: 0.56 GB/s" in out
+    assert "qwen35-9b-pd-cuda-ipc: KV link 12 transfers of 83.9 MB, 2.5 ms each" in out
