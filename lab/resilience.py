@@ -64,8 +64,10 @@ class RunOptions:
     ramp: scaling.Ramp = DEFAULT_RAMP
 
 
-def _apps(rendered_args: dict[str, Any], model: apps.LabModel, fake_engines: bool) -> list[apps.LabApp]:
-    built = apps.lab_apps(rendered_args, [model], kv_cache_memory_bytes=4 * GiB)
+def _apps(rendered_args: dict[str, Any], model: apps.LabModel, fake_engines: bool,
+          kv_cache_memory_bytes: int | None, budget_utilization: float | None) -> list[apps.LabApp]:
+    built = apps.lab_apps(rendered_args, [model], kv_cache_memory_bytes=kv_cache_memory_bytes or 4 * GiB,
+                          budget_utilization=budget_utilization)
     if not fake_engines:
         return built
     from lab.fake_engine import cpu_placement
@@ -416,8 +418,11 @@ class _Deployment:
 def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], source: str, model: apps.LabModel,
                    out_dir: Path, fake_engines: bool = False, options: RunOptions = RunOptions(),
                    ready_timeout_s: float = 420, compile_caches: dict[str, Any] | None = None,
-                   extra_env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+                   extra_env: dict[str, str] | None = None, kv_cache_memory_bytes: int | None = None,
+                   budget_utilization: float | None = None) -> dict[str, dict[str, Any]]:
     """Each kind's results document, by kind (the ones that ran; a failed deploy runs none).
+    `kv_cache_memory_bytes` and `budget_utilization` hold each engine to a GPU's budget (a probe-memory
+    result: `lab.commands.common.kv_cache_from_probe`); none: a fixed 4 GiB KV cache.
     `extra_env` reaches Ray and every engine (the compile caches' folder: `lab.probe.compile_cache_env`,
     so a replica Serve adds finds what the first one compiled, at the same path); `compile_caches`
     says in the results what those caches held at the start (`lab.probe.prepare_caches`)."""
@@ -428,7 +433,8 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
         scaling.check_ramp(options.ramp, rendered_args["decode_config"])
     started = time.perf_counter()
     # The colocated baseline only where greedy outputs are compared.
-    deployed = [a for a in _apps(rendered_args, model, fake_engines) if "faults" in kinds or a.mode == "pd"]
+    deployed = [a for a in _apps(rendered_args, model, fake_engines, kv_cache_memory_bytes, budget_utilization)
+                if "faults" in kinds or a.mode == "pd"]
     deployment = _Deployment(pd=next(a for a in deployed if a.mode == "pd"),
                              colocated=next((a for a in deployed if a.mode == "colocated"), None),
                              model=model, options=options, out_dir=out_dir, started=started)

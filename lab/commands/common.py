@@ -15,6 +15,9 @@ VARIANTS_HELP = ("variant matrix: a JSON list (or a file holding one) of {name, 
                  "experimental_configs, env, direct_streaming, rates}; each variant gets its own apps (see "
                  "lab/variants.py). Default: the stack's render as is")
 RESULTS_HELP = "results folder (.lab/ is git-ignored)"
+# The stack's engine on g6.8xlarge's L4 budget, started on this card by the latest first-start probe.
+DEFAULT_PROBE = "lab/results/2026-12-03-h200-qwen35-first-start-bf16-memory-probe.json"
+KV_CACHE_FROM_HELP = "a probe-memory result: each engine gets its GPU budget and the KV cache vLLM chose there"
 
 
 def make_model(kind: str, directory: Path, seed: int):

@@ -7,13 +7,23 @@ import argparse
 import json
 from pathlib import Path
 
-from lab.commands.common import MODEL_KINDS, RESULTS_HELP, kv_cache_from_probe, lab_models
+from lab.commands.common import (
+    DEFAULT_PROBE,
+    KV_CACHE_FROM_HELP,
+    MODEL_KINDS,
+    RESULTS_HELP,
+    kv_cache_from_probe,
+    lab_models,
+)
 from serve_app.errors import ConfigError
 
-# The stack's engine on g6.8xlarge's L4 budget, started on this card by the latest first-start probe.
-DEFAULT_PROBE = "lab/results/2026-12-03-h200-qwen35-first-start-bf16-memory-probe.json"
 # `python -m pdctl plan --stack dev -o json`'s outputs.clientConfig (tests/lab/test_lab_door.py keeps it current).
 DEFAULT_CLIENT_CONFIG = "lab/client-config-dev.json"
+# On a bare machine (every compile cache empty) the stack's two engines were still starting 300 s after
+# Serve deployed them (docs/FRONT_DOOR.md#door-lab): the wait covers a cold start, the deadline
+# counts from the run's start, so the timed passes keep their own 290 s after the wait.
+READY_TIMEOUT_S = 900
+PASSES_S = 290
 
 
 def door_spec(args):
@@ -79,8 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     door.add_argument("--model-dir", default="/tmp/lab-models")
     door.add_argument("--out", default=".lab/out", help=RESULTS_HELP)
     door.add_argument("--seed", type=int, default=0)
-    door.add_argument("--kv-cache-from", default=DEFAULT_PROBE,
-                      help="a probe-memory result: each engine gets its GPU budget and the KV cache vLLM chose there")
+    door.add_argument("--kv-cache-from", default=DEFAULT_PROBE, help=KV_CACHE_FROM_HELP)
     door.add_argument("--cache-dir", default="", help="compile caches (vLLM, Triton, FlashInfer) for the engines")
     door.add_argument("--client-config", default=DEFAULT_CLIENT_CONFIG,
                       help="the stack's clientConfig output (JSON) the OpenAI SDK check is built from")
@@ -94,6 +103,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="timed passes over both paths, alternating which goes first")
     door.add_argument("--load-concurrency", type=int, default=16, help="clients of the load the refusals run under")
     door.add_argument("--limited-rpm", type=int, default=3, help="requests per minute of the limited key")
-    door.add_argument("--ready-timeout-s", type=float, default=300)
-    door.add_argument("--deadline-s", type=float, default=290, help="start no timed pass after this")
+    door.add_argument("--ready-timeout-s", type=float, default=READY_TIMEOUT_S,
+                      help="longest wait for the engines from Serve's deploy (sized for a bare machine's cold start)")
+    door.add_argument("--deadline-s", type=float, default=READY_TIMEOUT_S + PASSES_S,
+                      help="start no timed pass after this many seconds from the run's start")
     door.set_defaults(func=cmd_door)

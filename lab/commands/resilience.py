@@ -7,7 +7,18 @@ import argparse
 import json
 from pathlib import Path
 
-from lab.commands.common import RESULTS_HELP, SET_HELP, bench_rounds, caches_from, lab_models, render_args
+from lab.commands.common import (
+    DEFAULT_PROBE,
+    KV_CACHE_FROM_HELP,
+    MODEL_KINDS,
+    RESULTS_HELP,
+    SET_HELP,
+    bench_rounds,
+    caches_from,
+    kv_cache_from_probe,
+    lab_models,
+    render_args,
+)
 from lab.faults import FAULTS
 from lab.scaling import Ramp
 from serve_app.errors import ConfigError
@@ -39,7 +50,8 @@ def cmd_resilience(args) -> int:
     if args.caches_from and not args.cache_dir:
         raise ConfigError("--caches-from", args.caches_from, "given with --cache-dir, the folder it is copied into")
     caches_from(args.caches_from)
-    [model] = lab_models(["tiny"], Path(args.model_dir), args.seed, [])
+    kv_cache, budget = kv_cache_from_probe(args.kv_cache_from) if args.kv_cache_from else (None, None)
+    [model] = lab_models([args.model], Path(args.model_dir), args.seed, [])
     compile_caches, extra_env = None, {}
     if args.cache_dir:  # every engine of the run reads and writes one folder: a new replica finds it warm
         from lab.probe import compile_cache_env, prepare_caches
@@ -54,15 +66,22 @@ def cmd_resilience(args) -> int:
         bench_rounds=args.bench_rounds)
     documents = resilience.run_resilience(kinds, rendered_args=rendered, source=source, model=model,
                                           out_dir=Path(args.out), options=options, ready_timeout_s=args.ready_timeout_s,
-                                          compile_caches=compile_caches, extra_env=extra_env)
+                                          compile_caches=compile_caches, extra_env=extra_env,
+                                          kv_cache_memory_bytes=kv_cache, budget_utilization=budget)
     verdicts = {kind: documents.get(kind, {}).get("verdict") for kind in kinds}
     print(json.dumps(verdicts, indent=2))
     return 0 if all((v or {}).get("passed") for v in verdicts.values()) else 1
 
 
-def _add_load_options(parser: argparse.ArgumentParser) -> None:
-    """The deployment, the steady load, the faults, the soak and the side-by-side bench."""
+def _add_load_options(parser: argparse.ArgumentParser, kind: str) -> None:
+    """The deployment, the steady load, the faults, the soak and the side-by-side bench. The scale-out
+    times a new replica's start, so it deploys the stack's own engine on its GPU budget; the other runs
+    judge Serve's and the PD hop's behaviour and keep the tiny stand-in."""
+    stack_engine = kind == "scaling"
     parser.add_argument("--stack", default="dev")
+    parser.add_argument("--model", default="qwen35-9b" if stack_engine else "tiny", choices=MODEL_KINDS)
+    parser.add_argument("--kv-cache-from", default=DEFAULT_PROBE if stack_engine else "",
+                        help=f"{KV_CACHE_FROM_HELP} (empty: a fixed 4 GiB KV cache)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     parser.add_argument("--out", default=".lab/out", help=RESULTS_HELP)
     parser.add_argument("--model-dir", default="/tmp/lab-models")
@@ -112,7 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             parser.add_argument("--runs", default="bench-compare,bad-requests,faults,soak",
                                 help="comma-separated, in order: bench-compare, bad-requests, faults, soak, "
                                      "scaling (needs --set decodeMaxReplicas=2)")
-        _add_load_options(parser)
+        _add_load_options(parser, kind)
         _add_ramp_options(parser)
         parser.add_argument("--ready-timeout-s", type=float, default=420)
         parser.set_defaults(func=cmd_resilience)

@@ -369,3 +369,45 @@ def test_with_a_cache_dir_every_engine_of_the_scaling_run_shares_restored_caches
     assert seen_kwargs["extra_env"]["TRITON_CACHE_DIR"] == f"{cache}/triton"
     assert seen_kwargs["compile_caches"]["restored"]["files"] == 1
     assert (cache / "vllm" / "torch_compile_cache" / "graph.bin").is_file() and not earlier.exists()
+
+
+@pytest.mark.parametrize(("command", "model", "on_probe"), [("scaling", "qwen35-9b", True), ("faults", "tiny", False)])
+def test_the_scale_out_deploys_the_stacks_engine_on_its_gpu_budget_and_the_other_runs_the_stand_in(
+        tmp_path, monkeypatch, command, model, on_probe):
+    # A scale-out times a new replica's start: the tiny stand-in's start says little about the stack's.
+    from lab import resilience
+    from lab.__main__ import main
+    from lab.commands import resilience as cmd
+    from lab.commands.common import DEFAULT_PROBE, kv_cache_from_probe
+
+    asked, seen_kwargs = [], {}
+
+    def lab_models(kinds, *args):
+        asked.extend(kinds)
+        return [apps.LabModel(kinds[0], "/m", False, True, (4, 500))]
+
+    def run_resilience(kinds, **kwargs):
+        seen_kwargs.update(kwargs)
+        return {kind: {"verdict": {"passed": True}} for kind in kinds}
+
+    monkeypatch.setattr(cmd, "lab_models", lab_models)
+    monkeypatch.setattr(resilience, "run_resilience", run_resilience)
+    assert main([command, "--stack", "dev", *(f"--set={s}" for s in scaling.STACK_OVERRIDES),
+                 "--out", str(tmp_path / "out")]) == 0
+    assert asked == [model]
+    kv_bytes, budget = kv_cache_from_probe(DEFAULT_PROBE) if on_probe else (None, None)
+    assert (seen_kwargs["kv_cache_memory_bytes"], seen_kwargs["budget_utilization"]) == (kv_bytes, budget)
+    if on_probe:
+        assert kv_bytes > 0 and 0 < budget < 0.5  # an L4's share of the H200, three engines fit
+
+
+def test_on_a_gpu_budget_each_scaling_engine_gets_the_probes_kv_cache_and_utilization():
+    from lab import resilience
+
+    model = apps.LabModel("qwen35-9b", "/m", True, True, (4, 500))
+    scaled, _ = rendered_pd_serving_args("dev", overrides=parse_overrides(SCALING_SETS))
+    [pd] = [a for a in resilience._apps(scaled, model, False, kv_cache_memory_bytes=2_849_190_707,
+                                        budget_utilization=0.16) if a.mode == "pd"]
+    for role in ("prefill_config", "decode_config"):
+        engine = pd.args[role]["engine_kwargs"]
+        assert (engine["kv_cache_memory_bytes"], engine["gpu_memory_utilization"]) == (2_849_190_707, 0.16)
