@@ -27,6 +27,12 @@ CACHE_DIRECTORIES: Mapping[str, str] = {
     "TRITON_CACHE_DIR": "triton",
     "FLASHINFER_WORKSPACE_BASE": "flashinfer",
 }
+# vLLM hashes every one of its environment variables but a short ignore list into its torch.compile cache
+# key, and NIXL's side-channel port is not ignored (vLLM 0.26.0 `envs.compile_factors`); Ray Serve LLM
+# sets that port to its base (20000) plus the replica's rank, so a second replica of a phase would find
+# no artefacts under the first one's key (docs/SOURCES.md#compile-cache-key-env). With one engine per
+# pod the port can be the same for every replica: each pod has its own IP.
+NIXL_SIDE_CHANNEL_PORT = 20000
 # Under the mirror's bucket, beside (not inside) the model's prefix, whose listing the streamer reads.
 S3_PREFIX = "compile-cache"
 SIDECAR_NAME = "compile-cache"

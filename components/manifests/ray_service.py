@@ -321,8 +321,9 @@ def _compile_cache_env(serving: ServingSettings, worker: WorkerResources) -> lis
     if worker.gpus != 1:
         return [{"name": "VLLM_DISABLE_COMPILE_CACHE", "value": "1"}]
     if serving.ray_service.compile_cache_in_s3:
-        return [{"name": name, "value": f"{NODE_CACHE_MOUNT}/{directory}"}
-                for name, directory in compile_cache.CACHE_DIRECTORIES.items()]
+        return [*({"name": name, "value": f"{NODE_CACHE_MOUNT}/{directory}"}
+                  for name, directory in compile_cache.CACHE_DIRECTORIES.items()),
+                {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(compile_cache.NIXL_SIDE_CHANNEL_PORT)}]
     return [{"name": "VLLM_CACHE_ROOT", "value": NODE_VLLM_CACHE_ROOT}]
 
 

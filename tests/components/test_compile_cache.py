@@ -62,6 +62,19 @@ def test_each_phase_restores_its_own_key_before_the_ray_container_starts(setting
     assert keys["prefill"] != keys["decode"]  # their engine arguments differ (kv_role)
 
 
+def test_every_replica_of_a_phase_compiles_under_the_key_its_restored_caches_were_saved_under(settings_for):
+    # vLLM hashes NIXL's side-channel port into its torch.compile key, and Ray Serve LLM would give each
+    # replica its own port: one port for all (one engine per pod) makes a scaled-out replica's key the same.
+    from vllm import envs as vllm_envs
+
+    assert "VLLM_NIXL_SIDE_CHANNEL_PORT" in vllm_envs.compile_factors()
+    for pod in worker_pods(settings_for, compileCacheInS3="true", **S3_STACK).values():
+        worker_env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        assert worker_env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "20000"
+    for pod in worker_pods(settings_for, **S3_STACK).values():
+        assert "VLLM_NIXL_SIDE_CHANNEL_PORT" not in {e["name"] for e in pod["containers"][0]["env"]}
+
+
 def test_the_key_changes_with_the_gpu_vllm_model_and_engine_arguments():
     base = {"gpu_model": "L4", "vllm_version": "0.26.0", "model_source": MIRROR, "engine_kwargs": {"max_num_seqs": 32}}
     others = [{"gpu_model": "L40S"}, {"vllm_version": "0.29.0"}, {"model_source": MIRROR + "-fp8"},
