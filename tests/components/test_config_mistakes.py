@@ -53,7 +53,8 @@ def test_an_empty_stack_file_is_named_not_blamed_on_a_setting(tmp_path, stack_fi
 def test_a_lowered_gpu_memory_utilization_names_it_not_the_model(tmp_path):
     error = mistake(tmp_path, DEV + '  eks-pd-llm:gpuMemoryUtilization: "0.75"\n')
     assert error.setting == "gpuMemoryUtilization", error
-    assert "more than 0.77" in str(error) and len(str(error)) < SHORT
+    # (17,078 MiB of weights + 756 MiB reserve, the rotary position table included) / 22,888 MiB = 0.779
+    assert "more than 0.78" in str(error) and len(str(error)) < SHORT
 
 
 def test_too_few_gpu_nodes_names_gpu_node_count_not_the_replicas(tmp_path):

@@ -145,3 +145,15 @@ def test_the_stand_in_scale_outs_cache_folders_differ_by_the_replicas_port(scali
     assert len(engine_configs) == 1  # the same engine config printed: the port is what differs
     for text in (section, _section("docs/SOURCES.md", "compile-cache-key-env")):
         assert all(figure in text for figure in ("port 21100", "`4b8cc49f9f`", "port 21101", "`b612b3fd17`"))
+
+
+def test_vllm_keys_torch_compile_on_the_nixl_port_the_stack_fixes_with_compile_caches_in_s3():
+    # Why the scale-out's new replica missed the shared cache, and why components/compile_cache.py sets the
+    # port: vLLM counts it among its compile factors (the host is ignored, the port is not).
+    from vllm import envs as vllm_envs
+
+    from components.compile_cache import NIXL_SIDE_CHANNEL_PORT
+
+    factors = vllm_envs.compile_factors()
+    assert "VLLM_NIXL_SIDE_CHANNEL_PORT" in factors and "VLLM_NIXL_SIDE_CHANNEL_HOST" not in factors
+    assert NIXL_SIDE_CHANNEL_PORT == 20000  # Ray Serve LLM's own base: rank 0 keeps the port it had
