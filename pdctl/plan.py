@@ -21,6 +21,7 @@ import yaml
 from components.node_groups import gpu_node_group_resource_name
 from facts.durations import CreateDuration
 from facts.fault_tolerance import HEAD_RESTART, HeadRestart
+from facts.replacements import NODE_GROUP_TYPES
 from pdctl.cold_start import (
     CONTROL_PLANE_TO_FIRST_TOKEN_TARGET_MINUTES,
     DEPLOY_TARGET_MINUTES,
@@ -36,7 +37,6 @@ from serve_app.capacity import CapacityReport
 from serve_app.checks import CheckedApp
 
 SECRET_MASK = "[secret]"
-NODE_GROUP_TYPES = ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup")
 LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
 NAT_GATEWAY_TYPE = "aws:ec2/natGateway:NatGateway"
 CLUSTER_TYPES = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
