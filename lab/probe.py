@@ -124,16 +124,28 @@ def compile_cache_env(cache_dir: str, flashinfer_dir: str | None = None) -> dict
 
 def restore_caches(source: Path, cache_dir: Path) -> dict[str, Any]:
     """Another process's compile caches copied into `cache_dir`, then `source` removed: a new node that
-    received the artefacts, with nothing left where they were written."""
+    received the artefacts, with nothing left where they were written. `source` = `cache_dir` is the
+    sidecar's case (the caches restored at the path they were written at): the folder is moved aside as
+    the archive, and copied back. The page cache is dropped after the copy, as on a node that just booted."""
     import shutil
 
+    from lab.loadtime import drop_page_cache
+
     started = time.monotonic()
+    in_place = source.resolve() == cache_dir.resolve()
+    if in_place:
+        archive = cache_dir.with_name(cache_dir.name + ".archive")
+        shutil.rmtree(archive, ignore_errors=True)
+        cache_dir.rename(archive)
+        source = archive
     shutil.rmtree(cache_dir, ignore_errors=True)
     shutil.copytree(source, cache_dir, symlinks=True)
     files = [f for f in cache_dir.rglob("*") if f.is_file()]
     shutil.rmtree(source)
-    return {"from": str(source), "to": str(cache_dir), "files": len(files),
-            "bytes": sum(f.stat().st_size for f in files), "copy_s": round(time.monotonic() - started, 2)}
+    copy_s = round(time.monotonic() - started, 2)
+    return {"from": str(source), "to": str(cache_dir), "same_path": in_place, "files": len(files),
+            "bytes": sum(f.stat().st_size for f in files), "copy_s": copy_s,
+            "page_cache": drop_page_cache(files)}
 
 
 def prepare_caches(cache_dir: str, caches_from: str | None) -> dict[str, Any]:

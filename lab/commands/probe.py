@@ -62,7 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     probe.add_argument("--cache-dir", default="/tmp/lab-compile-cache", help="compile caches: empty = a cold start")
     probe.add_argument("--flashinfer-dir", help="FlashInfer's JIT builds (default: in --cache-dir)")
     probe.add_argument("--caches-from", metavar="DIR",
-                       help="another process's compile caches: copied into --cache-dir first, then DIR is removed")
+                       help="another process's compile caches: copied into --cache-dir first, then DIR is removed; "
+                            "DIR = --cache-dir restores them at the path they were written at (the sidecar's case)")
     probe.add_argument("--concurrent-sequences", type=int, default=0,
                        help="after each start, this many sequences at once, each --sequence-tokens long (0: none)")
     probe.add_argument("--sequence-tokens", type=int, default=4096, help="prompt + output tokens of each sequence")

@@ -108,6 +108,16 @@ def test_restored_caches_are_a_copy_and_the_originals_are_gone(tmp_path):
     assert (restored["files"], restored["bytes"]) == (2, 150)
 
 
+def test_caches_restored_at_the_path_they_were_written_at_are_the_same_files_and_no_archive_is_left(tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "inductor").mkdir(parents=True)
+    (cache / "inductor" / "fx.py").write_text("graph")
+    restored = restore_caches(cache, cache)
+    assert (cache / "inductor" / "fx.py").read_text() == "graph"
+    assert [p.name for p in tmp_path.iterdir()] == ["cache"]
+    assert restored["same_path"] and restored["files"] == 1
+
+
 def test_the_qwen35_config_has_the_published_rotary_settings_and_vllm_reads_mrope():
     from transformers import Qwen3_5Config
 
