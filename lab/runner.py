@@ -694,6 +694,10 @@ def _side_by_side(app: LabApp, spec: Workload, data: dict[str, Any], out_dir: Pa
 
 def _collect_evidence(data: dict[str, Any], apps: list[LabApp], started: float) -> None:
     found = evidence.scan_log_dir(ray_log_dir())
+    if not any(a.mode == "pd" for a in apps):  # a colocated-only run (validation): no hand-over to prove
+        data["checks"]["nixl_logs"] = {"found": found.as_dict(), "checks": {}, "skipped": "no PD app in this run"}
+        _log("NIXL log checks: none (no PD app in this run)", started)
+        return
     pd_apps = [a for a in apps if a.mode == "pd" and "ready_after_s" in data["apps"][a.name]]
     ports = {phase: [window for app in pd_apps if (window := nixl_ports(app.args[f"{phase}_config"]))]
              for phase in ("prefill", "decode")}

@@ -62,8 +62,11 @@ CUDA_IPC_VARIANT = "cuda-ipc"
 CUDA_IPC_BYTES_PER_SECOND = 13e9
 CLOSED_LOOP_RESULTS = tuple(f"lab/results/2026-12-02-h200-qwen35-l4-budget-{n}-lab-result.json.gz" for n in (1, 2))
 SATURATING_CONCURRENCY = 16
-# The run, under the name it ran with (one detached chain on one H200, lab/gpu_run.sh).
+# The run, under the name it ran with (one detached chain on one H200, lab/gpu_run.sh), and the colocated
+# app's rates its deadline skipped, run alone in a later deployment with the same seeds (the same arrivals).
 VALIDATION_RESULT = "lab/results/2026-12-03-h200-qwen35-day-two-lab-result.json.gz"
+COLOCATED_RESULT = "lab/results/2026-12-03-h200-qwen35-0824utc-colocated-lab-result.json.gz"
+COLOCATED_VARIANTS_FILE = "lab/variants/validation-open-loop-colocated.json"
 CALIBRATION_KEYS = ("prefill_compute_efficiency", "decode_bandwidth_efficiency", "request_overhead_seconds",
                     "decode_ingest_share", "measured")
 PROBE = "lab/results/2026-12-03-h200-qwen35-first-start-bf16-memory-probe.json"

@@ -647,3 +647,21 @@ def test_a_variants_rates_must_be_positive():
     with pytest.raises(ConfigError, match="rates"):
         parse_variants('[{"name": "bad", "rates": [0]}]')
     assert parse_variants('[{"name": "ok", "rates": [2]}]')[0].as_dict()["rates"] == [2]
+
+
+def test_a_run_without_a_pd_app_has_no_nixl_checks_to_fail_but_a_pd_app_that_never_ran_fails(monkeypatch):
+    from types import SimpleNamespace
+
+    from lab import runner
+
+    monkeypatch.setattr(runner.evidence, "scan_log_dir", lambda folder: evidence.scan_lines([]))
+    monkeypatch.setattr(runner, "ray_log_dir", lambda: "/nonexistent")
+    colocated = SimpleNamespace(mode="colocated", name="m-colocated")
+    data = {"checks": {}, "apps": {"m-colocated": {"ready_after_s": 1.0}}}
+    runner._collect_evidence(data, [colocated], 0.0)
+    assert data["checks"]["nixl_logs"]["checks"] == {}
+    assert not [name for name in runner.verdict(data)["checks"] if name.startswith("nixl_log:")]
+    pd = SimpleNamespace(mode="pd", name="m-pd")  # asked for, never ready
+    data = {"checks": {}, "apps": {"m-colocated": {"ready_after_s": 1.0}, "m-pd": {}}}
+    runner._collect_evidence(data, [colocated, pd], 0.0)
+    assert runner.verdict(data)["checks"]["nixl_log:pd_app_running"] is False
