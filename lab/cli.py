@@ -15,6 +15,7 @@
   bad-requests  the requests clients get wrong, a burst, then a normal one (lab/bad_requests.py)
   scaling     decode scaled 1 → 2 → 1 by the stack's autoscaling config under a load ramp (lab/scaling.py)
   door        the front door's added latency and its 401/429 under load, on the stack's PD app (lab/door.py)
+  door-cost   the front door's own work per request, in-process on the CPU (lab/door_cost.py)
   pd-hop      a run's TTFT at concurrency 1 split into Serve's hops, prefill and the rest (lab/pd_hop.py)
   validation-predict  the SLO model's TTFT/TPOT p90 for the open-loop validation run, before it runs
   validation-table    that run's results against the predictions (lab/validation.py)

@@ -81,8 +81,29 @@ def cmd_door(args) -> int:
     return 0 if data["verdict"]["passed"] else 1
 
 
+def cmd_door_cost(args) -> int:
+    from lab.door_cost import measure
+
+    if args.requests < 1:
+        raise ConfigError("--requests", args.requests, "a positive integer")
+    result = measure(args.requests, args.prompt_tokens, args.output_tokens)
+    print(f"front door's own work per streamed request ({result['requests']:,} requests, {result['prompt_tokens']} "
+          f"prompt and {result['output_tokens']} output tokens, CPU {result['cpu']}): p50 {result['p50_us']} µs, "
+          f"p99 {result['p99_us']} µs, max {result['max_us']} µs")
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this group's commands to the lab's parser."""
+    cost = sub.add_parser("door-cost", help="the front door's own work per request, in-process on the CPU "
+                                            "(lab/door_cost.py)")
+    cost.add_argument("--requests", type=int, default=20_000)
+    cost.add_argument("--prompt-tokens", type=int, default=128)
+    cost.add_argument("--output-tokens", type=int, default=64)
+    cost.add_argument("--out", default="", help="also write the result as JSON here")
+    cost.set_defaults(func=cmd_door_cost)
     door = sub.add_parser("door", help="the front door's added latency (c=1, 16) and its 401/429 under load")
     door.add_argument("--stack", default="dev")
     door.add_argument("--model", default="qwen35-9b", choices=MODEL_KINDS)
