@@ -203,7 +203,10 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None,
             model_reader_role_arn=model_access.role_arn if model_access else None,
             gcs_store=GcsStoreConnection(gcs_store.address, gcs_store.auth_token) if gcs_store else None,
             api_key_table=_api_key_table(settings.front_door, api_keys)),
-        opts=pulumi.ResourceOptions(depends_on=[kuberay, device_plugins, image_prepull, *all_gpu_nodes]),
+        # Not on the device plugins' Helm releases: their wait (the DaemonSets ready on the GPU nodes) is the
+        # deploy's proof they run, not a gate for the RayService, whose pods wait for the advertised GPUs
+        # themselves; the image pre-pull's step counts the plugins' registration beside it.
+        opts=pulumi.ResourceOptions(depends_on=[kuberay, image_prepull, *all_gpu_nodes]),
     )
     storage, observability = _observability(settings, cluster, system_nodes, (*all_gpu_nodes, device_plugins))
     front_door = FrontDoorNetwork("front-door", FrontDoorArgs(

@@ -118,9 +118,13 @@ NODE_REQUESTED = StepDuration(
 NODE_LAUNCH_TO_READY = StepDuration(
     40, REFERENCE, "docs/SOURCES.md#node-join: AWS's launch-to-Ready timings of an EKS-optimized node: kubelet "
     "registered 40 s after the instance was pending (a general-purpose type; Karpenter's maintainers see 30–40 s)")
-GPU_BOOT_EXTRA = StepDuration(
-    60, ESTIMATE, "docs/SOURCES.md#node-join: GPU types boot much longer within EC2, by AWS's own account, with no "
-    "published figure; 60 s for the NVIDIA driver's modules and the NVMe RAID0 is this project's allowance")
+# A GPU node, from its launch until the NVIDIA device plugin advertises its GPU (what a GPU pod waits for): the
+# one published observation, longer than a general-purpose node's Ready by the GPU type's boot and the plugin.
+NODE_LAUNCH_TO_GPU_ALLOCATABLE = StepDuration(
+    90, REFERENCE, "docs/SOURCES.md#node-join: a GPU node (a g5.xlarge, by its reporter's other report) was up "
+    "enough for the NVIDIA device plugin to advertise its GPU about 90 s after Karpenter launched it "
+    "(NVIDIA/k8s-device-plugin#291, 2022; 'longer than 60 seconds usually', aws/karpenter-provider-aws#1459): one "
+    "public report, no AWS figure for a GPU type")
 # The NVIDIA and EFA device plugin pods on a node that joins a running cluster: their images are
 # small; the kubelet advertises the resources once they register.
 DEVICE_PLUGINS_ON_NODE = StepDuration(30, ESTIMATE, "two small DaemonSet images pulled and registered")
@@ -136,36 +140,35 @@ RAY_IMAGE_FROM_SNAPSHOT = StepDuration(
     "(AWS's EKS Blueprints pattern, AL2023-era managed node group)")
 # A Ray worker pod scheduled, its containers started and raylet joined to the head.
 RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registration with the GCS")
-# The stack's own engine (Qwen3.5-9B's architecture, CUDA graphs, maxNumSeqs 32, dummy weights: no
-# weight read) held to an L4's memory on the lab's H200, one engine at a time, 2026-12-02
-# (ENGINE_START_MEASURED). A new node's first start: vLLM's engine ready after 167.5 s with its compile
-# caches empty (Triton autotuning 74 s, torch.compile 25 s, graphs 2 s), after FlashInfer's sampler
-# was JIT-compiled in 87.2 s (it is compiled once per machine, before the engine's own first sample).
-# The GPU's speed enters little: compilation runs on the CPU; the H200 captures graphs faster than an L4.
-ENGINE_START_MEASURED = "docs/PROVEN.md#default-deployment"
-ENGINE_START_COLD = StepDuration(
-    167.5 + 87.2, MEASURED,
-    f"{ENGINE_START_MEASURED}: the stack's own engine on an L4's memory (H200 lab, dummy weights), caches empty: "
-    "vLLM 167.5 s + FlashInfer's sampler JIT 87.2 s")
-# A restart on a node whose compile caches are warm (the pod restarted, the node kept its caches): the
-# same engine ready in 41.0 s, one engine alone on the GPU. Three engines starting together under Ray
-# Serve (the lab's PD and colocated apps) were ready after 124.6 and 129.3 s. Pod start and the weight
-# load are added beside it; Serve's noticing a dead replica (≤ 10 s health check) may overlap the pod start.
-ENGINE_RESTART = StepDuration(
-    41.0, MEASURED,
-    f"{ENGINE_START_MEASURED}: the stack's own engine on an L4's memory, compile caches warm (H200 lab, one "
-    "engine, dummy weights); holds no pod start and no weight load, which are added beside it")
-
-# A new node whose compile caches were restored from S3 (compileCacheInS3, components/compile_cache.py):
-# the same engine started on caches another process wrote, copied to a new path on the lab's H200,
-# 2026-12-03 (docs/PROVEN.md#first-start): Triton's autotuning reused, torch.compile recompiled (its
-# cache key follows the folder). The sidecar restores to the path the caches were written at, which
-# was not measured and should be no slower; the archive's download is not in it.
-ENGINE_START_RESTORED = StepDuration(
-    63.2, MEASURED,
-    "docs/PROVEN.md#first-start: the stack's own engine on an L4's memory (H200 lab, dummy weights) on compile "
-    "caches another process wrote, copied to a new path: Triton reused, torch.compile recompiled; at the same "
-    "path (the sidecar's) not measured; the archive's download not in it")
+# An engine's start under Ray Serve LLM, in two measured parts, the stack's own engine (Qwen3.5-9B's
+# architecture with its published rotary settings, CUDA graphs, maxNumSeqs 32, the KV cache kvCacheFromPlan
+# renders, dummy weights: no weight read) on the lab's H200, 2026-12-03 (ENGINE_START_MEASURED).
+ENGINE_START_MEASURED = "docs/PROVEN.md#serve-replica-start"
+# 1. Ray Serve LLM starts the replica until vLLM's engine begins its init: the replica actor's process, the
+#    engine-config tasks in new worker processes, vLLM's engine core process and its Ray worker process,
+#    each importing the serving stack (and the model's load, 1 s with dummy weights). From Serve's decision
+#    to add the replica to the engine's init: 91.4 s (a colocated app's one engine, nothing else running)
+#    and 102.1 s (a second decode replica under load), their mean here. A bare `vllm` process, which the
+#    lab's memory probes start, spends about 25 s of this; the rest is Ray Serve LLM's.
+SERVE_REPLICA_START_SAMPLES = (91.4, 102.1)
+SERVE_REPLICA_START = StepDuration(
+    round(sum(SERVE_REPLICA_START_SAMPLES) / len(SERVE_REPLICA_START_SAMPLES), 1), MEASURED,
+    f"{ENGINE_START_MEASURED}: from Serve's decision to the engine's init, the stack's engine on the lab's H200 "
+    "host, mean of 91.4 s and 102.1 s: four processes that each import the serving stack")
+# 2. vLLM's engine init (profiling, KV cache, CUDA graphs: vLLM's "init engine" line), on an L4's memory.
+#    Compile caches empty: 123.7 s, then FlashInfer's sampler JIT-compiled at the first sample, 82.0 s (once
+#    per machine). Compile caches at the path they were written at (restored from S3 by the sidecar, or kept on
+#    the node for a restart; the lab restored them in place and dropped the page cache first): 7.0 s, with
+#    torch.compile loaded from the cache (3.24 s) and FlashInfer's sampler 0.4 s. The GPU's speed enters little:
+#    compilation runs on the CPU; the H200 captures graphs faster than an L4.
+ENGINE_INIT_COLD = StepDuration(
+    123.7 + 82.0, MEASURED,
+    f"{ENGINE_START_MEASURED}: vLLM's init with its compile caches empty 123.7 s + FlashInfer's sampler JIT 82.0 s "
+    "(the stack's engine on an L4's memory, H200 lab)")
+ENGINE_INIT_CACHED = StepDuration(
+    7.0, MEASURED,
+    f"{ENGINE_START_MEASURED}: vLLM's init on compile caches at the path they were written at, page cache dropped "
+    "(the stack's engine on an L4's memory, H200 lab); the caches' download from S3 not in it")
 
 # Weight load paths.
 # From Hugging Face through the NAT gateway, download + load: the reference's first load, 145 s for
@@ -198,7 +201,11 @@ NVME_READ_BYTES_PER_SECOND = SourcedValue(
     LAB_DISK_SEQUENTIAL_READ_GB_PER_S * 1e9, ESTIMATE,
     f"the H200 lab disk's sequential read ({WEIGHT_LOAD_MEASURED}, where the loaders' shares were measured) "
     "stands in: no sourced figure for the node's instance-store NVMe")
-# From the S3 mirror with the Run:ai streamer: bounded by the node's network; half the nominal
-# bandwidth is this project's assumption, not a measurement.
+# From the S3 mirror with the Run:ai streamer: bounded by the node's network. Run:ai's benchmark streamed
+# Llama-3-8B's one 16.06 GB safetensors file from S3 to the GPU in 4.88 s at concurrency 32 on a
+# g5.12xlarge (40 Gbps): 3.29 GB/s, 66% of the instance's nominal bandwidth, taken as the share of any
+# instance's (docs/SOURCES.md#s3-streaming).
 S3_STREAM_FRACTION_OF_NETWORK = SourcedValue(
-    0.5, ESTIMATE, "half the instance's nominal network bandwidth (facts/instances.py); not measured")
+    round(16.06e9 / 4.88 / (40e9 / 8), 2), REFERENCE,
+    "docs/SOURCES.md#s3-streaming: the Run:ai streamer read Llama-3-8B (16.06 GB) from S3 in 4.88 s on a "
+    "g5.12xlarge, 66% of its nominal 40 Gbps, applied to this instance's nominal bandwidth")

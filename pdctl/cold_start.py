@@ -1,11 +1,11 @@
 """How long a GPU node takes to serve, step by step, for the path this stack configures.
 
 Two figures, each a sum of documented steps (`facts/durations.py`: measured ones say where):
-- new GPU node → serving: the Cluster Autoscaler asks for the node, which boots and joins (a GPU type
-  boots longer); the pre-pull DaemonSet pulls the Ray image, or finds it on the volume restored from
-  gpuImageSnapshotId, while the device plugins register (in parallel); the Ray worker starts; the
-  weights arrive (Hugging Face through NAT, or the S3 mirror with the Run:ai streamer); the engine
-  starts (compile cache cold, or restored from S3).
+- new GPU node → serving: the Cluster Autoscaler asks for the node, which boots, joins and has its GPU
+  advertised by the device plugin; the pre-pull DaemonSet pulls the Ray image, or finds it on the volume
+  restored from gpuImageSnapshotId; the Ray worker starts; the
+  weights arrive (Hugging Face through NAT, or the S3 mirror with the Run:ai streamer); Ray Serve LLM
+  starts the replica's processes; the engine inits (compile caches empty, or restored from S3).
 - pod restart → serving, on the same node: the image is there; the weights come from the node's
   cache (Hugging Face path: nothing downloaded again), read at the loader's measured share of the
   disk's sequential read, or again from S3; Serve restarts the replica and its engine, which finds
@@ -148,7 +148,7 @@ class ColdStart:
     new_node: Figure
     pod_restart: Figure
     weight_load: WeightLoad
-    image: Step  # the Ray image on a new node (what the pre-pull DaemonSet waits for)
+    image: Step  # the deploy's: the Ray image on the new GPU nodes, device plugins meanwhile (the pre-pull's wait)
     ray_service: tuple[Step, ...]  # the RayService's share of a new node: pod, weights, engine
 
     @property
@@ -164,7 +164,7 @@ class ColdStart:
         """What a start with restored compile caches leaves out when no start has saved them yet (a
         stack's first deploy for its key compiles): 0 where the caches are not restored."""
         engine = self.ray_service[-1]
-        return (COLD_ENGINE_START.duration.seconds - engine.duration.seconds) / 60 if engine == RESTORED_ENGINE_START \
+        return (COLD_ENGINE_INIT.duration.seconds - engine.duration.seconds) / 60 if engine == RESTORED_ENGINE_INIT \
             else 0.0
 
     def to_dict(self) -> dict:
@@ -242,15 +242,17 @@ def _weight_load(serving: ServingSettings) -> WeightLoad:
                       warm_gb_per_s=durations.DEFAULT_LOADER_WARM_GB_PER_S)
 
 
-COLD_ENGINE_START = Step("vLLM engine start, compile cache cold", durations.ENGINE_START_COLD)
-RESTORED_ENGINE_START = Step("vLLM engine start, compile caches restored from S3", durations.ENGINE_START_RESTORED)
+SERVE_REPLICA = Step("Ray Serve LLM starts the replica (its processes and engine-config tasks)",
+                     durations.SERVE_REPLICA_START)
+COLD_ENGINE_INIT = Step("vLLM engine init, compile caches empty", durations.ENGINE_INIT_COLD)
+RESTORED_ENGINE_INIT = Step("vLLM engine init, compile caches restored from S3", durations.ENGINE_INIT_CACHED)
 
 
 def _engine_restart(compile_cached: bool) -> Step:
     if compile_cached:
-        return Step("Serve replica and vLLM engine restart, compile cache on the node", durations.ENGINE_RESTART)
+        return Step("vLLM engine init, compile caches on the node", durations.ENGINE_INIT_CACHED)
     # Several engines per node (cache off) or eager: they start as on a new node.
-    return COLD_ENGINE_START
+    return COLD_ENGINE_INIT
 
 
 def cold_start(serving: ServingSettings) -> ColdStart:
@@ -269,38 +271,44 @@ def cold_start(serving: ServingSettings) -> ColdStart:
               "(compileCacheInS3)" if restored and mirror
               else "kept on the node for a restart; a new node compiles (compileCacheInS3 false)" if compile_cached
               else "none kept (several engines per node, or eager)")
-    engine_start = RESTORED_ENGINE_START if restored else COLD_ENGINE_START
-    image, image_path = _image(serving)
+    engine_start = RESTORED_ENGINE_INIT if restored else COLD_ENGINE_INIT
+    image, deploy_image, image_path = _image(serving)
     pod, first = Step("Ray worker pod starts", durations.RAY_POD_START), _first_weights(serving)
-    new_node = Figure("new GPU node → serving", (*NODE_JOIN, image, pod, first, engine_start),
+    new_node = Figure("new GPU node → serving", (*NODE_JOIN, image, pod, first, SERVE_REPLICA, engine_start),
                       target_seconds=NEW_NODE_TARGET_SECONDS)
-    restart = Figure("pod restart → serving", (pod, _restart_weights(serving, load), _engine_restart(compile_cached)),
+    restart = Figure("pod restart → serving",
+                     (pod, _restart_weights(serving, load), SERVE_REPLICA, _engine_restart(compile_cached)),
                      target_seconds=POD_RESTART_TARGET_SECONDS)
     return ColdStart(load_path=load_path, image_path=image_path, storage=serving.storage.summary,
-                     compile_caches=caches, new_node=new_node, pod_restart=restart, weight_load=load, image=image,
-                     ray_service=(pod, first, engine_start))
+                     compile_caches=caches, new_node=new_node, pod_restart=restart, weight_load=load,
+                     image=deploy_image,
+                     ray_service=(pod, first, SERVE_REPLICA, engine_start))
 
 
-# A GPU node the Cluster Autoscaler adds, until Ready (docs/SOURCES.md#node-join).
+# A GPU node the Cluster Autoscaler adds, until its GPU is advertised (docs/SOURCES.md#node-join).
 NODE_JOIN = (
     Step("Cluster Autoscaler asks for a node (its scan of unschedulable pods)", durations.NODE_REQUESTED),
-    Step("instance launched, node joins and is Ready (general-purpose type)", durations.NODE_LAUNCH_TO_READY),
-    Step("a GPU type's longer boot (NVIDIA driver, NVMe RAID0)", durations.GPU_BOOT_EXTRA),
+    Step("GPU instance launched, joins, and its device plugin advertises the GPU",
+         durations.NODE_LAUNCH_TO_GPU_ALLOCATABLE),
 )
 
 
-def _image(serving: ServingSettings) -> tuple[Step, str]:
-    """The Ray image's step on a new node (the device plugins register meanwhile: the longer of the
-    two), and the line saying which path this stack takes."""
+def _image(serving: ServingSettings) -> tuple[Step, Step, str]:
+    """The Ray image's step on a new node once its GPU is advertised (the pull, or nothing to pull); the
+    deploy's step after the GPU node group is Ready (the device plugins register meanwhile: the longer of
+    the two, what the pre-pull DaemonSet is charged); and the line saying which path this stack takes."""
     snapshot = serving.storage.image_snapshot_id
     image = durations.RAY_IMAGE_FROM_SNAPSHOT if snapshot else durations.RAY_IMAGE_PULL
     slower = max((image, durations.DEVICE_PLUGINS_ON_NODE), key=lambda d: d.seconds)
     if snapshot:
-        return (Step("Ray image already on the node's snapshot volume (device plugins register meanwhile)", slower),
+        return (Step("Ray image already on the node's snapshot volume", image),
+                Step("Ray image already on the node's snapshot volume (device plugins register meanwhile)", slower),
                 f"in containerd's store on a volume restored from {snapshot} (gpuImageSnapshotId): nothing pulled; "
                 "seconds only with fast snapshot restore on in the GPU AZ (`pdctl image-snapshot "
                 f"--fast-restore-az`), else the volume fills from S3 at {IMAGE_VOLUME_INITIALIZATION_MIBPS} MiB/s "
                 "while the engine reads it")
-    return (Step("Ray image pre-pulled (device plugins register meanwhile)", slower),
+    return (Step("Ray image pulled (from the node's Ready, overlapping the device plugin's start: not subtracted)",
+                 image),
+            Step("Ray image pre-pulled (device plugins register meanwhile)", slower),
             f"pulled from the registry on each new node ({serving.image}); `pdctl image-snapshot` and "
             "gpuImageSnapshotId put it on the node instead")

@@ -24,9 +24,11 @@ def test_s3_path_streams_on_every_start_at_the_nodes_network_share(settings_for)
     start = cold_start(settings_for("dev", **S3_STACK).serving)
     assert "runai_streamer" in start.load_path
     (stream,) = [s for s in start.pod_restart.steps if "S3" in s.name]
-    # 19.3 GB at half of the g6.8xlarge's 25 Gbps (1.5625 GB/s): an estimate, labelled as one.
-    assert stream.duration.seconds == pytest.approx(QWEN_BYTES / (25e9 / 8 * 0.5), rel=1e-6)
-    assert stream.duration.source == "estimate"
+    # 19.3 GB at the share of the g6.8xlarge's 25 Gbps Run:ai's own S3 benchmark reached on a g5.12xlarge
+    # (16.06 GB in 4.88 s over 40 Gbps: 66%), sourced and labelled so.
+    assert durations.S3_STREAM_FRACTION_OF_NETWORK.value == pytest.approx(16.06e9 / 4.88 / 5e9, abs=0.005)
+    assert stream.duration.seconds == pytest.approx(QWEN_BYTES / (25e9 / 8 * 0.66), rel=1e-6)
+    assert stream.duration.source == "reference timing" and "docs/SOURCES.md#s3-streaming" in stream.duration.where
     # The streamer's measured share of a local disk is cited, and where it does not apply said.
     load = start.weight_load
     assert load.disk_share.source == "measured" and "S3" in load.reads_from
@@ -42,27 +44,35 @@ def test_the_measured_figures_are_the_committed_results():
     assert gb_per_s["vllm-default", "cold"] == durations.DEFAULT_LOADER_COLD_GB_PER_S
     assert gb_per_s["vllm-default", "warm"] == durations.DEFAULT_LOADER_WARM_GB_PER_S
     assert gb_per_s["runai-streamer", "cold"] == durations.STREAMER_COLD_GB_PER_S
-    probe = json.loads((LAB_RESULTS / "2026-12-02-h200-qwen35-l4-budget-1-memory-probe.json").read_text())
-    started = {p["name"]: p["start_s"] for p in probe["probes"] if p["started"]}
-    assert durations.ENGINE_START_COLD.seconds == started["as-rendered"] + float(probe["flashinfer"]["first_call_s"])
-    assert durations.ENGINE_RESTART.seconds == started["as-rendered-warm"]
-    # The restored start: the first start of a process handed another's compile caches (copied).
-    restored = json.loads((LAB_RESULTS / "2026-12-03-h200-qwen35-first-start-restored-memory-probe.json").read_text())
-    assert restored["compile_caches"]["restored"]["files"] > 0 and not restored["compile_caches"]["empty_at_start"]
-    (first,) = [p for p in restored["probes"] if p["name"] == "as-rendered"]
-    assert durations.ENGINE_START_RESTORED.seconds == first["start_s"]
-    assert durations.ENGINE_START_RESTORED.source == "measured"
+    # vLLM's init on empty compile caches, and FlashInfer's sampler JIT at its first call.
+    cold = json.loads((LAB_RESULTS / "2026-12-03-h200-qwen35-0824utc-first-start-kv-bytes-memory-probe.json")
+                      .read_text())
+    assert cold["compile_caches"]["empty_at_start"]
+    (first,) = cold["probes"]
+    assert durations.ENGINE_INIT_COLD.seconds == pytest.approx(
+        round(first["log"]["init_engine_s"], 1) + float(cold["flashinfer"]["first_call_s"]))
+    # vLLM's init on compile caches an earlier start wrote, restored where they were written (the sidecar's case),
+    # with the page cache dropped; torch.compile loaded them.
+    restored = json.loads((LAB_RESULTS / "2026-12-03-h200-qwen35-0824utc-restored-in-place-memory-probe.json")
+                          .read_text())
+    caches = restored["compile_caches"]["restored"]
+    assert caches["files"] > 0 and caches["same_path"] and caches["page_cache"] == "drop_caches"
+    (first,) = [p for p in restored["probes"] if p["name"] == "kv-bytes"]
+    assert first["log"]["profile_run_s"] < 1 and first["engine"]["num_blocks"] == 163
+    assert durations.ENGINE_INIT_CACHED.seconds == round(first["log"]["init_engine_s"], 1)
+    assert {d.source for d in (durations.ENGINE_INIT_CACHED, durations.ENGINE_INIT_COLD,
+                               durations.SERVE_REPLICA_START)} == {"measured"}
 
 
 def test_a_restart_on_the_hugging_face_path_reads_the_node_cache_with_the_default_loader(settings_for):
     start = cold_start(settings_for("dev").serving)
-    pod, weights, engine = start.pod_restart.steps
-    # The stack's own engine restarting with warm compile caches, as the H200 lab measured it on an L4's
-    # memory, saying what it leaves to the other steps.
-    assert engine.duration.source == "measured"
-    assert engine.duration.seconds == pytest.approx(41.0)
+    pod, weights, replica, engine = start.pod_restart.steps
+    # Ray Serve LLM starts the replica's processes again, then vLLM inits on the compile caches the node kept:
+    # both as the H200 lab measured them for the stack's own engine.
+    assert (replica.name, replica.duration) == ("Ray Serve LLM starts the replica (its processes and engine-config "
+                                                "tasks)", durations.SERVE_REPLICA_START)
+    assert engine.duration == durations.ENGINE_INIT_CACHED and engine.duration.seconds == pytest.approx(7.0)
     assert durations.ENGINE_START_MEASURED in engine.duration.where
-    assert "no pod start and no weight load" in engine.duration.where
     # The default loader's measured 49% of the disk's read, times the lab disk standing in for the
     # node's NVMe: an estimate, because the disk figure is one. The case is said: page cache cold.
     assert weights.duration.seconds == pytest.approx(QWEN_BYTES / (0.88 / 1.781 * 1.781e9))
@@ -75,12 +85,12 @@ def test_a_restart_on_the_hugging_face_path_reads_the_node_cache_with_the_defaul
     assert durations.WEIGHT_LOAD_MEASURED in load.disk_share.where
     assert load.verdict.text == "goal ≥ 70%: MISSED by 21 points"
     restart = start.pod_restart
-    assert restart.seconds == pytest.approx(pod.duration.seconds + weights.duration.seconds + engine.duration.seconds)
+    assert restart.seconds == pytest.approx(sum(step.duration.seconds for step in (pod, weights, replica, engine)))
     assert restart.verdict is not None and not restart.verdict.met
     assert restart.verdict.text == f"goal ≤ 60 s: MISSED by {restart.seconds - 60:.0f} s"
     assert restart.to_dict()["target"] == {"at_most": 60.0, "unit": "s", "met": False,
                                            "missed_by": round(restart.seconds - 60, 1)}
-    assert start.new_node.verdict.text == "goal ≤ 180 s: MISSED by 500 s"
+    assert start.new_node.verdict.text == "goal ≤ 180 s: MISSED by 538 s"
 
 
 def test_the_streamer_is_an_opt_in_on_the_hugging_face_path_that_meets_the_share_target(settings_for):
@@ -117,22 +127,23 @@ def test_the_hugging_face_path_says_how_to_take_the_mirror_path(settings_for):
 
 def test_a_new_node_with_the_mirror_and_restored_compile_caches_is_labelled_step_by_step(settings_for):
     # The mirror takes the Hub off the path, restored caches the cold compile: still short of the
-    # 180 s goal; the image pull (an estimate) and the node's boot are what is left.
+    # 180 s goal; the image pull (an estimate) is what is left.
     hub = cold_start(settings_for("dev").serving).new_node
     mirror = cold_start(settings_for("dev", **S3_STACK).serving)
     restored = cold_start(settings_for("dev", compileCacheInS3="true", **S3_STACK).serving)
-    assert [round(f.seconds) for f in (hub, mirror.new_node, restored.new_node)] == [680, 547, 356]
+    assert [round(f.seconds) for f in (hub, mirror.new_node, restored.new_node)] == [718, 582, 383]
     assert [(s.name, s.duration.source) for s in restored.new_node.steps] == [
         ("Cluster Autoscaler asks for a node (its scan of unschedulable pods)", "reference timing"),
-        ("instance launched, node joins and is Ready (general-purpose type)", "reference timing"),
-        ("a GPU type's longer boot (NVIDIA driver, NVMe RAID0)", "estimate"),
-        ("Ray image pre-pulled (device plugins register meanwhile)", "estimate"),
+        ("GPU instance launched, joins, and its device plugin advertises the GPU", "reference timing"),
+        ("Ray image pulled (from the node's Ready, overlapping the device plugin's start: not subtracted)",
+         "estimate"),
         ("Ray worker pod starts", "estimate"),
-        ("weights streamed from the S3 mirror (Run:ai streamer)", "estimate"),
-        ("vLLM engine start, compile caches restored from S3", "measured"),
+        ("weights streamed from the S3 mirror (Run:ai streamer)", "reference timing"),
+        ("Ray Serve LLM starts the replica (its processes and engine-config tasks)", "measured"),
+        ("vLLM engine init, compile caches restored from S3", "measured"),
     ]
-    assert restored.new_node.shares_text == "18% measured, 14% sourced, 68% estimated"
-    assert restored.new_node.verdict.text == "goal ≤ 180 s: MISSED by 176 s"
+    assert restored.new_node.shares_text == "27% measured, 29% sourced, 44% estimated"
+    assert restored.new_node.verdict.text == "goal ≤ 180 s: MISSED by 203 s"
     assert restored.compile_caches == (
         "restored from s3://acme-models/compile-cache/mirror/Qwen/Qwen3.5-9B on a new node, per phase and key "
         "(compileCacheInS3)")
@@ -141,25 +152,31 @@ def test_a_new_node_with_the_mirror_and_restored_compile_caches_is_labelled_step
 SNAPSHOT = "snap-0123456789abcdef0"
 
 
-def test_with_the_image_on_a_snapshot_volume_nothing_is_pulled_and_the_device_plugins_are_the_wait(settings_for):
+def test_with_the_image_on_a_snapshot_volume_ray_serve_llms_replica_start_is_what_misses_the_goal(settings_for):
     start = cold_start(settings_for("dev", compileCacheInS3="true", gpuImageSnapshotId=SNAPSHOT, **S3_STACK).serving)
-    image = start.new_node.steps[3]
-    # The image's own step is sourced (a 20 GB image's pod up in under 5 s from such a volume), but the
-    # device plugins' registration, an estimate, is longer: the step the user sees is theirs.
+    join, image = start.new_node.steps[1:3]
+    # The node's join until its GPU is advertised is the one public GPU observation (the plugin included);
+    # the image's own step then is sourced (a 20 GB image's pod up in under 5 s from such a volume).
+    assert (join.duration.seconds, join.duration.source) == (90, "reference timing")
+    assert "NVIDIA/k8s-device-plugin#291" in join.duration.where
     from_snapshot = durations.RAY_IMAGE_FROM_SNAPSHOT
     assert (from_snapshot.seconds, from_snapshot.source) == (5, "reference timing")
-    assert image.name == "Ray image already on the node's snapshot volume (device plugins register meanwhile)"
-    assert image.duration == durations.DEVICE_PLUGINS_ON_NODE
+    assert image.name == "Ray image already on the node's snapshot volume" and image.duration == from_snapshot
     assert start.image_path.startswith(f"in containerd's store on a volume restored from {SNAPSHOT} "
                                        "(gpuImageSnapshotId): nothing pulled; seconds only with fast snapshot restore")
     assert f"containerd's images on a gp3 volume restored from {SNAPSHOT}" in start.storage
-    # Everything this stack can configure, and still the goal is missed, by the estimated steps' share.
+    # Everything this stack can configure: 92% measured or sourced, and still 58 s over, Ray Serve LLM's
+    # replica start (measured, 96.8 s) the largest step.
     figure = start.new_node
-    assert round(figure.seconds) == 236
-    assert figure.shares_text == "27% measured, 21% sourced, 52% estimated"
-    assert figure.verdict.text == "goal ≤ 180 s: MISSED by 56 s"
-    # What the deploy's critical path charges the pre-pull DaemonSet: the same step.
-    assert start.image_minutes == pytest.approx(image.duration.seconds / 60)
+    assert round(figure.seconds) == 238
+    assert figure.shares_text == "44% measured, 48% sourced, 8% estimated"
+    assert figure.share("measured") + figure.share("reference timing") >= 0.6
+    assert figure.verdict.text == "goal ≤ 180 s: MISSED by 58 s"
+    assert max(figure.steps, key=lambda step: step.duration.seconds).duration == durations.SERVE_REPLICA_START
+    # What the deploy's critical path charges the pre-pull DaemonSet after the GPU node group is Ready: the
+    # image, or the device plugins' registration beside it (an estimate), whichever is longer.
+    assert start.image.duration == durations.DEVICE_PLUGINS_ON_NODE
+    assert start.image_minutes == pytest.approx(durations.DEVICE_PLUGINS_ON_NODE.seconds / 60)
 
 
 def test_the_cold_start_figures_docs_plan_md_quotes_are_the_plans(settings_for):
@@ -182,8 +199,8 @@ def test_restored_caches_say_what_the_first_deploy_of_their_key_compiles(setting
     restored = cold_start(settings_for("dev", compileCacheInS3="true", **S3_STACK).serving)
     # The deploy's critical path charges the restored start; a key no start has saved compiles cold.
     assert restored.first_compile_minutes == pytest.approx(
-        (durations.ENGINE_START_COLD.seconds - durations.ENGINE_START_RESTORED.seconds) / 60)
-    assert round(restored.first_compile_minutes, 1) == 3.2
+        (durations.ENGINE_INIT_COLD.seconds - durations.ENGINE_INIT_CACHED.seconds) / 60)
+    assert round(restored.first_compile_minutes, 1) == 3.3
     assert cold_start(settings_for("dev").serving).first_compile_minutes == 0.0
 
 
@@ -192,10 +209,11 @@ def test_the_step_figures_docs_plan_md_quotes_are_the_plans(settings_for):
     everything = cold_start(settings_for("dev", compileCacheInS3="true", gpuImageSnapshotId=SNAPSHOT,
                                          **S3_STACK).serving).new_node
     seconds = {step.name: step.duration.seconds for step in everything.steps}
-    scan, ready, gpu_boot, plugins, pod, stream, engine = seconds.values()
-    assert (f"{scan:.0f} s scan and an EKS node's {ready:.0f} s from launch to Ready" in text
-            and f"GPU type's longer boot ({gpu_boot:.0f} s) is an estimate" in text)
-    assert f"device plugins' registration ({plugins:.0f} s, estimate)" in text
-    assert f"the pod start ({pod:.0f} s), the S3 stream ({stream:.0f} s)" in text
-    assert f"copied to a new path: {engine:.1f} s" in text
-    assert f"in under {durations.RAY_IMAGE_FROM_SNAPSHOT.seconds:.0f} s" in text
+    scan, join, image, pod, stream, replica, engine = seconds.values()
+    assert (f"the Cluster Autoscaler's {scan:.0f} s scan, then {join:.0f} s from the GPU instance's launch until "
+            "its device plugin advertised the GPU") in text
+    assert f"the image's {image:.0f} s from the snapshot volume" in text
+    assert f"the pod start ({pod:.0f} s, an estimate) and the S3 stream ({stream:.0f} s" in text
+    assert f"**Ray Serve LLM's replica start, {replica:.1f} s**" in text
+    assert f"restored at the path they were written at, {engine:.1f} s" in text
+    assert f"it is {replica / everything.seconds:.0%} of the new node's {everything.seconds:.0f} s" in text
