@@ -1,4 +1,4 @@
-"""The two-GPU lab (`python -m lab run --gpus 2`, issue 7), on the CPU: prefill and decode on separate
+"""The two-GPU lab (`python -m lab run --gpus 2`), on the CPU: prefill and decode on separate
 whole GPUs, apps in stages, the interference load and its report. The GPU run is lab/results/
 (2026-11-29-h200x2-*); these tests keep its logic honest between runs."""
 
