@@ -86,6 +86,12 @@ H200_QWEN35_9B = Calibration(
 
 CALIBRATION = H200_QWEN35_9B
 
+# The colocated model's TPOT against the lab's measurements, predicted before the run: at 3 and 8
+# requests/s the lab's TPOT p90 was 1.67× and 1.49× the prediction (8.70 ms against 5.20, 9.27 against
+# 6.21; H200, Qwen3.5-9B's architecture on an L4's memory; docs/SIZING.md#validation-results). The model is
+# not validated there; a colocated recommendation says what its TPOT would be at the worst ratio.
+COLOCATED_TPOT_LAB_RATIO = 1.67
+
 # What a decode step run eager (a batch above the largest CUDA graph captured) adds to it: the kernel
 # launches a graph replays at once. H200, Llama-3-8B shape, TPOT p50 at concurrency 1: 22.02 ms eager
 # against 4.59 ms with graphs (docs/PROVEN.md#serving-defaults); at 8 and 32 the gap is 21.7 and 22.0 ms.

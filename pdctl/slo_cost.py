@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from facts.slo_calibration import COLOCATED_TPOT_LAB_RATIO
 from pdctl.cost import CostInputs, NodeGroupCost, hourly_cost
 from serve_app.capacity import UCX_ON_EFA_BYTES_PER_SECOND
 from serve_app.config import PHASES, Phase
@@ -139,11 +140,22 @@ def _recommend(pd: ShapeSizing, colocated: ShapeSizing, targets: Targets) -> tup
                       f"{_nodes(colocated.nodes)} at {_money(colocated.cost_per_hour)}: colocated, {stall} and "
                       "stalls its decode steps")
     same = price(pd) == price(colocated)
+    tpot = colocated.tpot_seconds or 0.0
     return "colocated", (f"{_nodes(colocated.nodes)} at {_money(colocated.cost_per_hour)} against PD's "
                          f"{_nodes(pd.nodes)} at {_money(pd.cost_per_hour)}"
                          + ("; the same price, and no KV link to fail" if same else "")
                          + f"; {stall}, and TPOT p{targets.objective * 100:g} stays "
-                         f"{(colocated.tpot_seconds or 0) * 1000:,.0f} ms ≤ {targets.tpot_seconds * 1000:,.0f} ms")
+                         f"{tpot * 1000:,.0f} ms ≤ {targets.tpot_seconds * 1000:,.0f} ms"
+                         + _colocated_tpot_caveat(tpot, targets))
+
+
+def _colocated_tpot_caveat(tpot: float, targets: Targets) -> str:
+    """What the colocated TPOT would be at the worst ratio the lab measured against this model."""
+    worst = tpot * COLOCATED_TPOT_LAB_RATIO
+    verdict = "still within the target" if worst <= targets.tpot_seconds else \
+        "over the target: measure colocated (pdctl bench) before choosing it"
+    return (f" (the lab measured colocated TPOT up to {COLOCATED_TPOT_LAB_RATIO:g}× this model's, "
+            f"docs/SIZING.md#validation-results: {worst * 1000:,.0f} ms, {verdict})")
 
 
 def slo_section_extras(settings: Any, region: str) -> dict[str, Any]:

@@ -325,3 +325,10 @@ def test_validation_table_prints_the_rows_and_each_pd_apps_link(capsys):
     assert "| pd, ucx | 8 req/s | 64 | 6,733 ms | 5,689 ms | −16 % |" in out
     assert "qwen35-9b-pd-ucx: KV link 12 transfers of 83.9 MB, 150.0 ms each by NIXL's timer: 0.56 GB/s" in out
     assert "qwen35-9b-pd-cuda-ipc: KV link 12 transfers of 83.9 MB, 2.5 ms each" in out
+
+
+def test_the_plans_colocated_tpot_caveat_is_the_worst_ratio_the_validation_measured():
+    from facts.slo_calibration import COLOCATED_TPOT_LAB_RATIO
+
+    rows = [r for r in _pooled_rows() if r["mode"] == "colocated"]
+    assert COLOCATED_TPOT_LAB_RATIO == round(max(r["tpot_measured"] / r["tpot_predicted"] for r in rows), 2)
