@@ -1,4 +1,4 @@
-"""The PD hop's breakdown on the H200 knobs run C's own Ray logs and results (committed in
+"""The PD hop's breakdown on the H200 knobs deployment C's own Ray logs and results (committed in
 lab/results): Serve's access lines matched to the client's concurrency-1 requests."""
 
 from __future__ import annotations

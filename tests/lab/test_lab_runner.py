@@ -529,7 +529,7 @@ def test_ray_serve_llm_builds_a_direct_streaming_pd_app_with_decode_as_ingress(d
 
 
 def test_a_direct_streaming_variant_without_haproxy_is_refused_before_ray_starts(dev_args, tmp_path):
-    """Ray 2.58 refused such a build only at serve.run, a minute of device time later (knobs run B)."""
+    """Ray 2.58 refused such a build only at serve.run, a minute of device time later (knobs deployment B)."""
     direct = (Variant(name="direct", modes=("pd",), direct_streaming=True),)
     with pytest.raises(ConfigError, match=r"--variants.*\['direct'\].*--serve-haproxy"):
         lab_runner.run_lab(rendered_args=dev_args, source="test", models=_models("tiny"), out_dir=tmp_path,
