@@ -154,7 +154,8 @@ SERVE_REPLICA_START_SAMPLES = (91.4, 102.1)
 SERVE_REPLICA_START = StepDuration(
     round(sum(SERVE_REPLICA_START_SAMPLES) / len(SERVE_REPLICA_START_SAMPLES), 1), MEASURED,
     f"{ENGINE_START_MEASURED}: from Serve's decision to the engine's init, the stack's engine on the lab's H200 "
-    "host, mean of 91.4 s and 102.1 s: four processes that each import the serving stack")
+    f"host, mean of {' s and '.join(f'{s:g}' for s in SERVE_REPLICA_START_SAMPLES)} s: four processes that each "
+    "import the serving stack")
 # 2. vLLM's engine init (profiling, KV cache, CUDA graphs: vLLM's "init engine" line), on an L4's memory.
 #    Compile caches empty: 123.7 s, then FlashInfer's sampler JIT-compiled at the first sample, 82.0 s (once
 #    per machine). Compile caches at the path they were written at (restored from S3 by the sidecar, or kept on

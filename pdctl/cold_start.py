@@ -149,7 +149,7 @@ class ColdStart:
     pod_restart: Figure
     weight_load: WeightLoad
     image: Step  # the deploy's: the Ray image on the new GPU nodes, device plugins meanwhile (the pre-pull's wait)
-    ray_service: tuple[Step, ...]  # the RayService's share of a new node: pod, weights, engine
+    ray_service: tuple[Step, ...]  # the RayService's share of a new node: pod, weights, Serve's replica, engine
 
     @property
     def ray_service_minutes(self) -> float:
