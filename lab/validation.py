@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -37,7 +37,7 @@ from facts.models import known_model
 from facts.slo_calibration import CALIBRATION, Calibration
 from lab.variants import parse_variants
 from measure.latency import percentile, poisson_arrival_times
-from measure.prometheus import nixl_metric_totals
+from measure.prometheus import nixl_metric_totals, samples
 from serve_app.capacity import capacity_report
 from serve_app.performance import ReplicaModel
 from serve_app.slo_sizing import Targets, Workload, colocated_ttft, decode_load, ttft_at_percentile
@@ -68,15 +68,45 @@ VALIDATION_RESULT = "lab/results/2026-12-03-h200-qwen35-day-two-lab-result.json.
 COLOCATED_RESULT = "lab/results/2026-12-03-h200-qwen35-0824utc-colocated-lab-result.json.gz"
 COLOCATED_VARIANTS_FILE = "lab/variants/validation-open-loop-colocated.json"
 CALIBRATION_KEYS = ("prefill_compute_efficiency", "decode_bandwidth_efficiency", "request_overhead_seconds",
-                    "decode_ingest_share", "measured")
+                    "decode_ingest_share", "prompt_intake_fixed_seconds", "measured")
 PROBE = "lab/results/2026-12-03-h200-qwen35-first-start-bf16-memory-probe.json"
+# The first run's metrics, scraped before tear-down: vLLM's inter-token latency histogram per engine.
+VALIDATION_EXPOSITION = "lab/results/2026-12-03-h200-qwen35-day-two-metrics-exposition.prom.gz"
+COLOCATED_APP = f"{LAB_MODEL_KEY}-colocated-ucx"
+INTAKE_GAP_SECONDS = 0.05  # a gap this long or longer: a step that took a prompt in (a plain step is ~5 ms)
 # The run, on one H200 with the bundle unpacked (lab/gpu_run.sh): about 8 minutes, 5 engines starting cold.
-RUN_OPTIONS = (f"run --stack dev --models {LAB_MODEL_KEY} --variants {VARIANTS_FILE} --kv-cache-from {PROBE} "
-               f"--kv-cache-bytes plan --cache-dir /tmp/lab-cc/valid --concurrencies 1 "
-               f"--requests-per-slot {CLOSED_LOOP_REQUESTS} --min-requests {CLOSED_LOOP_REQUESTS} "
-               f"--metrics-window-concurrency 1 --rates {','.join(f'{r:g}' for r in RATES)} "
-               f"--requests-per-rate {REQUESTS_PER_RATE} --open-loop-modes pd,colocated --seed {SEED} "
-               "--deadline-s 520 --ready-timeout-s 380")
+
+
+@dataclass(frozen=True)
+class ValidationPlan:
+    """One pre-registered validation run: its apps, rates, requests and seed, and the command that runs it."""
+
+    variants_file: str
+    rates: tuple[float, ...]
+    requests_per_rate: int
+    seed: int  # rate number i arrives with seed + i
+    modes: tuple[str, ...]
+    extra_options: str  # the rest of the command line
+    deadline_s: int  # the runner stops starting passes after this
+
+    @property
+    def run_options(self) -> str:
+        return (f"run --stack dev --models {LAB_MODEL_KEY} --variants {self.variants_file} --kv-cache-from {PROBE} "
+                f"--kv-cache-bytes plan --cache-dir /tmp/lab-cc/valid --concurrencies 1 "
+                f"--requests-per-slot {CLOSED_LOOP_REQUESTS} --min-requests {CLOSED_LOOP_REQUESTS} "
+                f"{self.extra_options}--rates {','.join(f'{r:g}' for r in self.rates)} "
+                f"--requests-per-rate {self.requests_per_rate} --open-loop-modes {','.join(self.modes)} "
+                f"--seed {self.seed} --deadline-s {self.deadline_s} --ready-timeout-s 380")
+
+
+# The first run: PD and colocated at three rates (its colocated rates finished in a later deployment).
+FIRST_PLAN = ValidationPlan(VARIANTS_FILE, RATES, REQUESTS_PER_RATE, SEED, ("pd", "colocated"),
+                            "--metrics-window-concurrency 1 ", 520)
+# Colocated again after its prompt intake was calibrated (facts/slo_calibration.py): fresh arrivals
+# (seeds 100-103, none the calibration saw), four rates, twice the requests per rate (a p90 of 128).
+COLOCATED_PLAN = ValidationPlan(COLOCATED_VARIANTS_FILE, (2.0, 3.0, 5.0, 8.0), 128, 100, ("colocated",), "", 900)
+PLANS = {"first": FIRST_PLAN, "colocated": COLOCATED_PLAN}
+RUN_OPTIONS = FIRST_PLAN.run_options
 
 
 def read_result(path: Path) -> dict[str, Any]:
@@ -127,10 +157,11 @@ def _stations(engine: ReplicaModel, mode: str, rate: float) -> tuple[tuple[float
 
 
 def open_loop_point(engine: ReplicaModel, mode: str, rate: float, number: int,
-                    requests: int = REQUESTS_PER_RATE) -> dict[str, Any]:
-    """The model's TTFT and TPOT p90 for `requests` arriving at `rate` as the run's rate number `number` sends them."""
+                    requests: int = REQUESTS_PER_RATE, seed: int = SEED) -> dict[str, Any]:
+    """The model's TTFT and TPOT p90 for `requests` arriving at `rate` as the run's rate number `number` sends
+    them (the run's `--seed`: `seed`)."""
     workload, targets = _workload(rate)
-    arrivals = poisson_arrival_times(rate, requests, SEED + number)
+    arrivals = poisson_arrival_times(rate, requests, seed + number)
     stations, fixed = _stations(engine, mode, rate)
     if mode == "pd":
         steady = ttft_at_percentile(engine, engine, workload, targets, 1)
@@ -139,7 +170,7 @@ def open_loop_point(engine: ReplicaModel, mode: str, rate: float, number: int,
         steady = colocated_ttft(engine, workload, targets, 1)
         load = decode_load(engine, workload, targets, 1, colocated=True)
     ttfts = ttfts_of_arrivals(arrivals, stations, fixed)
-    return {"requests_per_second": rate, "requests": requests, "seed": SEED + number,
+    return {"requests_per_second": rate, "requests": requests, "seed": seed + number,
             "ttft_p90_seconds": round(percentile(ttfts, 100 * PERCENTILE), 4),
             "ttft_p90_steady_state_seconds": None if steady == float("inf") else round(steady, 4),
             "tpot_p90_seconds": round(load.tpot_seconds, 5),
@@ -153,27 +184,29 @@ def _concurrency_one_point(engine: ReplicaModel, mode: str) -> dict[str, Any]:
             "tpot_p90_seconds": round(engine.decode_step_seconds(1, PROMPT_TOKENS + OUTPUT_TOKENS / 2), 5)}
 
 
-def predict(stack: str = "dev", repo: Path = Path("."), calibration: Calibration = CALIBRATION) -> dict[str, Any]:
-    """The predictions document: every app of the run at concurrency 1 and at its open-loop rates, TTFT and
-    TPOT p90, and how they were made."""
+def predict(stack: str = "dev", repo: Path = Path("."), calibration: Calibration = CALIBRATION,
+            plan: ValidationPlan = FIRST_PLAN) -> dict[str, Any]:
+    """The predictions document: every app of `plan`'s run at concurrency 1 and at its open-loop rates, TTFT
+    and TPOT p90, and how they were made."""
     closed_loop = [read_result(repo / path) for path in CLOSED_LOOP_RESULTS]
     per_second = sustained_hand_overs_per_second(closed_loop)
     ucx = lab_engine(1.0, stack, calibration)
     moved = hand_over_bytes(ucx)
     link = per_second * moved
     apps = []
-    for variant in parse_variants(str(repo / VARIANTS_FILE)):
+    for variant in parse_variants(str(repo / plan.variants_file)):
         engine = lab_engine(CUDA_IPC_BYTES_PER_SECOND if variant.name == CUDA_IPC_VARIANT else link, stack,
                             calibration)
-        rates = RATES if variant.rates is None else variant.rates
+        rates = plan.rates if variant.rates is None else variant.rates
         for mode in variant.modes:
             apps.append({"app": f"{LAB_MODEL_KEY}-{mode}-{variant.name}", "mode": mode, "variant": variant.name,
                          "points": [_concurrency_one_point(engine, mode)]
-                         + [open_loop_point(engine, mode, rate, number) for number, rate in enumerate(rates)]})
+                         + [open_loop_point(engine, mode, rate, number, plan.requests_per_rate, plan.seed)
+                            for number, rate in enumerate(rates)]})
     return {
         "what": "the SLO model's TTFT and TPOT p90 for the lab's validation run, written before it ran",
         "method": __doc__,
-        "run": f"python -m lab {RUN_OPTIONS}",
+        "run": f"python -m lab {plan.run_options}",
         "model": MODEL, "prompt_tokens": PROMPT_TOKENS, "output_tokens": OUTPUT_TOKENS, "percentile": PERCENTILE,
         "calibration": {key: getattr(calibration, key) for key in CALIBRATION_KEYS},
         "lab_engine": {"gpu": "H200", "memory_budget_mib": L4_BUDGET_MIB, "kv_cache_bytes": ucx.kv_budget_bytes,
@@ -249,6 +282,26 @@ def link_windows(result: dict[str, Any]) -> dict[str, dict[str, float]]:
                                           "seconds_per_transfer": seconds / transfers,
                                           "bytes_per_second": size / seconds}
     return links
+
+
+def intake_stall(exposition: str, app: str = COLOCATED_APP) -> dict[str, float]:
+    """What a colocated engine's running sequences waited when a step took a prompt in, from vLLM's own
+    inter-token latency histogram of `app`'s engine (the replica Serve names under `app`): the gaps of
+    INTAKE_GAP_SECONDS or more, counted and averaged at their buckets' middles, and the gaps between half
+    that and it (none: the long gaps stand apart from the plain steps)."""
+    parsed = samples(exposition)
+    replica = next(labels["replica"] for _, labels, _ in parsed if "replica" in labels
+                   and labels.get("application") == app and labels.get("deployment", "").startswith("LLMServer:"))
+    cumulative = sorted((float(labels["le"]), value) for name, labels, value in parsed
+                        if name == "ray_vllm_inter_token_latency_seconds_bucket" and labels.get("ReplicaId") == replica)
+    buckets = [(lower, upper, count - below) for (lower, below), (upper, count) in zip(cumulative, cumulative[1:])]
+    long = [(n, (lower + (upper if upper != float("inf") else lower)) / 2) for lower, upper, n in buckets
+            if lower >= INTAKE_GAP_SECONDS]
+    long_gaps = sum(n for n, _ in long)
+    return {"gaps": cumulative[-1][1], "long_gaps": long_gaps,
+            "long_gap_mean_seconds": sum(n * middle for n, middle in long) / long_gaps,
+            "gaps_just_below": sum(n for lower, upper, n in buckets
+                                   if lower >= INTAKE_GAP_SECONDS / 2 and upper <= INTAKE_GAP_SECONDS)}
 
 
 def signed_percent(error: float) -> str:

@@ -53,7 +53,7 @@ class ShapeSizing:
     cost_per_hour: float | None
     ttft_seconds: float | None  # at those replicas, at the objective's percentile
     tpot_seconds: float | None
-    stall_share: float | None  # of a decode engine's time its steps stall (hand-overs in; colocated: prefill)
+    stall_share: float | None  # of a decode engine's time its steps stall (hand-overs in; colocated: prompts in)
 
     @property
     def replicas_text(self) -> str:
@@ -128,13 +128,13 @@ def _recommend(pd: ShapeSizing, colocated: ShapeSizing, targets: Targets) -> tup
         return None, f"neither meets the targets with up to {MAX_REPLICAS} replicas (the warnings say what binds)"
     if colocated.replicas is None:
         return "PD", ("one engine doing both phases meets the targets at no count up to "
-                      f"{MAX_REPLICAS}: its prompts' prefill stalls the decode steps that PD keeps apart")
+                      f"{MAX_REPLICAS}: taking its prompts in stalls the decode steps that PD keeps apart")
     if pd.replicas is None:
         return "colocated", f"PD meets the targets at no count up to {MAX_REPLICAS}"
     def price(sizing: ShapeSizing) -> float:
         """To the cent, as printed (nodes where unpriced): equal prices are a tie."""
         return round(sizing.cost_per_hour, 2) if sizing.cost_per_hour is not None else float(sizing.nodes or 0)
-    stall = f"prefill takes {colocated.stall_share or 0:.0%} of each engine's time"
+    stall = f"taking prompts in takes {colocated.stall_share or 0:.0%} of each engine's time"
     if price(pd) < price(colocated):
         return "PD", (f"{_nodes(pd.nodes)} at {_money(pd.cost_per_hour)} against colocated's "
                       f"{_nodes(colocated.nodes)} at {_money(colocated.cost_per_hour)}: colocated, {stall} and "

@@ -148,6 +148,11 @@ class ReplicaModel:
         steps: the calibrated share of the hand-over's time on the link."""
         return self.calibration.decode_ingest_share * self.transfer_seconds(tokens)
 
+    def intake_seconds(self, tokens: int) -> float:
+        """What a colocated engine's running sequences wait when a step takes one `tokens`-token prompt in:
+        its prefill and the calibrated fixed time of a step outside the decode CUDA graph."""
+        return self.prefill_seconds(tokens) + self.calibration.prompt_intake_fixed_seconds
+
     def sequences_that_fit(self, tokens: int) -> int:
         """Sequences of `tokens` tokens whose KV (+ state) the replica's KV cache holds at once: in
         blocks where paged (a sequence takes whole blocks), else in bytes."""

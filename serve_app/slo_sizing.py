@@ -16,8 +16,9 @@ output's steps): at the percentile a request must find a free one (Erlang C ≤ 
 step is timed at the batch the engine runs (padded to a CUDA graph, or eager above them).
 The long case sets the floors: its prefill and hand-over, unqueued.
 
-Colocated (one engine doing both phases, chunked prefill): the prompts' prefill stalls the decode
-steps for its share of the engine's time, as the hand-overs' ingest does in PD (`decode_load(...,
+Colocated (one engine doing both phases, chunked prefill): the steps that take prompts in stall the
+decode steps for their share of the engine's time (the prefill and a calibrated fixed time per intake
+step; prompts waiting together share a step), as the hand-overs' ingest does in PD (`decode_load(...,
 colocated=True)`); TTFT has no hand-over but its chunks ride decode steps (`colocated_ttft`).
 
 Floors come two ways: at the datasheet peaks (nothing beats them: a target below is refused) and
@@ -163,8 +164,9 @@ def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, repl
     # What arrives stalls the engine's steps while it is taken in: the steps get 1 - ρ of its time.
     arriving = workload.requests_per_second if hand_overs_per_second is None else hand_overs_per_second
     prompt = workload.typical_prompt_tokens
-    stall_for = "prefilling the prompts" if colocated else "taking in the KV hand-overs"
-    stall = arriving / replicas * (decode.prefill_seconds(prompt) if colocated else decode.ingest_seconds(prompt))
+    stall_for = "taking the prompts in" if colocated else "taking in the KV hand-overs"
+    stall = (prompt_intake_share(arriving / replicas, decode.intake_seconds(prompt)) if colocated
+             else arriving / replicas * decode.ingest_seconds(prompt))
     if stall >= 1:
         return DecodeLoad(None, None, cap, cap_reason, math.inf, replicas, math.inf, 1.0, targets.objective, stall,
                           stall_for)
@@ -181,6 +183,15 @@ def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, repl
     in_flight = workload.requests_per_second * workload.typical_output_tokens * tpot
     return DecodeLoad(batch, at_percentile, cap, cap_reason, tpot, replicas, in_flight,
                       erlang_c(replicas * cap, in_flight), targets.objective, stall, stall_for)
+
+
+def prompt_intake_share(prompts_per_second: float, intake_seconds: float) -> float:
+    """Of a colocated engine's time, the share its steps spend taking prompts in, at `prompts_per_second`
+    Poisson arrivals: prompts that arrive while a step takes others in wait for the next step and share it
+    (vLLM schedules every waiting prompt its token budget holds), so the intake steps come at
+    λ / (λs + e^(−λs)) a second (s: one intake's time) and their share never reaches 1."""
+    load = prompts_per_second * intake_seconds
+    return load / (load + math.exp(-load)) if load else 0.0
 
 
 def decode_meets(load: DecodeLoad, targets: Targets) -> bool:

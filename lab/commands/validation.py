@@ -9,9 +9,9 @@ from pathlib import Path
 
 
 def cmd_predict(args) -> int:
-    from lab.validation import predict
+    from lab.validation import PLANS, predict
 
-    document = predict(args.stack)
+    document = predict(args.stack, plan=PLANS[args.plan])
     Path(args.out).write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
     for app in document["apps"]:
         for point in app["points"]:
@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     predict = sub.add_parser("validation-predict", help="the SLO model's TTFT/TPOT p90 for the validation run, "
                                                         "before it runs (lab/validation.py)")
     predict.add_argument("--stack", default="dev")
+    predict.add_argument("--plan", choices=("first", "colocated"), default="colocated",
+                         help="which run: the first (PD and colocated, three rates) or colocated's second "
+                              "(fresh arrivals at four rates)")
     predict.add_argument("--out", required=True, help="the predictions JSON to write")
     predict.set_defaults(func=cmd_predict)
 
