@@ -27,6 +27,7 @@ from __future__ import annotations
 import gzip
 import json
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -294,7 +295,7 @@ def intake_stall(exposition: str, app: str = COLOCATED_APP) -> dict[str, float]:
                    and labels.get("application") == app and labels.get("deployment", "").startswith("LLMServer:"))
     cumulative = sorted((float(labels["le"]), value) for name, labels, value in parsed
                         if name == "ray_vllm_inter_token_latency_seconds_bucket" and labels.get("ReplicaId") == replica)
-    buckets = [(lower, upper, count - below) for (lower, below), (upper, count) in zip(cumulative, cumulative[1:])]
+    buckets = [(lower, upper, count - below) for (lower, below), (upper, count) in pairwise(cumulative)]
     long = [(n, (lower + (upper if upper != float("inf") else lower)) / 2) for lower, upper, n in buckets
             if lower >= INTAKE_GAP_SECONDS]
     long_gaps = sum(n for n, _ in long)

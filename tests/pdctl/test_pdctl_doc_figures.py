@@ -79,8 +79,9 @@ def test_sizing_md_quotes_what_the_default_serves_and_holds(dev_plan):
     assert f"holds {replica.sequences_that_fit(1024 + 256)} typical sequences at once" in text
     shapes = slo["shapes"]
     colocated, pd = shapes["colocated"], shapes["pd"]
-    assert (f"colocated needs {colocated['nodes']} L4 node against PD's {pd['nodes']}: prefill takes "
+    assert (f"colocated needs {colocated['nodes']} L4 node against PD's {pd['nodes']}: taking prompts in takes "
             f"{colocated['stall_share']:.0%} of the engine".replace("%", " %")) in text
+    assert f"a fixed {CALIBRATION.prompt_intake_fixed_seconds * 1000:.1f} ms on the H200" in text
     link = slo["hand_over"]
     assert (f"prompt's {link['bytes_moved'] / 2**20:,.0f} MiB take {link['fallback_seconds'] * 1000:,.0f} ms "
             f"instead of {link['link_seconds'] * 1000:,.0f} ms, a prefill node hands over at most "
