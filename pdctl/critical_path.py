@@ -51,7 +51,7 @@ class CriticalPath:
 
     def to_dict(self) -> dict:
         return {
-            "minutes": round(self.minutes, 2),
+            "minutes": round(self.minutes, 3),  # three places: its one-decimal reading is the text's
             "sequential_minutes": round(self.sequential_minutes, 2),
             "steps": [
                 {"type": s.type, "name": s.name, "urn": s.urn, "minutes": round(s.minutes, 2),

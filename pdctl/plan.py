@@ -563,7 +563,7 @@ class Plan:
         path = {**self.critical_path.to_dict(), "target": self.deploy_target.to_dict()}
         if self.control_plane_to_first_token is not None:
             path["control_plane_to_first_token"] = {
-                "minutes": round(self.control_plane_to_first_token.figure, 2),
+                "minutes": round(self.control_plane_to_first_token.figure, 3),
                 "target": self.control_plane_to_first_token.to_dict()}
         return path
 

@@ -51,15 +51,16 @@ def test_the_measured_figures_are_the_committed_results():
     (first,) = cold["probes"]
     assert durations.ENGINE_INIT_COLD.seconds == pytest.approx(
         round(first["log"]["init_engine_s"], 1) + float(cold["flashinfer"]["first_call_s"]))
-    # vLLM's init on compile caches an earlier start wrote, restored where they were written (the sidecar's case),
-    # with the page cache dropped; torch.compile loaded them.
+    # A bare engine's init on compile caches an earlier start wrote, restored where they were written (the
+    # sidecar's case), with the page cache dropped; torch.compile loaded them. The plan counts the init under
+    # Ray Serve LLM on caches at their key instead (tests/lab/test_lab_warm_start_results.py reads its log).
     restored = json.loads((LAB_RESULTS / "2026-12-03-h200-qwen35-0824utc-restored-in-place-memory-probe.json")
                           .read_text())
     caches = restored["compile_caches"]["restored"]
     assert caches["files"] > 0 and caches["same_path"] and caches["page_cache"] == "drop_caches"
     (first,) = [p for p in restored["probes"] if p["name"] == "kv-bytes"]
     assert first["log"]["profile_run_s"] < 1 and first["engine"]["num_blocks"] == 163
-    assert durations.ENGINE_INIT_CACHED.seconds == round(first["log"]["init_engine_s"], 1)
+    assert round(first["log"]["init_engine_s"], 1) == 7.0 < durations.ENGINE_INIT_CACHED.seconds
     assert {d.source for d in (durations.ENGINE_INIT_CACHED, durations.ENGINE_INIT_COLD,
                                durations.SERVE_REPLICA_START)} == {"measured"}
 
@@ -71,7 +72,7 @@ def test_a_restart_on_the_hugging_face_path_reads_the_node_cache_with_the_defaul
     # both as the H200 lab measured them for the stack's own engine.
     assert (replica.name, replica.duration) == ("Ray Serve LLM starts the replica (its processes and engine-config "
                                                 "tasks)", durations.SERVE_REPLICA_START)
-    assert engine.duration == durations.ENGINE_INIT_CACHED and engine.duration.seconds == pytest.approx(7.0)
+    assert engine.duration == durations.ENGINE_INIT_CACHED and engine.duration.seconds == pytest.approx(26.7)
     assert durations.ENGINE_START_MEASURED in engine.duration.where
     # The default loader's measured 49% of the disk's read, times the lab disk standing in for the
     # node's NVMe: an estimate, because the disk figure is one. The case is said: page cache cold.
@@ -90,7 +91,7 @@ def test_a_restart_on_the_hugging_face_path_reads_the_node_cache_with_the_defaul
     assert restart.verdict.text == f"goal ≤ 60 s: MISSED by {restart.seconds - 60:.0f} s"
     assert restart.to_dict()["target"] == {"at_most": 60.0, "unit": "s", "met": False,
                                            "missed_by": round(restart.seconds - 60, 1)}
-    assert start.new_node.verdict.text == "goal ≤ 180 s: MISSED by 538 s"
+    assert start.new_node.verdict.text == "goal ≤ 180 s: MISSED by 547 s"
 
 
 def test_the_streamer_is_an_opt_in_on_the_hugging_face_path_that_meets_the_share_target(settings_for):
@@ -131,7 +132,7 @@ def test_a_new_node_with_the_mirror_and_restored_compile_caches_is_labelled_step
     hub = cold_start(settings_for("dev").serving).new_node
     mirror = cold_start(settings_for("dev", **S3_STACK).serving)
     restored = cold_start(settings_for("dev", compileCacheInS3="true", **S3_STACK).serving)
-    assert [round(f.seconds) for f in (hub, mirror.new_node, restored.new_node)] == [718, 582, 383]
+    assert [round(f.seconds) for f in (hub, mirror.new_node, restored.new_node)] == [727, 591, 412]
     assert [(s.name, s.duration.source) for s in restored.new_node.steps] == [
         ("Cluster Autoscaler asks for a node (its scan of unschedulable pods)", "reference timing"),
         ("GPU instance launched, joins, and its device plugin advertises the GPU", "reference timing"),
@@ -142,8 +143,8 @@ def test_a_new_node_with_the_mirror_and_restored_compile_caches_is_labelled_step
         ("Ray Serve LLM starts the replica (its processes and engine-config tasks)", "measured"),
         ("vLLM engine init, compile caches restored from S3", "measured"),
     ]
-    assert restored.new_node.shares_text == "27% measured, 29% sourced, 44% estimated"
-    assert restored.new_node.verdict.text == "goal ≤ 180 s: MISSED by 203 s"
+    assert restored.new_node.shares_text == "32% measured, 27% sourced, 41% estimated"
+    assert restored.new_node.verdict.text == "goal ≤ 180 s: MISSED by 232 s"
     assert restored.compile_caches == (
         "restored from s3://acme-models/compile-cache/mirror/Qwen/Qwen3.5-9B on a new node, per phase and key "
         "(compileCacheInS3)")
@@ -165,13 +166,13 @@ def test_with_the_image_on_a_snapshot_volume_ray_serve_llms_replica_start_is_wha
     assert start.image_path.startswith(f"in containerd's store on a volume restored from {SNAPSHOT} "
                                        "(gpuImageSnapshotId): nothing pulled; seconds only with fast snapshot restore")
     assert f"containerd's images on a gp3 volume restored from {SNAPSHOT}" in start.storage
-    # Everything this stack can configure: 92% measured or sourced, and still 58 s over, Ray Serve LLM's
-    # replica start (measured, 96.8 s) the largest step.
+    # Everything this stack can configure: 93% measured or sourced, and still 87 s over, Ray Serve LLM's
+    # replica start (measured, 106.1 s) the largest step.
     figure = start.new_node
-    assert round(figure.seconds) == 238
-    assert figure.shares_text == "44% measured, 48% sourced, 8% estimated"
+    assert round(figure.seconds) == 267
+    assert figure.shares_text == "50% measured, 43% sourced, 7% estimated"
     assert figure.share("measured") + figure.share("reference timing") >= 0.6
-    assert figure.verdict.text == "goal ≤ 180 s: MISSED by 58 s"
+    assert figure.verdict.text == "goal ≤ 180 s: MISSED by 87 s"
     assert max(figure.steps, key=lambda step: step.duration.seconds).duration == durations.SERVE_REPLICA_START
     # What the deploy's critical path charges the pre-pull DaemonSet after the GPU node group is Ready: the
     # image, or the device plugins' registration beside it (an estimate), whichever is longer.
@@ -200,7 +201,7 @@ def test_restored_caches_say_what_the_first_deploy_of_their_key_compiles(setting
     # The deploy's critical path charges the restored start; a key no start has saved compiles cold.
     assert restored.first_compile_minutes == pytest.approx(
         (durations.ENGINE_INIT_COLD.seconds - durations.ENGINE_INIT_CACHED.seconds) / 60)
-    assert round(restored.first_compile_minutes, 1) == 3.3
+    assert round(restored.first_compile_minutes, 1) == 3.0
     assert cold_start(settings_for("dev").serving).first_compile_minutes == 0.0
 
 
@@ -215,5 +216,5 @@ def test_the_step_figures_docs_plan_md_quotes_are_the_plans(settings_for):
     assert f"the image's {image:.0f} s from the snapshot volume" in text
     assert f"the pod start ({pod:.0f} s, an estimate) and the S3 stream ({stream:.0f} s" in text
     assert f"**Ray Serve LLM's replica start, {replica:.1f} s**" in text
-    assert f"restored at the path they were written at, {engine:.1f} s" in text
+    assert f"under Ray Serve LLM on compile caches at their key, {engine:.1f} s" in text
     assert f"it is {replica / everything.seconds:.0%} of the new node's {everything.seconds:.0f} s" in text

@@ -245,7 +245,7 @@ def test_plan_text_states_each_start_target_beside_its_figure(dev_plan, cached_d
         f"goal ≤ 25 min: MISSED by {path['minutes'] - 25:.1f} min",
         f"EKS control plane ready → first token: {reach['minutes']:.1f} min on this path; "
         f"goal ≤ 6 min: MISSED by {reach['minutes'] - 6:.1f} min",
-        "new GPU node → serving: 718 s (42% measured, 34% sourced, 24% estimated); goal ≤ 180 s: MISSED by 538 s",
+        "new GPU node → serving: 727 s (43% measured, 34% sourced, 23% estimated); goal ≤ 180 s: MISSED by 547 s",
         f"pod restart → serving: {restart['seconds']:.0f} s",
         f"goal ≤ 60 s: MISSED by {restart['seconds'] - 60:.0f} s",
         "weight load: vLLM's default loader at 49% of a local disk's sequential read (measured: "
@@ -511,8 +511,8 @@ def test_plan_text_with_every_start_path_names_them_and_what_a_first_deploy_comp
                   "--set", "gpuImageSnapshotId=snap-0123456789abcdef0").stdout
     assert "image: in containerd's store on a volume restored from snap-0123456789abcdef0 (gpuImageSnapshotId): " \
            "nothing pulled" in text
-    assert "new GPU node → serving: 238 s (44% measured, 48% sourced, 8% estimated); goal ≤ 180 s: MISSED by 58 s" \
+    assert "new GPU node → serving: 267 s (50% measured, 43% sourced, 7% estimated); goal ≤ 180 s: MISSED by 87 s" \
         in text
     (reach,) = [line for line in text.splitlines() if line.startswith("EKS control plane ready → first token")]
     assert reach.endswith("(the engines start on compile caches an earlier start saved in S3; the first deploy for "
-                          "their key compiles: 3.3 min more)")
+                          "their key compiles: 3.0 min more)")
