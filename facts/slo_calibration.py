@@ -27,8 +27,8 @@ class Calibration:
     # its steps (its steps stall meanwhile): what stretches TPOT when hand-overs arrive often.
     decode_ingest_share: float
     # What a colocated engine's running sequences wait, beyond the prompt's prefill, each time a step takes
-    # a prompt in: the step runs outside the decode CUDA graph (its kernel launches). Taken as the same on
-    # every GPU (launch-bound, not compute-bound).
+    # a prompt in (measured from vLLM's inter-token histogram; its cause not measured: such a step runs
+    # outside the decode CUDA graph). Taken as the same on every GPU: an assumption, measured on one.
     prompt_intake_fixed_seconds: float
     measured_on_gpu: str  # EC2 GPU name of the lab's GPU
     model_shape: str  # the architecture measured

@@ -150,7 +150,7 @@ class ReplicaModel:
 
     def intake_seconds(self, tokens: int) -> float:
         """What a colocated engine's running sequences wait when a step takes one `tokens`-token prompt in:
-        its prefill and the calibrated fixed time of a step outside the decode CUDA graph."""
+        its prefill and the calibrated fixed time of such a step (vLLM's inter-token histogram)."""
         return self.prefill_seconds(tokens) + self.calibration.prompt_intake_fixed_seconds
 
     def sequences_that_fit(self, tokens: int) -> int:
