@@ -75,7 +75,6 @@ PROBE = "lab/results/2026-12-03-h200-qwen35-first-start-bf16-memory-probe.json"
 VALIDATION_EXPOSITION = "lab/results/2026-12-03-h200-qwen35-day-two-metrics-exposition.prom.gz"
 COLOCATED_APP = f"{LAB_MODEL_KEY}-colocated-ucx"
 INTAKE_GAP_SECONDS = 0.05  # a gap this long or longer: a step that took a prompt in (a plain step is ~5 ms)
-# The run, on one H200 with the bundle unpacked (lab/gpu_run.sh): about 8 minutes, 5 engines starting cold.
 
 
 @dataclass(frozen=True)
@@ -87,27 +86,28 @@ class ValidationPlan:
     requests_per_rate: int
     seed: int  # rate number i arrives with seed + i
     modes: tuple[str, ...]
-    extra_options: str  # the rest of the command line
+    metrics_window_concurrency: int | None  # scrape Ray's metrics around this concurrency's pass (None: none)
     deadline_s: int  # the runner stops starting passes after this
 
     @property
     def run_options(self) -> str:
+        window = ("" if self.metrics_window_concurrency is None
+                  else f"--metrics-window-concurrency {self.metrics_window_concurrency} ")
         return (f"run --stack dev --models {LAB_MODEL_KEY} --variants {self.variants_file} --kv-cache-from {PROBE} "
                 f"--kv-cache-bytes plan --cache-dir /tmp/lab-cc/valid --concurrencies 1 "
                 f"--requests-per-slot {CLOSED_LOOP_REQUESTS} --min-requests {CLOSED_LOOP_REQUESTS} "
-                f"{self.extra_options}--rates {','.join(f'{r:g}' for r in self.rates)} "
+                f"{window}--rates {','.join(f'{r:g}' for r in self.rates)} "
                 f"--requests-per-rate {self.requests_per_rate} --open-loop-modes {','.join(self.modes)} "
                 f"--seed {self.seed} --deadline-s {self.deadline_s} --ready-timeout-s 380")
 
 
-# The first run: PD and colocated at three rates (its colocated rates finished in a later deployment).
-FIRST_PLAN = ValidationPlan(VARIANTS_FILE, RATES, REQUESTS_PER_RATE, SEED, ("pd", "colocated"),
-                            "--metrics-window-concurrency 1 ", 520)
+# The first run: PD and colocated at three rates (its colocated rates finished in a later deployment); on one
+# H200 with the bundle unpacked (lab/gpu_run.sh), about 8 minutes, 5 engines starting cold.
+FIRST_PLAN = ValidationPlan(VARIANTS_FILE, RATES, REQUESTS_PER_RATE, SEED, ("pd", "colocated"), 1, 520)
 # Colocated again after its prompt intake was calibrated (facts/slo_calibration.py): fresh arrivals
 # (seeds 100-103, none the calibration saw), four rates, twice the requests per rate (a p90 of 128).
-COLOCATED_PLAN = ValidationPlan(COLOCATED_VARIANTS_FILE, (2.0, 3.0, 5.0, 8.0), 128, 100, ("colocated",), "", 900)
+COLOCATED_PLAN = ValidationPlan(COLOCATED_VARIANTS_FILE, (2.0, 3.0, 5.0, 8.0), 128, 100, ("colocated",), None, 900)
 PLANS = {"first": FIRST_PLAN, "colocated": COLOCATED_PLAN}
-RUN_OPTIONS = FIRST_PLAN.run_options
 
 
 def read_result(path: Path) -> dict[str, Any]:

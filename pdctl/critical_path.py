@@ -51,8 +51,9 @@ class CriticalPath:
 
     def to_dict(self) -> dict:
         return {
-            "minutes": round(self.minutes, 3),  # three places: its one-decimal reading is the text's
-            "sequential_minutes": round(self.sequential_minutes, 2),
+            # Three places: their one-decimal reading is the text's (two would round a second time).
+            "minutes": round(self.minutes, 3),
+            "sequential_minutes": round(self.sequential_minutes, 3),
             "steps": [
                 {"type": s.type, "name": s.name, "urn": s.urn, "minutes": round(s.minutes, 2),
                  "starts_at": round(s.starts_at, 2), "source": s.source}
