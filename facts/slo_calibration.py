@@ -30,6 +30,9 @@ class Calibration:
     # a prompt in (measured from vLLM's inter-token histogram; its cause not measured: such a step runs
     # outside the decode CUDA graph). Taken as the same on every GPU: an assumption, measured on one.
     prompt_intake_fixed_seconds: float
+    # Time to first token outside the engine where Ray Serve LLM flushes the stream on ticks
+    # (streamBatchingIntervalMs): the client's TTFT less the engine's first token rounded up to its tick.
+    stream_overhead_seconds: float
     measured_on_gpu: str  # EC2 GPU name of the lab's GPU
     model_shape: str  # the architecture measured
     stand_in: bool  # True: not the stack's own model, so a stand-in figure even on measured_on_gpu
@@ -45,6 +48,7 @@ STAND_IN_H200_LLAMA3_8B = Calibration(
     request_overhead_seconds=0.073,
     decode_ingest_share=0.0,  # not measured on this shape
     prompt_intake_fixed_seconds=0.0,  # not measured on this shape
+    stream_overhead_seconds=0.0,  # not measured on this shape
     measured_on_gpu="H200",
     model_shape="Llama-3-8B shape (dense attention)",
     stand_in=True,
@@ -72,6 +76,7 @@ H200_QWEN35_9B = Calibration(
     request_overhead_seconds=0.094,
     decode_ingest_share=0.575,
     prompt_intake_fixed_seconds=0.0529,
+    stream_overhead_seconds=0.0281,
     measured_on_gpu="H200",
     model_shape="Qwen3.5-9B architecture (hybrid), on an L4's memory",
     stand_in=False,
@@ -90,7 +95,9 @@ H200_QWEN35_9B = Calibration(
         "colocated engine over the same deployment (lab/validation.intake_stall, from the run's metrics "
         "exposition): 79 of its 11,056 gaps lasted 50-150 ms, 75.9 ms on average at the buckets' middles, "
         "where every other gap was under 25 ms; less one decode step (4.8 ms) and the prompt's prefill "
-        "(18.3 ms): 52.9 ms."
+        "(18.3 ms): 52.9 ms. Stream overhead: colocated TTFT p50 at concurrency 1 in the three deployments of "
+        "2026-12-03 (129.1, 126.0 and 129.3 ms, 12 requests each; lab/validation.stream_overhead) less the "
+        "engine's first token (its intake step, 71.2 ms) flushed on the 50 ms tick after it (100 ms): 28.1 ms."
     ),
 )
 

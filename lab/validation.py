@@ -42,7 +42,8 @@ from measure.prometheus import nixl_metric_totals, samples
 from serve_app.capacity import capacity_report
 from serve_app.performance import ReplicaModel
 from serve_app.slo_sizing import Targets, Workload, colocated_ttft, decode_load, ttft_at_percentile
-from serve_app.slo_validation import colocated_stations, lab_replica, pd_stations, ttfts_of_arrivals
+from serve_app.colocated_engine import run_engine
+from serve_app.slo_validation import lab_replica, pd_stations, ttfts_of_arrivals
 
 MODEL = "Qwen/Qwen3.5-9B"
 LAB_MODEL_KEY = "qwen35-9b"
@@ -69,7 +70,7 @@ VALIDATION_RESULT = "lab/results/2026-12-03-h200-qwen35-day-two-lab-result.json.
 COLOCATED_RESULT = "lab/results/2026-12-03-h200-qwen35-0824utc-colocated-lab-result.json.gz"
 COLOCATED_VARIANTS_FILE = "lab/variants/validation-open-loop-colocated.json"
 CALIBRATION_KEYS = ("prefill_compute_efficiency", "decode_bandwidth_efficiency", "request_overhead_seconds",
-                    "decode_ingest_share", "prompt_intake_fixed_seconds", "measured")
+                    "decode_ingest_share", "prompt_intake_fixed_seconds", "stream_overhead_seconds", "measured")
 PROBE = "lab/results/2026-12-03-h200-qwen35-first-start-bf16-memory-probe.json"
 # The first run's metrics, scraped before tear-down: vLLM's inter-token latency histogram per engine.
 VALIDATION_EXPOSITION = "lab/results/2026-12-03-h200-qwen35-day-two-metrics-exposition.prom.gz"
@@ -88,6 +89,7 @@ class ValidationPlan:
     modes: tuple[str, ...]
     metrics_window_concurrency: int | None  # scrape Ray's metrics around this concurrency's pass (None: none)
     deadline_s: int  # the runner stops starting passes after this
+    ready_timeout_s: int = 380  # how long the apps may take to start
 
     @property
     def run_options(self) -> str:
@@ -98,7 +100,7 @@ class ValidationPlan:
                 f"--requests-per-slot {CLOSED_LOOP_REQUESTS} --min-requests {CLOSED_LOOP_REQUESTS} "
                 f"{window}--rates {','.join(f'{r:g}' for r in self.rates)} "
                 f"--requests-per-rate {self.requests_per_rate} --open-loop-modes {','.join(self.modes)} "
-                f"--seed {self.seed} --deadline-s {self.deadline_s} --ready-timeout-s 380")
+                f"--seed {self.seed} --deadline-s {self.deadline_s} --ready-timeout-s {self.ready_timeout_s}")
 
 
 # The first run: PD and colocated at three rates (its colocated rates finished in a later deployment); on one
@@ -107,7 +109,11 @@ FIRST_PLAN = ValidationPlan(VARIANTS_FILE, RATES, REQUESTS_PER_RATE, SEED, ("pd"
 # Colocated again after its prompt intake was calibrated (facts/slo_calibration.py): fresh arrivals
 # (seeds 100-103, none the calibration saw), four rates, twice the requests per rate (a p90 of 128).
 COLOCATED_PLAN = ValidationPlan(COLOCATED_VARIANTS_FILE, (2.0, 3.0, 5.0, 8.0), 128, 100, ("colocated",), None, 900)
-PLANS = {"first": FIRST_PLAN, "colocated": COLOCATED_PLAN}
+# Colocated a third time, its engine run step by step (serve_app/colocated_engine.py): fresh arrivals (seeds
+# 200-203), 192 requests per rate, the ready timeout a cold machine's first start needs.
+COLOCATED_STEPS_PLAN = ValidationPlan(COLOCATED_VARIANTS_FILE, (2.0, 4.0, 6.0, 8.0), 192, 200, ("colocated",), None,
+                                      900, ready_timeout_s=600)
+PLANS = {"first": FIRST_PLAN, "colocated": COLOCATED_PLAN, "colocated-steps": COLOCATED_STEPS_PLAN}
 
 
 def read_result(path: Path) -> dict[str, Any]:
@@ -153,36 +159,42 @@ def _workload(rate: float) -> tuple[Workload, Targets]:
             Targets(float("inf"), float("inf"), PERCENTILE))
 
 
-def _stations(engine: ReplicaModel, mode: str, rate: float) -> tuple[tuple[float, ...], float]:
-    return pd_stations(engine, engine, PROMPT_TOKENS) if mode == "pd" else colocated_stations(engine, *_workload(rate))
-
-
 def open_loop_point(engine: ReplicaModel, mode: str, rate: float, number: int,
                     requests: int = REQUESTS_PER_RATE, seed: int = SEED) -> dict[str, Any]:
     """The model's TTFT and TPOT p90 for `requests` arriving at `rate` as the run's rate number `number` sends
-    them (the run's `--seed`: `seed`)."""
+    them (the run's `--seed`: `seed`): PD through its stations, colocated run step by step."""
     workload, targets = _workload(rate)
     arrivals = poisson_arrival_times(rate, requests, seed + number)
-    stations, fixed = _stations(engine, mode, rate)
     if mode == "pd":
+        stations, fixed = pd_stations(engine, engine, PROMPT_TOKENS)
         steady = ttft_at_percentile(engine, engine, workload, targets, 1)
         load = decode_load(engine, workload, targets, 1, min(rate, 1 / engine.transfer_seconds(PROMPT_TOKENS)))
+        ttft, tpot = percentile(ttfts_of_arrivals(arrivals, stations, fixed), 100 * PERCENTILE), load.tpot_seconds
+        how: dict[str, Any] = {"stations_seconds": [round(s, 4) for s in stations]}
     else:
         steady = colocated_ttft(engine, workload, targets, 1)
         load = decode_load(engine, workload, targets, 1, colocated=True)
-    ttfts = ttfts_of_arrivals(arrivals, stations, fixed)
+        times = run_engine(engine, arrivals, PROMPT_TOKENS, OUTPUT_TOKENS)
+        ttft = percentile([t.ttft_seconds for t in times], 100 * PERCENTILE)
+        tpot = percentile([t.tpot_seconds for t in times], 100 * PERCENTILE)
+        how = {"engine": "run step by step over these arrivals (serve_app/colocated_engine.py)"}
     return {"requests_per_second": rate, "requests": requests, "seed": seed + number,
-            "ttft_p90_seconds": round(percentile(ttfts, 100 * PERCENTILE), 4),
+            "ttft_p90_seconds": round(ttft, 4),
             "ttft_p90_steady_state_seconds": None if steady == float("inf") else round(steady, 4),
-            "tpot_p90_seconds": round(load.tpot_seconds, 5),
-            "stations_seconds": [round(s, 4) for s in stations], "stall_share": round(load.stall_share, 3)}
+            "tpot_p90_seconds": round(tpot, 5), **how, "stall_share": round(load.stall_share, 3)}
 
 
 def _concurrency_one_point(engine: ReplicaModel, mode: str) -> dict[str, Any]:
     """One request at a time: no queue, no stall; every request the same time."""
-    stations, fixed = _stations(engine, mode, 1e-9)
-    return {"concurrency": 1, "requests": CLOSED_LOOP_REQUESTS, "ttft_p90_seconds": round(fixed + sum(stations), 4),
-            "tpot_p90_seconds": round(engine.decode_step_seconds(1, PROMPT_TOKENS + OUTPUT_TOKENS / 2), 5)}
+    if mode == "pd":
+        stations, fixed = pd_stations(engine, engine, PROMPT_TOKENS)
+        ttft = fixed + sum(stations)
+        tpot = engine.decode_step_seconds(1, PROMPT_TOKENS + OUTPUT_TOKENS / 2)
+    else:
+        alone = run_engine(engine, [0.0], PROMPT_TOKENS, OUTPUT_TOKENS)[0]
+        ttft, tpot = alone.ttft_seconds, alone.tpot_seconds
+    return {"concurrency": 1, "requests": CLOSED_LOOP_REQUESTS, "ttft_p90_seconds": round(ttft, 4),
+            "tpot_p90_seconds": round(tpot, 5)}
 
 
 def predict(stack: str = "dev", repo: Path = Path("."), calibration: Calibration = CALIBRATION,

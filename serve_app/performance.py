@@ -39,8 +39,10 @@ from facts.gpus import GpuSpec
 from facts.models import ModelArchitecture
 from facts.slo_calibration import CALIBRATION, EAGER_STEP_OVERHEAD_SECONDS, Calibration
 from serve_app.capacity import CapacityReport, HybridPaging
-from serve_app.config import EngineSettings
+from serve_app.config import EngineSettings, PDAppConfig
 from serve_app.render import cuda_graph_capture_sizes
+
+DEFAULT_STREAM_TICK_SECONDS = PDAppConfig.model_fields["stream_batching_interval_ms"].default / 1000
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,16 @@ class ReplicaModel:
     cuda_graph_sizes: tuple[int, ...] | None = None
     kv_blocks: int | None = None
     paging: HybridPaging | None = None
+    # How often Ray Serve LLM flushes a stream to its client (streamBatchingIntervalMs): a first token
+    # waits for the next flush (serve_app/colocated_engine.py).
+    stream_tick_seconds: float = DEFAULT_STREAM_TICK_SECONDS
 
     @classmethod
     def from_capacity(cls, report: CapacityReport, model: ModelArchitecture, gpu: GpuSpec,
-                      calibration: Calibration = CALIBRATION, engine: EngineSettings | None = None) -> ReplicaModel:
-        """The replica `report` describes; `engine`, the settings it runs with, bounds its decode batch."""
+                      calibration: Calibration = CALIBRATION, engine: EngineSettings | None = None,
+                      stream_tick_seconds: float = DEFAULT_STREAM_TICK_SECONDS) -> ReplicaModel:
+        """The replica `report` describes; `engine`, the settings it runs with, bounds its decode batch;
+        `stream_tick_seconds`: the app's streamBatchingIntervalMs in seconds."""
         blocks = report.num_blocks if report.num_blocks_restart is None or report.num_blocks is None \
             else min(report.num_blocks, report.num_blocks_restart)
         graphs = None if engine is None else () if engine.enforce_eager else tuple(cuda_graph_capture_sizes(engine))
@@ -79,7 +86,7 @@ class ReplicaModel:
                    max_num_seqs=None if engine is None else engine.max_num_seqs,
                    max_num_batched_tokens=None if engine is None else engine.max_num_batched_tokens,
                    cuda_graph_sizes=graphs,
-                   kv_blocks=blocks, paging=report.paging)
+                   kv_blocks=blocks, paging=report.paging, stream_tick_seconds=stream_tick_seconds)
 
     # ── FLOPs and bytes ─────────────────────────────────────────────────────────────────────
     def _attention_flops_per_token_and_context(self) -> float:

@@ -16,10 +16,11 @@ output's steps): at the percentile a request must find a free one (Erlang C ≤ 
 step is timed at the batch the engine runs (padded to a CUDA graph, or eager above them).
 The long case sets the floors: its prefill and hand-over, unqueued.
 
-Colocated (one engine doing both phases, chunked prefill): the steps that take prompts in stall the
-decode steps for their share of the engine's time (the prefill and a calibrated fixed time per intake
-step; prompts waiting together share a step), as the hand-overs' ingest does in PD (`decode_load(...,
-colocated=True)`); TTFT has no hand-over but its chunks ride decode steps (`colocated_ttft`).
+Colocated (one engine doing both phases, chunked prefill): TTFT and TPOT at the percentile come from
+the engine run step by step over seeded Poisson arrivals at each replica's share of the traffic
+(serve_app/colocated_engine.py: the steps that take prompts in stall the running sequences, and the
+stream's flush ticks delay the first token); `decode_load(..., colocated=True)` keeps the share of the
+engine's time those steps take and the sequence slots, as in PD.
 
 Floors come two ways: at the datasheet peaks (nothing beats them: a target below is refused) and
 with the calibration (what the stack is predicted to reach: a target below is a warning).
@@ -31,6 +32,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from serve_app.colocated_engine import colocated_percentiles
 from serve_app.performance import ReplicaModel
 from serve_app.queueing import erlang_c, mdc_wait_percentile, poisson_quantile
 from serve_app.settings import ServeAppSettings
@@ -179,6 +181,9 @@ def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, repl
     at_percentile = None if batch is None else max(1, poisson_quantile(batch, targets.objective))
     # Past the cap an engine runs the cap and the rest wait: the step is the cap's.
     tpot = stretch * decode.decode_step_seconds(cap if at_percentile is None else min(at_percentile, cap), context)
+    if colocated and batch is not None:
+        tpot = colocated_percentiles(decode, workload.requests_per_second / replicas, prompt,
+                                     workload.typical_output_tokens, targets.objective)[1]
     # Sequence slots as M/G/c: replicas × cap slots, each held for the output's steps.
     in_flight = workload.requests_per_second * workload.typical_output_tokens * tpot
     return DecodeLoad(batch, at_percentile, cap, cap_reason, tpot, replicas, in_flight,
@@ -199,24 +204,13 @@ def decode_meets(load: DecodeLoad, targets: Targets) -> bool:
 
 
 def colocated_ttft(engine: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> float:
-    """TTFT at the percentile when each engine does both phases: no hand-over; the prompt is prefilled in
-    chunks of what a step's token budget leaves beside the decode batch, each chunk riding one decode step.
-    Engines as M/D/c over that service time."""
-    service = colocated_service_seconds(engine, workload, targets, replicas)
-    wait = mdc_wait_percentile(workload.requests_per_second, service, replicas, targets.objective)
-    first_step = engine.decode_step_seconds(1, workload.typical_prompt_tokens)
-    return engine.request_overhead_seconds + wait + service + first_step
-
-
-def colocated_service_seconds(engine: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> float:
-    """A typical prompt's time in a colocated engine: its prefill, and its chunks each riding one decode step
-    at the batch the engine runs at the percentile."""
-    prompt = workload.typical_prompt_tokens
+    """TTFT at the percentile when each engine does both phases (serve_app/colocated_engine.py); unbounded
+    (inf) where the engine's steps never drain what arrives."""
     load = decode_load(engine, workload, targets, replicas, colocated=True)
-    batch = load.cap if load.batch_at_percentile is None else min(load.batch_at_percentile, load.cap)
-    chunk = max(1, (engine.max_num_batched_tokens or prompt) - batch)
-    step = engine.decode_step_seconds(batch, workload.decode_context_tokens)
-    return engine.prefill_seconds(prompt) + -(-prompt // chunk) * step
+    if load.mean_batch is None:
+        return math.inf
+    return colocated_percentiles(engine, workload.requests_per_second / replicas, workload.typical_prompt_tokens,
+                                 workload.typical_output_tokens, targets.objective)[0]
 
 
 def colocated_meets(engine: ReplicaModel, workload: Workload, targets: Targets, replicas: int) -> bool:

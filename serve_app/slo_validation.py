@@ -23,7 +23,7 @@ from facts.slo_calibration import CALIBRATION, Calibration
 from serve_app.capacity import capacity_report
 from serve_app.config import EngineSettings
 from serve_app.performance import ReplicaModel
-from serve_app.slo_sizing import Targets, Workload, colocated_service_seconds, decode_load, ttft_at_percentile
+from serve_app.slo_sizing import Targets, Workload, decode_load, ttft_at_percentile
 
 # Search grids: efficiencies in steps of 0.005 from 0.05 to 1, overhead in 1 ms steps up to 0.5 s,
 # the decode engine's ingest share in steps of 0.005 from 0 to 1.
@@ -116,14 +116,6 @@ def pd_stations(prefill: ReplicaModel, decode: ReplicaModel, prompt_tokens: int)
     (the request's overhead and one decode step), as `ttft_at_percentile` counts them."""
     return ((prefill.prefill_seconds(prompt_tokens), prefill.transfer_seconds(prompt_tokens)),
             prefill.request_overhead_seconds + decode.decode_step_seconds(1, prompt_tokens))
-
-
-def colocated_stations(engine: ReplicaModel, workload: Workload, targets: Targets,
-                       replicas: int = 1) -> tuple[tuple[float, ...], float]:
-    """A colocated engine's one station (prefill and its chunks' decode steps) and the fixed rest, as
-    `colocated_ttft` counts them."""
-    return ((colocated_service_seconds(engine, workload, targets, replicas),),
-            engine.request_overhead_seconds + engine.decode_step_seconds(1, workload.typical_prompt_tokens))
 
 
 def _squared_log_error(pairs: list[tuple[float, float]]) -> float:

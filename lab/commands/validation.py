@@ -45,9 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     predict = sub.add_parser("validation-predict", help="the SLO model's TTFT/TPOT p90 for the validation run, "
                                                         "before it runs (lab/validation.py)")
     predict.add_argument("--stack", default="dev")
-    predict.add_argument("--plan", choices=("first", "colocated"), default="colocated",
-                         help="which run: the first (PD and colocated, three rates) or colocated's second "
-                              "(fresh arrivals at four rates)")
+    predict.add_argument("--plan", choices=("first", "colocated", "colocated-steps"), default="colocated-steps",
+                         help="which run: the first (PD and colocated, three rates), colocated's second (fresh "
+                              "arrivals at four rates) or its third (its engine run step by step, 192 a rate)")
     predict.add_argument("--out", required=True, help="the predictions JSON to write")
     predict.set_defaults(func=cmd_predict)
 

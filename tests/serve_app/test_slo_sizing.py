@@ -41,7 +41,7 @@ TOY_MODEL = ModelArchitecture(
     max_position_embeddings=4096, source="test")
 TOY_GPU = GpuSpec("TOY", bf16_dense_flops=1e13, memory_bytes_per_second=1e11, memory_gb=24, source="test")
 HALF = Calibration(prefill_compute_efficiency=0.5, decode_bandwidth_efficiency=0.5, request_overhead_seconds=0.1,
-                   decode_ingest_share=0.0, prompt_intake_fixed_seconds=0.0,
+                   decode_ingest_share=0.0, prompt_intake_fixed_seconds=0.0, stream_overhead_seconds=0.0,
                    measured_on_gpu="TOY", model_shape="toy", stand_in=False, measured="test", source="test")
 
 
