@@ -11,7 +11,7 @@ SITE=${SITE:-/tmp/site}
 mkdir -p "$OUT"
 export PYTHONPATH="$SITE:$PWD"
 modules=(ray.llm._internal.serve.core.server.llm_server ray.llm._internal.serve.utils.node_initialization_utils
-         vllm.v1.engine.core vllm.v1.executor.ray_utils)
+         vllm.v1.engine.core vllm.v1.executor.ray_executor_v2 vllm.v1.worker.gpu_worker)
 for pass in first second; do
   for module in "${modules[@]}"; do
     python3 - "$module" "$OUT/importtime-$pass-$module.txt" <<'PY' | tee -a "$OUT/import-times.txt"
