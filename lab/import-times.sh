@@ -14,14 +14,14 @@ modules=(ray.llm._internal.serve.core.server.llm_server ray.llm._internal.serve.
          vllm.v1.engine.core vllm.v1.executor.ray_executor_v2 vllm.v1.worker.gpu_worker)
 for pass in first second; do
   for module in "${modules[@]}"; do
-    python3 - "$module" "$OUT/importtime-$pass-$module.txt" <<'PY' | tee -a "$OUT/import-times.txt"
+    python3 - "$module" "$OUT/importtime-$pass-$module.txt" "$pass" <<'PY' | tee -a "$OUT/import-times.txt"
 import subprocess, sys, time
 module, raw = sys.argv[1], sys.argv[2]
 started = time.perf_counter()
 done = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True)
 wall = time.perf_counter() - started
 open(raw, "w").write(done.stderr)
-print(f"{sys.argv[0] and ''}{module}\t{wall:.2f} s\texit {done.returncode}")
+print(f"{sys.argv[3]}\t{module}\t{wall:.2f} s\texit {done.returncode}")
 PY
   done
 done
