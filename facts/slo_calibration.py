@@ -103,13 +103,14 @@ H200_QWEN35_9B = Calibration(
 
 CALIBRATION = H200_QWEN35_9B
 
-# The colocated model against the lab's measurements, predicted before the run (H200, Qwen3.5-9B's
-# architecture on an L4's memory, fresh arrivals at 2, 3, 5 and 8 requests/s, 128 each;
-# docs/SIZING.md#colocated-second-run): TTFT p90 was up to 1.71× the prediction (230 ms against 134 at 8
-# requests/s) and TPOT p90 up to 1.77× (13.44 ms against 7.60 at 5). The model is not validated there; a
-# colocated recommendation says what its TTFT and TPOT would be at these ratios.
-COLOCATED_TTFT_LAB_RATIO = 1.71
-COLOCATED_TPOT_LAB_RATIO = 1.77
+# The colocated model (its engine run step by step, serve_app/colocated_engine.py) against the lab: replayed
+# over the arrivals of three deployments' open-loop runs and predicted before a fourth that was cut short
+# after its first rate (H200, Qwen3.5-9B's architecture on an L4's memory; docs/SIZING.md#colocated-steps),
+# TTFT p90 was up to 1.36× the model's (174 ms against 128 at 2 requests/s: a tenth of the requests one
+# 50 ms flush later) and TPOT p90 up to 1.16× (13.44 ms against 11.55 at 5). Not yet validated at three
+# rates before a run; a colocated recommendation says what its TTFT and TPOT would be at these ratios.
+COLOCATED_TTFT_LAB_RATIO = 1.36
+COLOCATED_TPOT_LAB_RATIO = 1.16
 
 # What a decode step run eager (a batch above the largest CUDA graph captured) adds to it: the kernel
 # launches a graph replays at once. H200, Llama-3-8B shape, TPOT p50 at concurrency 1: 22.02 ms eager

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
@@ -40,9 +41,9 @@ from lab.variants import parse_variants
 from measure.latency import percentile, poisson_arrival_times
 from measure.prometheus import nixl_metric_totals, samples
 from serve_app.capacity import capacity_report
+from serve_app.colocated_engine import run_engine
 from serve_app.performance import ReplicaModel
 from serve_app.slo_sizing import Targets, Workload, colocated_ttft, decode_load, ttft_at_percentile
-from serve_app.colocated_engine import run_engine
 from serve_app.slo_validation import lab_replica, pd_stations, ttfts_of_arrivals
 
 MODEL = "Qwen/Qwen3.5-9B"
@@ -275,6 +276,54 @@ def table(predictions: dict[str, Any], results: list[dict[str, Any]]) -> list[di
                          "ttft_error": point["ttft_p90_seconds"] / got["ttft_p90_seconds"] - 1,
                          "tpot_measured": got["tpot_p90_seconds"], "tpot_predicted": point["tpot_p90_seconds"],
                          "tpot_error": point["tpot_p90_seconds"] / got["tpot_p90_seconds"] - 1})
+    return rows
+
+
+def replayed(result: dict[str, Any], engine: ReplicaModel, app: str = COLOCATED_APP) -> list[dict[str, Any]]:
+    """`app`'s open-loop rates in a run against its engine run step by step over the arrivals that run
+    recorded (each request's start): the model after the fact, the requests as sent, nothing refitted."""
+    rows = []
+    for row in result.get("open_loop", []):
+        if row["app"] != app:
+            continue
+        ok = [s for s in row["samples"] if s["error"] is None and s["ttft_s"] is not None]
+        times = run_engine(engine, [s["start_s"] for s in ok], PROMPT_TOKENS, OUTPUT_TOKENS)
+        got = _summary_point(ok)
+        ttft = percentile([t.ttft_seconds for t in times], 100 * PERCENTILE)
+        tpot = percentile([t.tpot_seconds for t in times], 100 * PERCENTILE)
+        rows.append({"app": app, "mode": "colocated", "variant": app.rsplit("-", 1)[1], "load": "rate",
+                     "value": float(row["rate_per_s"]), "requests": got["requests"],
+                     "ttft_measured": got["ttft_p90_seconds"], "ttft_predicted": ttft,
+                     "ttft_error": ttft / got["ttft_p90_seconds"] - 1,
+                     "tpot_measured": got["tpot_p90_seconds"], "tpot_predicted": tpot,
+                     "tpot_error": tpot / got["tpot_p90_seconds"] - 1})
+    return rows
+
+
+def logged_rates(run_log: str, app: str = COLOCATED_APP) -> dict[float, dict[str, Any]]:
+    """{rate: requests, TTFT and TPOT p90} from the runner's progress lines of `app`'s open-loop rates
+    (what a run cut short before its results file leaves; the runner prints them to 0.1 ms)."""
+    pattern = re.compile(rf"\] {re.escape(app)} rate=([\d.]+)/s: ok=(\d+)/\d+ ttft_p90=([\d.]+)ms "
+                         rf"tpot_p90=([\d.]+)ms")
+    return {float(rate): {"requests": int(ok), "ttft_p90_seconds": float(ttft) / 1000,
+                          "tpot_p90_seconds": float(tpot) / 1000}
+            for rate, ok, ttft, tpot in pattern.findall(run_log)}
+
+
+def cut_short_table(predictions: dict[str, Any], result: dict[str, Any], run_log: str) -> list[dict[str, Any]]:
+    """`table` for a run whose results file holds its closed-loop pass only: its open-loop rates from the log."""
+    rows = table(predictions, [result])
+    app = predictions["apps"][0]
+    for point in app["points"]:
+        got = logged_rates(run_log, app["app"]).get(float(point.get("requests_per_second", 0)))
+        if got is None:
+            continue
+        rows.append({"app": app["app"], "mode": app["mode"], "variant": app["variant"], "load": "rate",
+                     "value": float(point["requests_per_second"]), "requests": got["requests"],
+                     "ttft_measured": got["ttft_p90_seconds"], "ttft_predicted": point["ttft_p90_seconds"],
+                     "ttft_error": point["ttft_p90_seconds"] / got["ttft_p90_seconds"] - 1,
+                     "tpot_measured": got["tpot_p90_seconds"], "tpot_predicted": point["tpot_p90_seconds"],
+                     "tpot_error": point["tpot_p90_seconds"] / got["tpot_p90_seconds"] - 1})
     return rows
 
 

@@ -155,7 +155,7 @@ def _colocated_caveat(ttft: float, tpot: float, targets: Targets) -> str:
     verdict = "still within the targets" if worst_ttft <= targets.ttft_seconds and \
         worst_tpot <= targets.tpot_seconds else "over a target: measure colocated (pdctl bench) before choosing it"
     return (f" (the lab measured colocated TTFT up to {COLOCATED_TTFT_LAB_RATIO:g}× and TPOT up to "
-            f"{COLOCATED_TPOT_LAB_RATIO:g}× this model's, docs/SIZING.md#colocated-second-run: "
+            f"{COLOCATED_TPOT_LAB_RATIO:g}× this model's, docs/SIZING.md#colocated-steps: "
             f"{worst_ttft * 1000:,.0f} ms and {worst_tpot * 1000:,.0f} ms, {verdict})")
 
 

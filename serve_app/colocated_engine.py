@@ -15,17 +15,18 @@ its prefill; the client sees it when Ray Serve LLM next flushes the stream (ever
 Per-request counts are what the closed forms could not carry: a request that decodes through more
 intake steps than average is the one at the percentile, and it lives longer, so it sees more of them.
 The percentile is taken over seeded Poisson arrivals (`colocated_percentiles`), or over a lab run's own
-arrivals (`run_engine`), so a finite run and its prediction see the same requests.
+arrivals (`run_engine`), so a finite run and its prediction see the same requests; both as
+measure.latency takes them for the lab.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import random
 from collections import deque
 from dataclasses import dataclass
 
+from measure.latency import percentile, poisson_arrival_times
 from serve_app.performance import ReplicaModel
 
 # Requests simulated per engine for a percentile: a p99 still has 20 requests above it.
@@ -74,7 +75,8 @@ def run_engine(engine: ReplicaModel, arrivals: list[float], prompt_tokens: int,
             continue
         batch = len(left)
         decode = engine.decode_step_seconds(batch, context) if batch else 0.0
-        room, taken, finished_prefill = budget - batch, 0, []
+        room, taken = budget - batch, 0
+        finished_prefill: list[int] = []
         while waiting and room > 0 and batch + len(finished_prefill) < cap:
             request = waiting[0]
             chunk = min(room, to_prefill[request])
@@ -108,31 +110,12 @@ def run_engine(engine: ReplicaModel, arrivals: list[float], prompt_tokens: int,
                          output_tokens) for r, start in enumerate(arrivals)]
 
 
-def percentile(values: list[float], share: float) -> float:
-    """The `share` (0–1) percentile, linear between closest ranks (as measure.latency takes it)."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * share
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def poisson_arrivals(rate: float, count: int, seed: int = ARRIVALS_SEED) -> list[float]:
-    """Seeded Poisson arrivals: the same draw as `measure.latency.poisson_arrival_times`, so a lab run's
-    arrivals are these for its seed."""
-    rng, due, times = random.Random(seed), 0.0, []
-    for _ in range(count):
-        due += rng.expovariate(rate)
-        times.append(due)
-    return times
-
-
 @functools.lru_cache(maxsize=256)
 def colocated_percentiles(engine: ReplicaModel, requests_per_second: float, prompt_tokens: int,
                           output_tokens: int, objective: float) -> tuple[float, float]:
     """(TTFT, TPOT) at the `objective` percentile on one engine that receives `requests_per_second`
     (a replica's share of the traffic), over SIMULATED_REQUESTS seeded Poisson arrivals."""
-    times = run_engine(engine, poisson_arrivals(requests_per_second, SIMULATED_REQUESTS), prompt_tokens,
-                       output_tokens)
-    return (percentile([t.ttft_seconds for t in times], objective),
-            percentile([t.tpot_seconds for t in times], objective))
+    times = run_engine(engine, poisson_arrival_times(requests_per_second, SIMULATED_REQUESTS, ARRIVALS_SEED),
+                       prompt_tokens, output_tokens)
+    return (percentile([t.ttft_seconds for t in times], 100 * objective),
+            percentile([t.tpot_seconds for t in times], 100 * objective))

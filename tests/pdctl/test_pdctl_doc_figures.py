@@ -82,6 +82,7 @@ def test_sizing_md_quotes_what_the_default_serves_and_holds(dev_plan):
     assert (f"colocated needs {colocated['nodes']} L4 node against PD's {pd['nodes']}: taking prompts in takes "
             f"{colocated['stall_share']:.0%} of the engine".replace("%", " %")) in text
     assert f"a fixed {CALIBRATION.prompt_intake_fixed_seconds * 1000:.1f} ms on the H200" in text
+    assert f"plus {CALIBRATION.stream_overhead_seconds * 1000:.1f} ms outside the engine" in text
     link = slo["hand_over"]
     assert (f"prompt's {link['bytes_moved'] / 2**20:,.0f} MiB take {link['fallback_seconds'] * 1000:,.0f} ms "
             f"instead of {link['link_seconds'] * 1000:,.0f} ms, a prefill node hands over at most "
@@ -144,7 +145,17 @@ def test_sizing_md_quotes_where_pd_pays_as_pdctl_size_answers_it():
     raw.update({"eks-pd-llm:peakRequestsPerSecond": "5", "eks-pd-llm:typicalPromptTokens": "3072",
                 "eks-pd-llm:typicalOutputTokens": "64", "eks-pd-llm:tpotSloSeconds": "0.1"})
     option = size_on(instance_type(RECORDED_EC2_ANSWERS["g6.12xlarge"]), size_question(raw))
-    assert option.recommended == "PD"
+    assert option.recommended == "PD" and option.colocated_replicas is None
     assert (f"on g6.12xlarge need {option.prefill_replicas} + {option.decode_replicas} PD replicas on "
-            f"{option.nodes} nodes against {option.colocated_replicas} colocated engines on "
-            f"{option.colocated_nodes}") in text_of("SIZING.md")
+            f"{option.nodes} nodes, where no count of colocated engines up to 64 meets TPOT p99 100 ms") \
+        in text_of("SIZING.md")
+    question = size_question(raw)
+    engine = question.app.engine_for("decode")
+    report = capacity_report(question.model, instance_type(RECORDED_EC2_ANSWERS["g6.12xlarge"]), dtype=engine.dtype,
+                             max_model_len=engine.max_model_len,
+                             gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
+                             max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens)
+    l4 = ReplicaModel.from_capacity(report, question.model, GPU_SPECS["L4"], engine=engine)
+    intake = l4.intake_seconds(1024) + l4.intake_seconds(2048)  # two steps of the 2,048-token budget
+    assert (f"stalls every running sequence for {intake:.2f} s (two steps of the 2,048-token budget), beside an "
+            f"L4's {l4.decode_step_seconds(1, 3072 + 32) * 1000:.0f} ms decode step") in text_of("SIZING.md")
