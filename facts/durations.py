@@ -152,11 +152,15 @@ ENGINE_START_MEASURED = "docs/PROVEN.md#serve-replica-start"
 #    at their key, 11:12 UTC), their mean here. A bare `vllm` process, which the lab's memory probes start,
 #    spends about 25 s of this; the rest is Ray Serve LLM's.
 SERVE_REPLICA_START_SAMPLES = (91.4, 102.1, 124.8)
+#    Where it goes (lab/import-times.sh, same host type, 13:42 UTC): a fresh interpreter importing what each of
+#    those processes imports first took 21.4-22.4 s reading Python's bytecode caches (the engine-config
+#    task's first module 10.8 s, vLLM's config after it); torch alone 3.7 s. Four such processes in a row.
+SERVE_PROCESS_IMPORT_SECONDS = 22
 SERVE_REPLICA_START = StepDuration(
     round(sum(SERVE_REPLICA_START_SAMPLES) / len(SERVE_REPLICA_START_SAMPLES), 1), MEASURED,
     f"{ENGINE_START_MEASURED}: from Serve's decision to the engine's init, the stack's engine on the lab's H200 "
     f"host, mean of {' s and '.join(f'{s:g}' for s in SERVE_REPLICA_START_SAMPLES)} s: four processes that each "
-    "import the serving stack")
+    f"import the serving stack, about {SERVE_PROCESS_IMPORT_SECONDS:g} s each timed apart")
 # 2. vLLM's engine init (profiling, KV cache, CUDA graphs: vLLM's "init engine" line), on an L4's memory.
 #    Compile caches empty: 123.7 s, then FlashInfer's sampler JIT-compiled at the first sample, 82.0 s (once
 #    per machine). Compile caches at their key, under Ray Serve LLM (the deployed path): 26.7 s, with

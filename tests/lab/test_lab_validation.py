@@ -440,5 +440,9 @@ def test_proven_md_quotes_the_replica_start_processes_import_times_as_the_raw_fi
               "GPU worker), reading Python's bytecode caches (writing them, on a first import: {:.1f}, {:.1f}, {:.1f}, "
               "{:.1f} and {:.1f} s)").format(*second, *first)
     assert quoted in " ".join(text.split())
+    # The plan's footnote: the four processes that import the whole stack (not the node-initialisation module).
+    from facts.durations import SERVE_PROCESS_IMPORT_SECONDS
+
+    assert round(sum(second[i] for i in (0, 2, 3, 4)) / 4) == SERVE_PROCESS_IMPORT_SECONDS
     assert "torch import\t3.72 s" in raw and "CUDA context\t0.39 s" in raw
     assert "torch alone took 3.7 s and a CUDA context 0.4 s" in " ".join(text.split())
