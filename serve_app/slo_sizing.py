@@ -181,7 +181,7 @@ def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, repl
     at_percentile = None if batch is None else max(1, poisson_quantile(batch, targets.objective))
     # Past the cap an engine runs the cap and the rest wait: the step is the cap's.
     tpot = stretch * decode.decode_step_seconds(cap if at_percentile is None else min(at_percentile, cap), context)
-    if colocated and batch is not None:
+    if colocated and batch is not None and cap >= 1:
         tpot = colocated_percentiles(decode, workload.requests_per_second / replicas, prompt,
                                      workload.typical_output_tokens, targets.objective)[1]
     # Sequence slots as M/G/c: replicas × cap slots, each held for the output's steps.
@@ -207,7 +207,7 @@ def colocated_ttft(engine: ReplicaModel, workload: Workload, targets: Targets, r
     """TTFT at the percentile when each engine does both phases (serve_app/colocated_engine.py); unbounded
     (inf) where the engine's steps never drain what arrives."""
     load = decode_load(engine, workload, targets, replicas, colocated=True)
-    if load.mean_batch is None:
+    if load.mean_batch is None or load.cap < 1:
         return math.inf
     return colocated_percentiles(engine, workload.requests_per_second / replicas, workload.typical_prompt_tokens,
                                  workload.typical_output_tokens, targets.objective)[0]

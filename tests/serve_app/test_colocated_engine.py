@@ -73,3 +73,10 @@ def test_an_engine_that_never_drains_what_arrives_has_no_ttft():
     workload, targets = Workload(40.0, 100, 20, 100, 20), Targets(10.0, 10.0, 0.9)
     assert colocated_ttft(toy, workload, targets, 1) == float("inf")
     assert colocated_ttft(toy, workload, targets, 16) < 1.0
+
+
+def test_an_engine_whose_kv_cache_holds_no_sequence_has_no_ttft_rather_than_a_crash():
+    toy = engine(kv_budget_bytes=0)
+    workload, targets = Workload(1.0, 100, 20, 100, 20), Targets(10.0, 10.0, 0.9)
+    assert toy.batch_cap(120) == 0
+    assert colocated_ttft(toy, workload, targets, 1) == float("inf")
