@@ -300,6 +300,24 @@ def replayed(result: dict[str, Any], engine: ReplicaModel, app: str = COLOCATED_
     return rows
 
 
+# The deployments of 2026-12-03 whose colocated app ran concurrency 1 before its rates: the time outside the
+# engine is read from them (Calibration.stream_overhead_seconds).
+STREAM_OVERHEAD_RESULTS = (VALIDATION_RESULT, COLOCATED_RESULT,
+                           "lab/results/2026-12-03-h200-qwen35-1112utc-colocated-lab-result.json.gz")
+
+
+def stream_overhead(results: list[dict[str, Any]], engine: ReplicaModel) -> dict[str, Any]:
+    """The colocated TTFT p50 at concurrency 1 in each deployment, and their mean less the engine's first token
+    (its intake step) flushed on the stream's next tick: the time a request spends outside the engine."""
+    medians = [percentile([s["ttft_s"] for s in row["samples"] if s["error"] is None], 50)
+               for doc in results for row in doc["timing"]
+               if row["app"] == COLOCATED_APP and row["concurrency"] == 1]
+    tick = engine.stream_tick_seconds
+    flushed = tick * -(-engine.intake_seconds(PROMPT_TOKENS) // tick)
+    return {"p50s_seconds": medians, "first_token_flushed_seconds": flushed,
+            "overhead_seconds": mean(medians) - flushed}
+
+
 def logged_rates(run_log: str, app: str = COLOCATED_APP) -> dict[float, dict[str, Any]]:
     """{rate: requests, TTFT and TPOT p90} from the runner's progress lines of `app`'s open-loop rates
     (what a run cut short before its results file leaves; the runner prints them to 0.1 ms)."""

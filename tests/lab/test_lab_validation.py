@@ -14,6 +14,7 @@ from facts.slo_calibration import CALIBRATION
 from lab import validation
 from lab.apps import LabModel, cpus_wanted, lab_apps
 from lab.variants import parse_variants
+from serve_app.colocated_engine import run_engine
 
 PREDICTIONS = Path("lab/results/2026-12-03-h200-qwen35-validation-predictions.json")
 RECORDED = Path("tests/data/qwen35-open-loop-h200.json")
@@ -446,3 +447,29 @@ def test_proven_md_quotes_the_replica_start_processes_import_times_as_the_raw_fi
     assert round(sum(second[i] for i in (0, 2, 3, 4)) / 4) == SERVE_PROCESS_IMPORT_SECONDS
     assert "torch import\t3.72 s" in raw and "CUDA context\t0.39 s" in raw
     assert "torch alone took 3.7 s and a CUDA context 0.4 s" in " ".join(text.split())
+
+
+def test_the_time_outside_a_colocated_engine_is_the_three_deployments_concurrency_one_ttft():
+    results = [validation.read_result(Path(path)) for path in validation.STREAM_OVERHEAD_RESULTS]
+    found = validation.stream_overhead(results, validation.lab_engine(1.0))
+    assert [round(p * 1000, 1) for p in found["p50s_seconds"]] == [129.1, 126.0, 129.3]
+    assert found["first_token_flushed_seconds"] == pytest.approx(0.1)
+    assert round(found["overhead_seconds"], 4) == CALIBRATION.stream_overhead_seconds
+    sizing = " ".join(_sizing_text().split())
+    assert "colocated TTFT p50 at concurrency 1 in the three deployments of 2026-12-03, 129.1, 126.0 and 129.3 ms" \
+        in sizing
+
+
+def test_sizing_md_says_why_the_deployments_differed_and_where_ttft_missed_by_a_flush():
+    sizing = " ".join(_sizing_text().split())
+    first = validation.read_result(Path(validation.COLOCATED_RESULT))
+    eight = next(row for row in first["open_loop"] if row["rate_per_s"] == 8.0)
+    starts = [s["start_s"] for s in eight["samples"]]
+    assert f"the first run's seed sent {(len(starts) - 1) / (starts[-1] - starts[0]):.2f} a second at a nominal 8" \
+        in sizing
+    second = validation.read_result(COLOCATED_SECOND_RESULT)
+    two = next(row for row in second["open_loop"] if row["rate_per_s"] == 2.0)
+    late = sum(s["ttft_s"] >= 0.15 for s in two["samples"])
+    modelled = sum(t.ttft_seconds >= 0.15 for t in run_engine(validation.lab_engine(1.0),
+                                                              [s["start_s"] for s in two["samples"]], 512, 128))
+    assert f"at 2 requests/s in the second run {late} of 128 did, where the model has {modelled}" in sizing
