@@ -473,3 +473,16 @@ def test_sizing_md_says_why_the_deployments_differed_and_where_ttft_missed_by_a_
     modelled = sum(t.ttft_seconds >= 0.15 for t in run_engine(validation.lab_engine(1.0),
                                                               [s["start_s"] for s in two["samples"]], 512, 128))
     assert f"at 2 requests/s in the second run {late} of 128 did, where the model has {modelled}" in sizing
+
+
+def test_proven_md_records_the_cut_short_runs_start_and_what_it_served():
+    result = validation.read_result(Path(f"{CUT_SHORT}-lab-result.json.gz"))
+    ready = result["apps"][validation.COLOCATED_APP]["ready_after_s"]
+    served = {(r["load"], r["value"]): r["requests"] for r in _cut_short_rows()}
+    proven = " ".join(Path("docs/PROVEN.md").read_text().split())
+    assert (f"the app was ready {ready:.1f} s after it was deployed (compile caches empty) and served "
+            f"{served[('concurrency', 1.0)]} of 12 requests at concurrency 1 and {served[('rate', 2.0)]} of 192 at "
+            "2 requests/s") in proven
+    assert f"the app ready {ready:.1f} s after it was deployed" in " ".join(_sizing_text().split())
+    assert f"NIXL 1.3.1, from {result['started_at'][11:19]} UTC" in proven
+    assert result["provenance"]["git_commit"].startswith("ae0917f") and "(commit ae0917f, which the result" in proven
