@@ -41,7 +41,7 @@ from lab.variants import parse_variants
 from measure.latency import percentile, poisson_arrival_times
 from measure.prometheus import nixl_metric_totals, samples
 from serve_app.capacity import capacity_report
-from serve_app.colocated_engine import run_engine
+from serve_app.colocated_engine import flush_time, percentiles, run_engine
 from serve_app.performance import ReplicaModel
 from serve_app.slo_sizing import Targets, Workload, colocated_ttft, decode_load, ttft_at_percentile
 from serve_app.slo_validation import lab_replica, pd_stations, ttfts_of_arrivals
@@ -175,9 +175,7 @@ def open_loop_point(engine: ReplicaModel, mode: str, rate: float, number: int,
     else:
         steady = colocated_ttft(engine, workload, targets, 1)
         load = decode_load(engine, workload, targets, 1, colocated=True)
-        times = run_engine(engine, arrivals, PROMPT_TOKENS, OUTPUT_TOKENS)
-        ttft = percentile([t.ttft_seconds for t in times], 100 * PERCENTILE)
-        tpot = percentile([t.tpot_seconds for t in times], 100 * PERCENTILE)
+        ttft, tpot = percentiles(run_engine(engine, arrivals, PROMPT_TOKENS, OUTPUT_TOKENS), PERCENTILE)
         how = {"engine": "run step by step over these arrivals (serve_app/colocated_engine.py)"}
     return {"requests_per_second": rate, "requests": requests, "seed": seed + number,
             "ttft_p90_seconds": round(ttft, 4),
@@ -260,6 +258,16 @@ def measured(results: list[dict[str, Any]]) -> dict[tuple[str, str, float], dict
     return {key: _summary_point(samples) for key, samples in pooled.items()}
 
 
+def _row(app: dict[str, Any], load: tuple[str, float], got: dict[str, Any], ttft: float, tpot: float) -> dict[str, Any]:
+    """One line of the validation table: `app`'s measured p90s at `load` (`got`) beside the model's."""
+    return {"app": app["app"], "mode": app["mode"], "variant": app["variant"], "load": load[0], "value": load[1],
+            "requests": got["requests"],
+            "ttft_measured": got["ttft_p90_seconds"], "ttft_predicted": ttft,
+            "ttft_error": ttft / got["ttft_p90_seconds"] - 1,
+            "tpot_measured": got["tpot_p90_seconds"], "tpot_predicted": tpot,
+            "tpot_error": tpot / got["tpot_p90_seconds"] - 1}
+
+
 def table(predictions: dict[str, Any], results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Predicted against measured for every app and load the run measured (error: predicted / measured − 1)."""
     found = measured(results)
@@ -270,12 +278,7 @@ def table(predictions: dict[str, Any], results: list[dict[str, Any]]) -> list[di
             got = found.get((app["app"], *load))
             if got is None or not got["requests"]:
                 continue
-            rows.append({"app": app["app"], "mode": app["mode"], "variant": app["variant"], "load": load[0],
-                         "value": load[1], "requests": got["requests"],
-                         "ttft_measured": got["ttft_p90_seconds"], "ttft_predicted": point["ttft_p90_seconds"],
-                         "ttft_error": point["ttft_p90_seconds"] / got["ttft_p90_seconds"] - 1,
-                         "tpot_measured": got["tpot_p90_seconds"], "tpot_predicted": point["tpot_p90_seconds"],
-                         "tpot_error": point["tpot_p90_seconds"] / got["tpot_p90_seconds"] - 1})
+            rows.append(_row(app, load, got, point["ttft_p90_seconds"], point["tpot_p90_seconds"]))
     return rows
 
 
@@ -287,16 +290,10 @@ def replayed(result: dict[str, Any], engine: ReplicaModel, app: str = COLOCATED_
         if row["app"] != app:
             continue
         ok = [s for s in row["samples"] if s["error"] is None and s["ttft_s"] is not None]
-        times = run_engine(engine, [s["start_s"] for s in ok], PROMPT_TOKENS, OUTPUT_TOKENS)
-        got = _summary_point(ok)
-        ttft = percentile([t.ttft_seconds for t in times], 100 * PERCENTILE)
-        tpot = percentile([t.tpot_seconds for t in times], 100 * PERCENTILE)
-        rows.append({"app": app, "mode": "colocated", "variant": app.rsplit("-", 1)[1], "load": "rate",
-                     "value": float(row["rate_per_s"]), "requests": got["requests"],
-                     "ttft_measured": got["ttft_p90_seconds"], "ttft_predicted": ttft,
-                     "ttft_error": ttft / got["ttft_p90_seconds"] - 1,
-                     "tpot_measured": got["tpot_p90_seconds"], "tpot_predicted": tpot,
-                     "tpot_error": tpot / got["tpot_p90_seconds"] - 1})
+        ttft, tpot = percentiles(run_engine(engine, [s["start_s"] for s in ok], PROMPT_TOKENS, OUTPUT_TOKENS),
+                                 PERCENTILE)
+        named = {"app": app, "mode": "colocated", "variant": app.rsplit("-", 1)[1]}
+        rows.append(_row(named, ("rate", float(row["rate_per_s"])), _summary_point(ok), ttft, tpot))
     return rows
 
 
@@ -312,8 +309,7 @@ def stream_overhead(results: list[dict[str, Any]], engine: ReplicaModel) -> dict
     medians = [percentile([s["ttft_s"] for s in row["samples"] if s["error"] is None], 50)
                for doc in results for row in doc["timing"]
                if row["app"] == COLOCATED_APP and row["concurrency"] == 1]
-    tick = engine.stream_tick_seconds
-    flushed = tick * -(-engine.intake_seconds(PROMPT_TOKENS) // tick)
+    flushed = flush_time(engine.intake_seconds(PROMPT_TOKENS), engine.stream_tick_seconds)
     return {"p50s_seconds": medians, "first_token_flushed_seconds": flushed,
             "overhead_seconds": mean(medians) - flushed}
 
@@ -332,16 +328,11 @@ def cut_short_table(predictions: dict[str, Any], result: dict[str, Any], run_log
     """`table` for a run whose results file holds its closed-loop pass only: its open-loop rates from the log."""
     rows = table(predictions, [result])
     app = predictions["apps"][0]
+    logged = logged_rates(run_log, app["app"])
     for point in app["points"]:
-        got = logged_rates(run_log, app["app"]).get(float(point.get("requests_per_second", 0)))
-        if got is None:
-            continue
-        rows.append({"app": app["app"], "mode": app["mode"], "variant": app["variant"], "load": "rate",
-                     "value": float(point["requests_per_second"]), "requests": got["requests"],
-                     "ttft_measured": got["ttft_p90_seconds"], "ttft_predicted": point["ttft_p90_seconds"],
-                     "ttft_error": point["ttft_p90_seconds"] / got["ttft_p90_seconds"] - 1,
-                     "tpot_measured": got["tpot_p90_seconds"], "tpot_predicted": point["tpot_p90_seconds"],
-                     "tpot_error": point["tpot_p90_seconds"] / got["tpot_p90_seconds"] - 1})
+        got = logged.get(float(point.get("requests_per_second", 0)))
+        if got is not None:
+            rows.append(_row(app, _load_of(point), got, point["ttft_p90_seconds"], point["tpot_p90_seconds"]))
     return rows
 
 

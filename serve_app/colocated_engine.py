@@ -48,7 +48,7 @@ class RequestTimes:
         return (self.e2e_seconds - self.ttft_seconds) / max(1, self.output_tokens - 1)
 
 
-def _flushed(seconds: float, tick_seconds: float) -> float:
+def flush_time(seconds: float, tick_seconds: float) -> float:
     """When a token produced `seconds` after the request's start reaches the stream's next flush."""
     return tick_seconds * math.ceil(seconds / tick_seconds - 1e-9) if tick_seconds > 0 else seconds
 
@@ -106,8 +106,14 @@ def run_engine(engine: ReplicaModel, arrivals: list[float], prompt_tokens: int,
             else:
                 last[request] = now
     overhead = engine.calibration.stream_overhead_seconds
-    return [RequestTimes(_flushed(first[r] - start, engine.stream_tick_seconds) + overhead, last[r] - start + overhead,
-                         output_tokens) for r, start in enumerate(arrivals)]
+    return [RequestTimes(flush_time(first[r] - start, engine.stream_tick_seconds) + overhead,
+                         last[r] - start + overhead, output_tokens) for r, start in enumerate(arrivals)]
+
+
+def percentiles(times: list[RequestTimes], share: float) -> tuple[float, float]:
+    """(TTFT, TPOT) at the `share` (0–1) percentile of `times`, as measure.latency takes a run's."""
+    return (percentile([t.ttft_seconds for t in times], 100 * share),
+            percentile([t.tpot_seconds for t in times], 100 * share))
 
 
 @functools.lru_cache(maxsize=256)
@@ -115,7 +121,6 @@ def colocated_percentiles(engine: ReplicaModel, requests_per_second: float, prom
                           output_tokens: int, objective: float) -> tuple[float, float]:
     """(TTFT, TPOT) at the `objective` percentile on one engine that receives `requests_per_second`
     (a replica's share of the traffic), over SIMULATED_REQUESTS seeded Poisson arrivals."""
-    times = run_engine(engine, poisson_arrival_times(requests_per_second, SIMULATED_REQUESTS, ARRIVALS_SEED),
-                       prompt_tokens, output_tokens)
-    return (percentile([t.ttft_seconds for t in times], 100 * objective),
-            percentile([t.tpot_seconds for t in times], 100 * objective))
+    return percentiles(run_engine(engine, poisson_arrival_times(requests_per_second, SIMULATED_REQUESTS,
+                                                                ARRIVALS_SEED), prompt_tokens, output_tokens),
+                       objective)

@@ -179,11 +179,13 @@ def decode_load(decode: ReplicaModel, workload: Workload, targets: Targets, repl
     fixed, memory, compute = (term * stretch for term in decode.decode_step_terms(context))
     batch = k * fixed / (1 - k * memory) if k * memory < 1 and k * compute < 1 else None
     at_percentile = None if batch is None else max(1, poisson_quantile(batch, targets.objective))
-    # Past the cap an engine runs the cap and the rest wait: the step is the cap's.
-    tpot = stretch * decode.decode_step_seconds(cap if at_percentile is None else min(at_percentile, cap), context)
     if colocated and batch is not None and cap >= 1:
         tpot = colocated_percentiles(decode, workload.requests_per_second / replicas, prompt,
                                      workload.typical_output_tokens, targets.objective)[1]
+    else:
+        # Past the cap an engine runs the cap and the rest wait: the step is the cap's.
+        tpot = stretch * decode.decode_step_seconds(cap if at_percentile is None else min(at_percentile, cap),
+                                                    context)
     # Sequence slots as M/G/c: replicas × cap slots, each held for the output's steps.
     in_flight = workload.requests_per_second * workload.typical_output_tokens * tpot
     return DecodeLoad(batch, at_percentile, cap, cap_reason, tpot, replicas, in_flight,
