@@ -282,6 +282,18 @@ def table(predictions: dict[str, Any], results: list[dict[str, Any]]) -> list[di
     return rows
 
 
+def per_deployment(predictions: dict[str, Any], results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`table` pooled over `results`, each row also holding every deployment's own p90s at that load (in the
+    order given): the spread from one deployment to the next beside the pooled figure."""
+    apart = [{(row["app"], row["load"], row["value"]): row for row in table(predictions, [doc])} for doc in results]
+    rows = []
+    for row in table(predictions, results):
+        same = [rows_of[key] for rows_of in apart if (key := (row["app"], row["load"], row["value"])) in rows_of]
+        rows.append(row | {"ttft_deployments": [r["ttft_measured"] for r in same],
+                           "tpot_deployments": [r["tpot_measured"] for r in same]})
+    return rows
+
+
 def replayed(result: dict[str, Any], engine: ReplicaModel, app: str = COLOCATED_APP) -> list[dict[str, Any]]:
     """`app`'s open-loop rates in a run against its engine run step by step over the arrivals that run
     recorded (each request's start): the model after the fact, the requests as sent, nothing refitted."""
@@ -388,5 +400,20 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         lines.append(f"| {row['mode']}, {row['variant']} | {load} | {row['requests']} | "
                      f"{row['ttft_measured'] * 1000:,.0f} ms | {row['ttft_predicted'] * 1000:,.0f} ms | "
                      f"{signed_percent(row['ttft_error'])} | {row['tpot_measured'] * 1000:.2f} ms | "
+                     f"{row['tpot_predicted'] * 1000:.2f} ms | {signed_percent(row['tpot_error'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def per_deployment_markdown(rows: list[dict[str, Any]]) -> str:
+    """`per_deployment`'s rows as docs/SIZING.md shows them: the pooled p90, each deployment's in brackets."""
+    lines = ["| app | load | requests | TTFT p90 pooled (each deployment) | predicted | error | "
+             "TPOT p90 pooled (each deployment) | predicted | error |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        load = f"{row['value']:g} req/s" if row["load"] == "rate" else f"concurrency {row['value']:g}"
+        ttfts = ", ".join(f"{t * 1000:,.0f}" for t in row["ttft_deployments"])
+        tpots = ", ".join(f"{t * 1000:.2f}" for t in row["tpot_deployments"])
+        lines.append(f"| {row['mode']}, {row['variant']} | {load} | {row['requests']} | "
+                     f"{row['ttft_measured'] * 1000:,.0f} ms ({ttfts}) | {row['ttft_predicted'] * 1000:,.0f} ms | "
+                     f"{signed_percent(row['ttft_error'])} | {row['tpot_measured'] * 1000:.2f} ms ({tpots}) | "
                      f"{row['tpot_predicted'] * 1000:.2f} ms | {signed_percent(row['tpot_error'])} |")
     return "\n".join(lines) + "\n"

@@ -422,10 +422,81 @@ def test_sizing_md_shows_the_cut_short_run_and_the_replays_as_they_came_out():
     assert sum(abs(r["ttft_error"]) <= 0.25 for r in replayed) == 6
 
 
+STEP_RUNS = tuple(f"lab/results/2026-12-03-h200-qwen35-{t}utc-colocated-steps" for t in ("1543", "1554", "1601"))
+
+
+def _step_results() -> list[dict]:
+    return [validation.read_result(Path(f"{run}-lab-result.json.gz")) for run in STEP_RUNS]
+
+
+def _step_predictions() -> dict:
+    return json.loads(COLOCATED_STEPS_PREDICTIONS.read_text())
+
+
+def test_the_step_models_predictions_ran_in_full_three_times_unchanged_every_request_served():
+    planned = _step_predictions()["run"].removeprefix("python -m lab ")
+    for result in _step_results():
+        assert result["provenance"]["command"].split(" -m lab ", 1)[1].split(" --out ")[0] == planned
+        assert result["provenance"]["git_commit"] == "921a6da0fb651ddf4fff0890dac85074a6aff104"
+        assert {row["rate_per_s"]: len(row["samples"]) for row in result["open_loop"]} == {2.0: 192, 4.0: 192,
+                                                                                          6.0: 192, 8.0: 192}
+        assert [len(row["samples"]) for row in result["timing"]] == [12]
+    served = [s for doc in _step_results() for row in doc["open_loop"] + doc["timing"] for s in row["samples"]]
+    assert len(served) == 2340 and all(s["error"] is None for s in served)
+    proven = " ".join(Path("docs/PROVEN.md").read_text().split())
+    assert "2,340 of 2,340 requests served" in proven
+    ready = [Path(f"{run}-lab-report.md").read_text().split("Apps ready after (s): qwen35-9b-colocated-ucx ")[1]
+             .split()[0] for run in STEP_RUNS]
+    assert ready == ["413.0", "127.0", "152.6"]
+    assert "ready 413.0 s after it was deployed on empty caches, 127.0 and 152.6 s on warm ones" in proven
+
+
+def test_colocated_holds_within_25_percent_at_three_rates_predicted_before_the_run():
+    pre_registered = validation.table(_step_predictions(), _step_results()[:1])
+    rated = [r for r in pre_registered if r["load"] == "rate"]
+    assert [r["value"] for r in rated if abs(r["ttft_error"]) <= 0.25] == [2.0, 4.0, 8.0]
+    assert max(round(abs(r["tpot_error"]), 2) for r in pre_registered) == 0.12  # as the table rounds it
+    # The one miss said more than was measured (the safe side).
+    assert [r["value"] for r in rated if r["ttft_error"] > 0.25] == [6.0]
+    two, four, six, eight = (validation.signed_percent(r["ttft_error"]) for r in rated)
+    assert f"({two.removesuffix(' %')}, {four.removesuffix(' %')} and {eight}; {six} at 6" in \
+        " ".join(Path("docs/PROVEN.md").read_text().split())
+    pooled = validation.per_deployment(_step_predictions(), _step_results())
+    assert all(abs(r["ttft_error"]) <= 0.22 and abs(r["tpot_error"]) <= 0.22 for r in pooled)
+    text = _sizing_text()
+    for line in validation.markdown(pre_registered).splitlines() + \
+            validation.per_deployment_markdown(pooled).splitlines():
+        assert line in text, line
+
+
+def test_sizing_md_quotes_the_spread_between_deployments_as_measured():
+    rows = validation.per_deployment(_step_predictions(), _step_results())
+    ttft = max(rows, key=lambda r: max(r["ttft_deployments"]) - min(r["ttft_deployments"]))
+    tpot = max(rows, key=lambda r: max(r["tpot_deployments"]) - min(r["tpot_deployments"]))
+    lo, hi = min(ttft["ttft_deployments"]) * 1000, max(ttft["ttft_deployments"]) * 1000
+    sizing = " ".join(_sizing_text().split())
+    assert (f"TTFT p90 moved by up to {round(hi) - round(lo)} ms ({lo:.0f} to {hi:.0f} ms at {ttft['value']:g} "
+            "requests/s") in sizing
+    lo, hi = min(tpot["tpot_deployments"]) * 1000, max(tpot["tpot_deployments"]) * 1000
+    assert f"TPOT p90 by up to {round(hi, 2) - round(lo, 2):.2f} ms ({lo:.2f} to {hi:.2f} ms, also at " \
+        f"{tpot['value']:g})" in sizing
+    apart = [validation.table(_step_predictions(), [doc]) for doc in _step_results()]
+    quiet = [-r["tpot_error"] for rows in apart for r in rows if r["load"] == "concurrency" or r["value"] == 2.0]
+    assert f"TPOT reads low by {min(quiet):.0%} to {max(quiet):.0%} at concurrency 1 and 2".replace("%", " %") \
+        in sizing
+    loaded = [abs(r["tpot_error"]) for rows in apart for r in rows if r["load"] == "rate" and r["value"] >= 4]
+    assert round(max(loaded), 2) == 0.09 and "each deployment is within ±9 %" in sizing  # as the tables round
+    second_c1 = sorted(s["ttft_s"] for s in _step_results()[1]["timing"][0]["samples"])
+    early = [t for t in second_c1 if t < 0.1]
+    assert len(early) == 8 and (round(early[0] * 1000), round(early[-1] * 1000)) == (70, 77)
+    assert "eight of the second deployment's twelve first tokens came in 70 to 77 ms" in sizing
+
+
 def test_the_plans_colocated_caveat_is_the_worst_ratios_the_lab_measured_against_the_step_model():
     from facts.slo_calibration import COLOCATED_TPOT_LAB_RATIO, COLOCATED_TTFT_LAB_RATIO
 
-    rows = _cut_short_rows() + [r for rows in _replayed_rows().values() for r in rows]
+    rows = _cut_short_rows() + [r for rows in _replayed_rows().values() for r in rows] + \
+        [r for doc in _step_results() for r in validation.table(_step_predictions(), [doc])]
     assert round(max(r["tpot_measured"] / r["tpot_predicted"] for r in rows), 2) == COLOCATED_TPOT_LAB_RATIO
     assert round(max(r["ttft_measured"] / r["ttft_predicted"] for r in rows), 2) == COLOCATED_TTFT_LAB_RATIO
 

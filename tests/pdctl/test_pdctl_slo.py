@@ -275,11 +275,11 @@ def test_the_plan_prices_pd_and_colocated_and_recommends_one_saying_why(dev_plan
     cached(dev_run)
     text = invoke("plan", "--stack", "dev").stdout
     assert "colocated (one engine, both phases)" in text and "recommended: colocated: 1 node at $2.04/h" in text
-    # The colocated model read low in the lab (not validated): the recommendation says what TTFT and TPOT
-    # would be at the worst ratios measured, and whether that still meets the targets.
-    ttft, tpot = colocated["ttft_seconds"] * 1.36, colocated["tpot_seconds"] * 1.16
+    # A deployment can measure colocated above the model (its stream flushes): the recommendation says what
+    # TTFT and TPOT would be at the worst ratios measured, and whether that still meets the targets.
+    ttft, tpot = colocated["ttft_seconds"] * 1.36, colocated["tpot_seconds"] * 1.17
     assert ttft <= dev_plan["slo"]["targets"]["ttft_seconds"] and tpot <= dev_plan["slo"]["targets"]["tpot_seconds"]
-    assert (f"(the lab measured colocated TTFT up to 1.36× and TPOT up to 1.16× this model's, "
+    assert (f"(the lab measured colocated TTFT up to 1.36× and TPOT up to 1.17× this model's, "
             f"docs/SIZING.md#colocated-steps: {ttft * 1000:,.0f} ms and {tpot * 1000:,.0f} ms, "
             "still within the targets)") in shapes["why"]
 
@@ -291,7 +291,7 @@ def test_a_colocated_recommendation_whose_figures_at_the_labs_ratios_miss_says_t
     targets = Targets(ttft_seconds=1.0, tpot_seconds=0.1, objective=0.99)
     assert _colocated_caveat(0.5, 0.05, targets).endswith("680 ms and 58 ms, still within the targets)")
     assert _colocated_caveat(0.5, 0.09, targets).endswith(
-        "680 ms and 104 ms, over a target: measure colocated (pdctl bench) before choosing it)")
+        "680 ms and 105 ms, over a target: measure colocated (pdctl bench) before choosing it)")
     assert _colocated_caveat(0.75, 0.05, targets).endswith(
         "1,020 ms and 58 ms, over a target: measure colocated (pdctl bench) before choosing it)")
 
