@@ -492,6 +492,19 @@ def test_sizing_md_quotes_the_spread_between_deployments_as_measured():
     assert "eight of the second deployment's twelve first tokens came in 70 to 77 ms" in sizing
 
 
+def test_validation_table_given_several_deployments_prints_each_ones_p90s(capsys):
+    from lab.__main__ import main
+
+    files = [f"{run}-lab-result.json.gz" for run in STEP_RUNS]
+    assert main(["validation-table", *files, "--predictions", str(COLOCATED_STEPS_PREDICTIONS)]) == 0
+    out = capsys.readouterr().out
+    assert "| colocated, ucx | 8 req/s | 576 | 226 ms | 228 ms | +1 % |" in out
+    assert "| colocated, ucx | 8 req/s | 576 | 226 ms (185, 234, 224) | 228 ms | +1 % |" in out.split(
+        "Each deployment apart")[1]
+    assert main(["validation-table", files[0], "--predictions", str(COLOCATED_STEPS_PREDICTIONS)]) == 0
+    assert "Each deployment apart" not in capsys.readouterr().out
+
+
 def test_the_plans_colocated_caveat_is_the_worst_ratios_the_lab_measured_against_the_step_model():
     from facts.slo_calibration import COLOCATED_TPOT_LAB_RATIO, COLOCATED_TTFT_LAB_RATIO
 
