@@ -16,7 +16,7 @@ from by_path import load_module
 from iam_evaluation import decision
 
 from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES
-from components.discovery import DeployedStack, DeployedSubnet
+from components.discovery import DEPLOYED_STACK_INVOKES, DeployedStack, DeployedSubnet
 from components.front_door import CONTROLLER_POLICY_FILE
 from components.model_access import read_policy
 from components.node_autoscaler import READ_ACTIONS, WRITE_ACTIONS
@@ -99,6 +99,11 @@ def test_nothing_is_granted_for_a_type_or_function_no_stack_uses(stacks):
     invokes = set().union(*(permissions.invokes_behind(registered_types(r), r.invokes) for r in stacks))
     assert set(permissions.RESOURCE_ACTIONS) | set(permissions.IAM_ROLE_TYPES) == types
     assert set(permissions.INVOKE_ACTIONS) == invokes
+
+
+def test_the_deploy_role_grants_exactly_what_reading_the_deployed_stack_asks():
+    # bootstrap/ is its own Pulumi project and keeps its own copy: the two lists may not drift apart.
+    assert {name: permissions.INVOKE_ACTIONS[name] for name in DEPLOYED_STACK_INVOKES} == DEPLOYED_STACK_INVOKES
 
 
 def test_the_deploy_role_may_attach_exactly_the_managed_policies_the_stack_attaches(stacks):
