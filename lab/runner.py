@@ -27,6 +27,7 @@ import os
 import platform
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -539,8 +540,7 @@ def _measure_stage(run: _LabRun, ready: list[LabApp], greedy: dict[str, list[dic
         _interference_pass(app, spec, data, run.time_left, run.started)
         results.save()
     for app in ready:
-        _open_loop_pass(app, spec, data, run.time_left, run.started)
-        results.save()
+        _open_loop_pass(app, spec, data, run.time_left, run.started, results.save)
         if spec.side_by_side and app.mode == "pd" and app.model.timed:
             _side_by_side(app, spec, data, run.out_dir, run.time_left, run.started)
             results.save()
@@ -634,9 +634,11 @@ def _time_pass(app: LabApp, spec: Workload, data: dict[str, Any], repeat: int, t
              f"itl_p90={_ms(s['itl_s'], 'p90')} out_tok/s={_num(s['output_tokens_per_s'])}", started)
 
 
-def _open_loop_pass(app: LabApp, spec: Workload, data: dict[str, Any], time_left, started: float) -> None:
+def _open_loop_pass(app: LabApp, spec: Workload, data: dict[str, Any], time_left, started: float,
+                    save: Callable[[], None]) -> None:
     """Open-loop arrivals at each of `spec.rates` (or the app's variant's own) on a timed model's apps of
-    `spec.open_loop_modes` (by default the PD app, what the stack deploys)."""
+    `spec.open_loop_modes` (by default the PD app, what the stack deploys). `save` writes the results after
+    each rate, so a run cut short keeps the rates it finished."""
     if not app.model.timed or app.mode not in spec.open_loop_modes:
         return
     low, high = app.model.prompt_token_range
@@ -653,6 +655,7 @@ def _open_loop_pass(app: LabApp, spec: Workload, data: dict[str, Any], time_left
                "requests": len(prompts), "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
                "summary": summarize(samples, wall_seconds=wall), "samples": raw_samples(samples)}
         data["open_loop"].append(row)
+        save()
         s = row["summary"]
         _log(f"{app.name} rate={rate}/s: ok={s['requests']['succeeded']}/{s['requests']['total']} "
              f"ttft_p90={_ms(s['ttft_s'], 'p90')} tpot_p90={_ms(s['tpot_s'], 'p90')}", started)

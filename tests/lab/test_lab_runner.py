@@ -635,8 +635,14 @@ def test_open_loop_rates_run_on_the_modes_asked_and_a_variant_may_take_its_own(d
         sent.clear()
         spec = Workload(rates=(2.0, 8.0), requests_per_rate=4, open_loop_modes=modes)
         data = {"open_loop": [], "not_done": []}
+        saved: list[int] = []  # rows on disk at each save: every finished rate is kept if the run is cut short
+
+        def save(saved=saved, data=data) -> None:
+            saved.append(len(data["open_loop"]))
+
         for app in apps:
-            lab_runner._open_loop_pass(app, spec, data, lambda: 1000.0, 0.0)
+            lab_runner._open_loop_pass(app, spec, data, lambda: 1000.0, 0.0, save)
+        assert saved == list(range(1, len(data["open_loop"]) + 1))
         assert [row["app"] for row in data["open_loop"]] == [
             a for a in ("qwen35-9b-pd-ucx", "qwen35-9b-pd-ucx", "qwen35-9b-colocated-ucx", "qwen35-9b-colocated-ucx")
             if a.split("-")[2] in modes]
