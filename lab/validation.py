@@ -392,28 +392,19 @@ def signed_percent(error: float) -> str:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    """The validation table as docs/SIZING.md shows it."""
-    lines = ["| app | load | requests | TTFT p90 measured | predicted | error | TPOT p90 measured | "
+    """The validation table as docs/SIZING.md shows it; rows from `per_deployment` also show each deployment's
+    p90s in brackets beside the pooled one."""
+    spread = bool(rows) and "ttft_deployments" in rows[0]
+    measured = "pooled (each deployment)" if spread else "measured"
+    lines = [f"| app | load | requests | TTFT p90 {measured} | predicted | error | TPOT p90 {measured} | "
              "predicted | error |", "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         load = f"{row['value']:g} req/s" if row["load"] == "rate" else f"concurrency {row['value']:g}"
-        lines.append(f"| {row['mode']}, {row['variant']} | {load} | {row['requests']} | "
-                     f"{row['ttft_measured'] * 1000:,.0f} ms | {row['ttft_predicted'] * 1000:,.0f} ms | "
-                     f"{signed_percent(row['ttft_error'])} | {row['tpot_measured'] * 1000:.2f} ms | "
-                     f"{row['tpot_predicted'] * 1000:.2f} ms | {signed_percent(row['tpot_error'])} |")
-    return "\n".join(lines) + "\n"
-
-
-def per_deployment_markdown(rows: list[dict[str, Any]]) -> str:
-    """`per_deployment`'s rows as docs/SIZING.md shows them: the pooled p90, each deployment's in brackets."""
-    lines = ["| app | load | requests | TTFT p90 pooled (each deployment) | predicted | error | "
-             "TPOT p90 pooled (each deployment) | predicted | error |", "|---|---|---|---|---|---|---|---|---|"]
-    for row in rows:
-        load = f"{row['value']:g} req/s" if row["load"] == "rate" else f"concurrency {row['value']:g}"
-        ttfts = ", ".join(f"{t * 1000:,.0f}" for t in row["ttft_deployments"])
-        tpots = ", ".join(f"{t * 1000:.2f}" for t in row["tpot_deployments"])
-        lines.append(f"| {row['mode']}, {row['variant']} | {load} | {row['requests']} | "
-                     f"{row['ttft_measured'] * 1000:,.0f} ms ({ttfts}) | {row['ttft_predicted'] * 1000:,.0f} ms | "
-                     f"{signed_percent(row['ttft_error'])} | {row['tpot_measured'] * 1000:.2f} ms ({tpots}) | "
+        ttft, tpot = f"{row['ttft_measured'] * 1000:,.0f} ms", f"{row['tpot_measured'] * 1000:.2f} ms"
+        if spread:
+            ttft += f" ({', '.join(f'{t * 1000:,.0f}' for t in row['ttft_deployments'])})"
+            tpot += f" ({', '.join(f'{t * 1000:.2f}' for t in row['tpot_deployments'])})"
+        lines.append(f"| {row['mode']}, {row['variant']} | {load} | {row['requests']} | {ttft} | "
+                     f"{row['ttft_predicted'] * 1000:,.0f} ms | {signed_percent(row['ttft_error'])} | {tpot} | "
                      f"{row['tpot_predicted'] * 1000:.2f} ms | {signed_percent(row['tpot_error'])} |")
     return "\n".join(lines) + "\n"

@@ -22,7 +22,7 @@ def cmd_predict(args) -> int:
 
 
 def cmd_table(args) -> int:
-    from lab.validation import link_windows, markdown, per_deployment, per_deployment_markdown, read_result, table
+    from lab.validation import link_windows, markdown, per_deployment, read_result, table
 
     predictions = json.loads(Path(args.predictions).read_text())
     results = [read_result(Path(path)) for path in args.results]
@@ -30,7 +30,7 @@ def cmd_table(args) -> int:
     print(markdown(rows), end="")
     if len(results) > 1:
         print("\nEach deployment apart (in the order given):\n")
-        print(per_deployment_markdown(per_deployment(predictions, results)), end="")
+        print(markdown(per_deployment(predictions, results)), end="")
     for result in results:
         for app, link in link_windows(result).items():
             print(f"{app}: KV link {link['transfers']:.0f} transfers of {link['bytes_per_transfer'] / 1e6:.1f} MB, "
