@@ -132,12 +132,13 @@ def sustained_hand_overs_per_second(results: list[dict[str, Any]]) -> float:
 
 def lab_engine(kv_bytes_per_second: float, stack: str = "dev", calibration: Calibration = CALIBRATION) -> ReplicaModel:
     """One engine as the lab runs it: the H200's speed, the L4's memory, the stack's engine settings and
-    the KV cache kvCacheFromPlan renders on the L4 (`run --kv-cache-bytes plan`)."""
+    stream flushes, and the KV cache kvCacheFromPlan renders on the L4 (`run --kv-cache-bytes plan`)."""
     from lab.stack import stack_app
 
     model = known_model(MODEL)
     assert model is not None
-    engine = stack_app(stack).engine_for("decode")
+    app = stack_app(stack)
+    engine = app.engine_for("decode")
     replica = lab_replica(model, GPU_SPECS["H200"], usable_memory_mib=L4_BUDGET_MIB,
                           gpu_memory_utilization=engine.gpu_memory_utilization, max_model_len=engine.max_model_len,
                           kv_bytes_per_second=kv_bytes_per_second, engine=engine, calibration=calibration)
@@ -147,7 +148,8 @@ def lab_engine(kv_bytes_per_second: float, stack: str = "dev", calibration: Cali
                               max_num_batched_tokens=engine.max_num_batched_tokens, fixed_kv_cache=True,
                               vllm_version="0.26.0")
     return replace(replica, kv_budget_bytes=planned.kv_budget_bytes,
-                   kv_blocks=min(b for b in (planned.num_blocks, planned.num_blocks_restart) if b is not None))
+                   kv_blocks=min(b for b in (planned.num_blocks, planned.num_blocks_restart) if b is not None),
+                   stream_tick_seconds=app.stream_tick_seconds)
 
 
 def hand_over_bytes(engine: ReplicaModel) -> int:

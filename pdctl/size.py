@@ -160,7 +160,7 @@ def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
         return _refused(option, f"weights + one {engine.max_model_len}-token sequence do not fit "
                                 f"{report.gpus_per_replica} × {report.usable_bytes / 2**30:.1f} GiB")
     replica = ReplicaModel.from_capacity(report, question.model, spec, engine=engine,
-                                         stream_tick_seconds=question.app.stream_batching_interval_ms / 1000)
+                                         stream_tick_seconds=question.app.stream_tick_seconds)
     try:
         # Every type with this GPU shares the floor: one note for them all.
         bounds = refuse_unreachable(replica, replica, question.workload, question.targets,

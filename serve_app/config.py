@@ -384,6 +384,11 @@ class PDAppConfig(FrozenModel):
     def phase(self, phase: Phase) -> PhaseSettings:
         return self.prefill if phase == "prefill" else self.decode
 
+    @property
+    def stream_tick_seconds(self) -> float:
+        """How often a stream is flushed to its client, in seconds: a first token waits for the next flush."""
+        return self.stream_batching_interval_ms / 1000
+
     def engine_for(self, phase: Phase) -> EngineSettings:
         return self.phase(phase).engine.apply_to(self.engine)
 

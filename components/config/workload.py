@@ -164,8 +164,7 @@ def replica_models(serving_app: CheckedApp, instances: dict[Phase, InstanceType]
             return f"{unknown}: the SLO is not sized"
         models[phase] = ReplicaModel.from_capacity(serving_app.capacity[phase], serving_app.model, spec,
                                                    engine=serving_app.config.engine_for(phase),
-                                                   stream_tick_seconds=serving_app.config.stream_batching_interval_ms
-                                                   / 1000)
+                                                   stream_tick_seconds=serving_app.config.stream_tick_seconds)
     return models
 
 

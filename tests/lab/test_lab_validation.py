@@ -570,3 +570,11 @@ def test_proven_md_records_the_cut_short_runs_start_and_what_it_served():
     assert f"the app ready {ready:.1f} s after it was deployed" in " ".join(_sizing_text().split())
     assert f"NIXL 1.3.1, from {result['started_at'][11:19]} UTC" in proven
     assert result["provenance"]["git_commit"].startswith("ae0917f") and "(commit ae0917f, which the result" in proven
+
+
+def test_the_lab_engine_flushes_its_stream_as_the_stack_configures_it(monkeypatch):
+    from lab import stack
+
+    published = stack.stack_app("dev")
+    monkeypatch.setattr(stack, "stack_app", lambda name: published.model_copy(update={"stream_batching_interval_ms": 5}))
+    assert validation.lab_engine(1.0).stream_tick_seconds == 0.005
