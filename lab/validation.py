@@ -397,8 +397,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     """The validation table as docs/SIZING.md shows it; rows from `per_deployment` also show each deployment's
     p90s in brackets beside the pooled one."""
     spread = bool(rows) and "ttft_deployments" in rows[0]
-    measured = "pooled (each deployment)" if spread else "measured"
-    lines = [f"| app | load | requests | TTFT p90 {measured} | predicted | error | TPOT p90 {measured} | "
+    heading = "pooled (each deployment)" if spread else "measured"
+    lines = [f"| app | load | requests | TTFT p90 {heading} | predicted | error | TPOT p90 {heading} | "
              "predicted | error |", "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         load = f"{row['value']:g} req/s" if row["load"] == "rate" else f"concurrency {row['value']:g}"
