@@ -21,7 +21,7 @@ from components.manifests.helm_values import (
     kuberay_operator_values,
     nvidia_device_plugin_values,
 )
-from components.manifests.image_prepull import image_prepull_manifest
+from components.manifests.image_prepull import PrePullNodes, image_prepull_manifest
 from components.manifests.serving_namespace import kuberay_namespace_manifest
 from components.scheduling import DEVICE_PLUGIN_NAMESPACE
 from facts.charts import EFA_DEVICE_PLUGIN, KUBERAY_OPERATOR, NVIDIA_DEVICE_PLUGIN, HelmChart
@@ -149,10 +149,12 @@ class RayImagePrePullArgs:
 
     provider: the cluster's Kubernetes provider.
     ray_image: the image the RayService runs (resolved and pinned by the settings).
+    nodes: "gpu" (the Ray workers' nodes) or "system" (the Ray head's).
     """
 
     provider: k8s.Provider
     ray_image: str
+    nodes: PrePullNodes = "gpu"
 
 
 # How long `pulumi up` waits for the pre-pull DaemonSet to be ready. pulumi-kubernetes waits 10 minutes
@@ -162,18 +164,19 @@ IMAGE_PULL_AWAIT = "30m"
 
 
 class RayImagePrePull(pulumi.ComponentResource):
-    """The Ray image pulled onto each GPU node as it joins (components/manifests/image_prepull.py).
+    """The Ray image pulled onto each GPU node as it joins, or onto each system node for the Ray head
+    (components/manifests/image_prepull.py).
 
-    Pass the GPU node group in `opts.depends_on`; it runs in parallel with the device plugins and
-    KubeRay. `pulumi up` waits for the DaemonSet to be ready, i.e. for the image to be on every GPU
-    node, so the RayService that depends on it starts without a pull.
+    Pass the node group in `opts.depends_on`; it runs in parallel with the device plugins and KubeRay.
+    `pulumi up` waits for the DaemonSet to be ready, i.e. for the image to be on every node of the
+    group, so the RayService that depends on it starts without a pull.
     """
 
     daemon_set: k8s.apps.v1.DaemonSet
 
     def __init__(self, name: str, args: RayImagePrePullArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("eks-pd-llm:addons:RayImagePrePull", name, None, opts)
-        body = image_prepull_manifest(args.ray_image)
+        body = image_prepull_manifest(args.ray_image, args.nodes)
         self.daemon_set = k8s.apps.v1.DaemonSet(
             name, metadata=body["metadata"], spec=body["spec"],
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=explicit_dependencies(opts),

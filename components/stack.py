@@ -102,7 +102,8 @@ class InferenceStack:
     coredns: CoreDns
     device_plugins: GpuDevicePlugins
     kuberay: KubeRayOperator
-    image_prepull: RayImagePrePull
+    image_prepull: RayImagePrePull  # onto the GPU nodes
+    head_image_prepull: RayImagePrePull  # onto the system nodes, for the Ray head
     model_access: ModelReadAccess | None
     inference: InferenceService
     storage: BlockStorage
@@ -190,10 +191,15 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None,
         opts=pulumi.ResourceOptions(depends_on=[system_nodes]),
     )
     # In parallel with the device plugins and KubeRay: the image is on the GPU nodes when the
-    # RayService's pods land there.
+    # RayService's worker pods land there, and on the system nodes when its head pod does (the workers
+    # wait for the head's GCS, so a pull there would come after KubeRay, on the way to the first token).
     image_prepull = RayImagePrePull(
         "ray-image-prepull", RayImagePrePullArgs(cluster.provider, settings.serving.image),
         opts=pulumi.ResourceOptions(depends_on=all_gpu_nodes),
+    )
+    head_image_prepull = RayImagePrePull(
+        "ray-image-prepull-system", RayImagePrePullArgs(cluster.provider, settings.serving.image, nodes="system"),
+        opts=pulumi.ResourceOptions(depends_on=[system_nodes]),
     )
     model_access = _model_access(settings, cluster)
     inference = InferenceService(
@@ -206,7 +212,7 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None,
         # Not on the device plugins' Helm releases: their wait (the DaemonSets ready on the GPU nodes) is the
         # deploy's proof they run, not a gate for the RayService, whose pods wait for the advertised GPUs
         # themselves; the image pre-pull's step counts the plugins' registration beside it.
-        opts=pulumi.ResourceOptions(depends_on=[kuberay, image_prepull, *all_gpu_nodes]),
+        opts=pulumi.ResourceOptions(depends_on=[kuberay, image_prepull, head_image_prepull, *all_gpu_nodes]),
     )
     storage, observability = _observability(settings, cluster, system_nodes, (*all_gpu_nodes, device_plugins))
     front_door = FrontDoorNetwork("front-door", FrontDoorArgs(
@@ -217,7 +223,8 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None,
     return InferenceStack(
         settings=settings, zones=zones, network=network, cluster=cluster, system_nodes=system_nodes,
         gpu_nodes=gpu_nodes, phase_gpu_nodes=phase_gpu_nodes, coredns=coredns, device_plugins=device_plugins,
-        kuberay=kuberay, image_prepull=image_prepull, model_access=model_access, inference=inference,
+        kuberay=kuberay, image_prepull=image_prepull, head_image_prepull=head_image_prepull,
+        model_access=model_access, inference=inference,
         storage=storage, observability=observability, gcs_store=gcs_store, node_autoscaler=node_autoscaler,
         front_door=front_door)
 

@@ -50,8 +50,9 @@ DURATIONS: dict[str, CreateDuration] = {
     # RayService: "several minutes" + first model load ~145 s.
     "kubernetes:ray.io/v1:RayService": CreateDuration(RAY_SERVICE_MINUTES, REFERENCE),
     # Managed add-ons (vpc-cni, coredns, kube-proxy) take a minute or two each.
-    # The Ray image pre-pull DaemonSet (the stack's only DaemonSet outside Helm) is ready once the
-    # image is on every GPU node: RAY_IMAGE_PULL below.
+    # The Ray image pre-pull DaemonSets (the stack's only DaemonSets outside Helm) are ready once the
+    # image is on every node of their group: RAY_IMAGE_PULL below (the plan charges the GPU nodes' one
+    # its cold-start path's image step instead; the system nodes' one always pulls).
     "kubernetes:apps/v1:DaemonSet": CreateDuration(RAY_IMAGE_PULL_SECONDS / 60, ESTIMATE),
     "aws:eks/addon:Addon": CreateDuration(1.5, ESTIMATE),
     "aws:ec2/natGateway:NatGateway": CreateDuration(2.0, ESTIMATE),
@@ -140,6 +141,9 @@ RAY_IMAGE_FROM_SNAPSHOT = StepDuration(
     "(AWS's EKS Blueprints pattern, AL2023-era managed node group)")
 # A Ray worker pod scheduled, its containers started and raylet joined to the head.
 RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registration with the GCS")
+# The Ray head pod on a system node, its image pre-pulled there: on a deploy the worker pods wait for its GCS.
+RAY_HEAD_START = StepDuration(20, ESTIMATE, "container start and the GCS up; the worker pods wait for it "
+                              "(docs/SOURCES.md#ray-head-image)")
 # An engine's start under Ray Serve LLM, in two measured parts, the stack's own engine (Qwen3.5-9B's
 # architecture with its published rotary settings, CUDA graphs, maxNumSeqs 32, the KV cache kvCacheFromPlan
 # renders, dummy weights: no weight read) on the lab's H200, 2026-12-03 (ENGINE_START_MEASURED).

@@ -13,7 +13,8 @@ Two figures, each a sum of documented steps (`facts/durations.py`: measured ones
 Beside them, where each start-time target stands (pod restart → serving ≤ 60 s,
 weights read at ≥ 70% of the local disk's sequential read; pdctl.plan judges the deploy's own two).
 `ray_service_minutes` is what the deploy critical path charges the RayService once the image is
-pre-pulled (its pull is charged to the pre-pull DaemonSet instead: `image_minutes`).
+pre-pulled on the GPU and the system nodes (the pulls are charged to the pre-pull DaemonSets instead:
+the GPU nodes' `image_minutes`): the Ray head starts, then a new node's share from the worker pod on.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ class ColdStart:
     pod_restart: Figure
     weight_load: WeightLoad
     image: Step  # the deploy's: the Ray image on the new GPU nodes, device plugins meanwhile (the pre-pull's wait)
-    ray_service: tuple[Step, ...]  # the RayService's share of a new node: pod, weights, Serve's replica, engine
+    ray_service: tuple[Step, ...]  # the RayService's on a deploy: head, then a new node's pod, weights, replica, engine
 
     @property
     def ray_service_minutes(self) -> float:
@@ -242,6 +243,8 @@ def _weight_load(serving: ServingSettings) -> WeightLoad:
                       warm_gb_per_s=durations.DEFAULT_LOADER_WARM_GB_PER_S)
 
 
+# On a deploy only: a new GPU node joins a cluster whose head is up.
+HEAD_START = Step("Ray head pod starts on a system node (its image pre-pulled there)", durations.RAY_HEAD_START)
 SERVE_REPLICA = Step("Ray Serve LLM starts the replica (its processes and engine-config tasks)",
                      durations.SERVE_REPLICA_START)
 COLD_ENGINE_INIT = Step("vLLM engine init, compile caches empty", durations.ENGINE_INIT_COLD)
@@ -282,7 +285,7 @@ def cold_start(serving: ServingSettings) -> ColdStart:
     return ColdStart(load_path=load_path, image_path=image_path, storage=serving.storage.summary,
                      compile_caches=caches, new_node=new_node, pod_restart=restart, weight_load=load,
                      image=deploy_image,
-                     ray_service=(pod, first, SERVE_REPLICA, engine_start))
+                     ray_service=(HEAD_START, pod, first, SERVE_REPLICA, engine_start))
 
 
 # A GPU node the Cluster Autoscaler adds, until its GPU is advertised (docs/SOURCES.md#node-join).

@@ -143,13 +143,13 @@ class _Schedule:
 
 def critical_path(resources: Iterable[GraphResource],
                   overrides: Mapping[str, CreateDuration] | None = None) -> CriticalPath:
-    """`overrides`: create times by resource type that the stack's own settings decide (the
-    RayService's, from its cold-start path), in place of facts.durations' generic ones."""
+    """`overrides`: create times by resource URN that the stack's own settings decide (the
+    RayService's, from its cold-start path), in place of facts.durations' generic ones by type."""
     by_urn = {r.urn: r for r in resources}
     if not by_urn:
         return CriticalPath(steps=[], minutes=0.0, sequential_minutes=0.0, finished_at={})
     durations = {
-        urn: (overrides or {}).get(r.type) or create_duration(r.type, custom=r.custom) for urn, r in by_urn.items()
+        urn: (overrides or {}).get(urn) or create_duration(r.type, custom=r.custom) for urn, r in by_urn.items()
     }
     schedule = _Schedule(by_urn, durations)
     last = schedule.last_done()

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from components.manifests.image_prepull import PREPULL_NAMES
 from components.node_groups import gpu_node_group_resource_name
 from facts.durations import CreateDuration
 from facts.fault_tolerance import HEAD_RESTART, HeadRestart
@@ -42,7 +43,7 @@ NAT_GATEWAY_TYPE = "aws:ec2/natGateway:NatGateway"
 CLUSTER_TYPES = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
 SUBNET_TYPE = "aws:ec2/subnet:Subnet"
 RAY_SERVICE_TYPE = "kubernetes:ray.io/v1:RayService"
-# The stack's one DaemonSet outside Helm: the Ray image pre-pull (components/manifests/image_prepull.py).
+# The stack's DaemonSets outside Helm: the Ray image pre-pulls (components/manifests/image_prepull.py).
 PREPULL_TYPE = "kubernetes:apps/v1:DaemonSet"
 SERVICE_TYPE = "kubernetes:core/v1:Service"
 HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
@@ -590,15 +591,26 @@ def control_plane_to_first_token(resources: list, path: CriticalPath) -> Verdict
     return Verdict(max(serving) - min(ready), CONTROL_PLANE_TO_FIRST_TOKEN_TARGET_MINUTES, "min")
 
 
+def create_time_overrides(resources: list, start: ColdStart) -> dict[str, CreateDuration]:
+    """By URN, the create times this stack's cold-start path decides: the RayService's follows the load
+    path (its image is pre-pulled), the GPU nodes' pre-pull DaemonSet's the image path (pulled, or on the
+    node's snapshot volume). The system nodes' pre-pull, for the Ray head, keeps the generic pull."""
+    ray_service = CreateDuration(start.ray_service_minutes, "cold-start steps: " + ", ".join(sorted(
+        {s.duration.source for s in start.ray_service})))
+    gpu_image = CreateDuration(start.image_minutes, f"cold-start step: {start.image.duration.source}")
+    overrides = {}
+    for r in resources:
+        if r.type == RAY_SERVICE_TYPE:
+            overrides[r.urn] = ray_service
+        elif r.type == PREPULL_TYPE and r.name == PREPULL_NAMES["gpu"]:
+            overrides[r.urn] = gpu_image
+    return overrides
+
+
 def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
     resources = list(run.resources)
     start = stack_cold_start(run)
-    # The RayService's create time follows the configured load path (its image is pre-pulled), the
-    # pre-pull DaemonSet's the image path (pulled, or on the node's snapshot volume).
-    overrides = None if start is None else {
-        RAY_SERVICE_TYPE: CreateDuration(start.ray_service_minutes, "cold-start steps: " + ", ".join(sorted(
-            {s.duration.source for s in start.ray_service}))),
-        PREPULL_TYPE: CreateDuration(start.image_minutes, f"cold-start step: {start.image.duration.source}")}
+    overrides = None if start is None else create_time_overrides(resources, start)
     region = region_of(resources, config_region)
     app = checked_app(run)
     reports, capacity_note = capacity_reports(app)

@@ -1,4 +1,5 @@
-"""The DaemonSet that pulls the Ray image onto every GPU node as soon as it joins, as plain data.
+"""The DaemonSets that pull the Ray image onto every GPU node as soon as it joins, and onto every system
+node for the Ray head (the same image: its Serve controller builds the app), as plain data.
 
 An init container from the Ray image exits at once (only its pull matters); a pause container then
 keeps the pod, and so the image, in use: the kubelet's image garbage collector removes only images
@@ -13,11 +14,13 @@ serving start reads almost entirely. A complete pull ahead of time is the change
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from components.scheduling import DEVICE_PLUGIN_NAMESPACE, GPU_NODE_SELECTOR, GPU_TOLERATION
+from components.scheduling import DEVICE_PLUGIN_NAMESPACE, GPU_NODE_SELECTOR, GPU_TOLERATION, SYSTEM_NODE_SELECTOR
 
-PREPULL_NAME = "ray-image-prepull"
+PrePullNodes = Literal["gpu", "system"]
+# By the nodes each pulls onto; the GPU nodes' name is the one every stack has had since the first release.
+PREPULL_NAMES: dict[PrePullNodes, str] = {"gpu": "ray-image-prepull", "system": "ray-image-prepull-system"}
 PREPULL_NAMESPACE = DEVICE_PLUGIN_NAMESPACE
 # The Kubernetes project's pause image (registry.k8s.io; 3.10 is the release kubeadm pins for
 # Kubernetes 1.31 and later): a few hundred KB that sleeps and does nothing else.
@@ -35,20 +38,22 @@ _LOCKED_DOWN = {
 _TINY = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
 
 
-def image_prepull_manifest(ray_image: str) -> dict[str, Any]:
-    """The pre-pull DaemonSet (apps/v1) for `ray_image` on the GPU nodes."""
-    labels = {"app.kubernetes.io/name": PREPULL_NAME}
+def image_prepull_manifest(ray_image: str, nodes: PrePullNodes = "gpu") -> dict[str, Any]:
+    """The pre-pull DaemonSet (apps/v1) for `ray_image` on the GPU nodes or on the system nodes."""
+    name = PREPULL_NAMES[nodes]
+    labels = {"app.kubernetes.io/name": name}
+    placement: dict[str, Any] = {"nodeSelector": dict(GPU_NODE_SELECTOR), "tolerations": [dict(GPU_TOLERATION)]} \
+        if nodes == "gpu" else {"nodeSelector": dict(SYSTEM_NODE_SELECTOR)}
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": PREPULL_NAME, "namespace": PREPULL_NAMESPACE, "labels": dict(labels)},
+        "metadata": {"name": name, "namespace": PREPULL_NAMESPACE, "labels": dict(labels)},
         "spec": {
             "selector": {"matchLabels": dict(labels)},
             "template": {
                 "metadata": {"labels": dict(labels)},
                 "spec": {
-                    "nodeSelector": dict(GPU_NODE_SELECTOR),
-                    "tolerations": [dict(GPU_TOLERATION)],
+                    **placement,
                     "automountServiceAccountToken": False,
                     "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True,
                                         "runAsUser": NOBODY_UID, "runAsGroup": NOBODY_UID},

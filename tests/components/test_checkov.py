@@ -76,7 +76,7 @@ def cluster_objects(stack: str) -> list[dict[str, Any]]:
     run = run_offline(stack, secrets={"hfToken": "hf_offlineplaceholdertoken"})
     objects = [manifest(r.type, r.inputs) for r in run.resources
                if r.type.startswith("kubernetes:") and r.type not in rules.HELM_CHART_TYPES]
-    # checkov scans built-in workloads (the image pre-pull DaemonSet) itself; only the RayService's
+    # checkov scans built-in workloads (the image pre-pull DaemonSets) itself; only the RayService's
     # templates need writing out.
     return objects + [d for obj in objects if obj["kind"] == "RayService" for d in pod_template_deployments(obj)]
 
@@ -137,12 +137,13 @@ def stack_findings(scan) -> list[dict[str, Any]]:
 def test_every_object_the_stacks_apply_is_scanned(scan):
     for stack, secrets in (("dev", ["Secret"] * 2), ("prod", ["Secret"] * 3)):
         kinds = sorted(o["kind"] for o in scan["objects"][stack])
-        # the Ray image pre-pull DaemonSet; serving, KubeRay and monitoring namespaces, the serving
-        # namespace's five NetworkPolicies, the HF token Secret and the front door's key Secret (prod:
-        # and the GCS store's token), the RayService and its three pod templates (head, prefill and
-        # decode workers); the PD dashboard ConfigMap and the front door's code ConfigMap, the Ray
-        # PodMonitor, the PD PrometheusRule, the gp3 StorageClass and the front door's NLB Service
-        assert kinds == [*["ConfigMap"] * 2, "DaemonSet", *["Deployment"] * 3, *["Namespace"] * 3,
+        # the Ray image pre-pull DaemonSets (GPU and system nodes); serving, KubeRay and monitoring
+        # namespaces, the serving namespace's five NetworkPolicies, the HF token Secret and the front
+        # door's key Secret (prod: and the GCS store's token), the RayService and its three pod templates
+        # (head, prefill and decode workers); the PD dashboard ConfigMap and the front door's code
+        # ConfigMap, the Ray PodMonitor, the PD PrometheusRule, the gp3 StorageClass and the front door's
+        # NLB Service
+        assert kinds == [*["ConfigMap"] * 2, *["DaemonSet"] * 2, *["Deployment"] * 3, *["Namespace"] * 3,
                          *["NetworkPolicy"] * 5, "PodMonitor", "PrometheusRule", "RayService", *secrets,
                          "Service", "StorageClass"], kinds
     assert scan["summary"]["parsing_errors"] == 0

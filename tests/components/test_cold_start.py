@@ -118,6 +118,7 @@ def test_several_engines_per_node_do_not_share_a_compile_cache(settings_for):
 def test_prepull_runs_on_gpu_nodes_unprivileged_and_keeps_the_image_in_use():
     body = image_prepull_manifest("example.com/ray:2.60.0")
     spec = body["spec"]["template"]["spec"]
+    assert body["metadata"]["name"] == "ray-image-prepull"  # the name every stack has had: no replacement
     assert spec["nodeSelector"] == {"role": "gpu-worker"}
     assert spec["tolerations"][0]["key"] == "nvidia.com/gpu"
     assert [c["image"] for c in spec["initContainers"]] == ["example.com/ray:2.60.0"]
@@ -130,20 +131,26 @@ def _waits_for(run, resource, other) -> bool:
     return other.urn in resource.dependencies
 
 
-def test_prepull_starts_with_the_gpu_nodes_beside_plugins_and_kuberay(offline_run):
+@pytest.mark.parametrize(("name", "group", "pods"), [
+    ("ray-image-prepull", "gpu-nodes", lambda cluster: cluster["workerGroupSpecs"][0]),
+    ("ray-image-prepull-system", "system-nodes", lambda cluster: cluster["headGroupSpec"]),
+])
+def test_each_prepull_starts_with_its_nodes_beside_plugins_and_kuberay(offline_run, name, group, pods):
     run = offline_run("dev")
     by_type = lambda t: [r for r in run.resources if r.type == t]  # noqa: E731
-    (daemon_set,) = by_type("kubernetes:apps/v1:DaemonSet")
+    (daemon_set,) = [r for r in by_type("kubernetes:apps/v1:DaemonSet") if r.name == name]
     (ray_service,) = by_type("kubernetes:ray.io/v1:RayService")
     releases = by_type("kubernetes:helm.sh/v3:Release")
-    gpu_groups = [r for r in by_type("eks:index:ManagedNodeGroup") if r.name == "gpu-nodes"]
-    assert gpu_groups and _waits_for(run, daemon_set, gpu_groups[0])
+    (nodes,) = [r for r in by_type("eks:index:ManagedNodeGroup") if r.name == group]
+    assert _waits_for(run, daemon_set, nodes)
     # Not after any Helm release: in parallel with them.
     assert not any(_waits_for(run, daemon_set, release) for release in releases)
     assert _waits_for(run, ray_service, daemon_set)
-    assert daemon_set.inputs["spec"]["template"]["spec"]["initContainers"][0]["image"] == \
-        ray_service.inputs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0][
-            "image"]
+    # The image the pods of that group run, onto the nodes they select.
+    template = pods(ray_service.inputs["spec"]["rayClusterConfig"])["template"]["spec"]
+    spec = daemon_set.inputs["spec"]["template"]["spec"]
+    assert spec["initContainers"][0]["image"] == template["containers"][0]["image"]
+    assert spec["nodeSelector"] == template["nodeSelector"]
 
 
 # ── S3 mirror ──────────────────────────────────────────────────────────────────────────────────
@@ -209,9 +216,11 @@ def test_without_a_mirror_no_role_and_no_service_account(offline_run):
     assert not [r for r in run.resources if r.name.startswith("model-access")]
 
 
-def test_pulumi_up_waits_longer_than_the_providers_10_minutes_for_the_image_pull(offline_run):
-    [prepull] = offline_run("dev").all("kubernetes:apps/v1:DaemonSet")
-    assert (prepull.custom_timeouts.create, prepull.custom_timeouts.update) == ("30m", "30m")
+def test_pulumi_up_waits_longer_than_the_providers_10_minutes_for_the_image_pulls(offline_run):
+    prepulls = offline_run("dev").all("kubernetes:apps/v1:DaemonSet")
+    assert sorted(p.name for p in prepulls) == ["ray-image-prepull", "ray-image-prepull-system"]
+    for prepull in prepulls:
+        assert (prepull.custom_timeouts.create, prepull.custom_timeouts.update) == ("30m", "30m")
 
 
 # ── The Ray image on a volume restored from an EBS snapshot (gpuImageSnapshotId) ───────────────────

@@ -287,7 +287,9 @@ def test_dev_orders_addons_and_rayservice_after_the_nodes_they_need(dev: Any) ->
     for chart in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin"):
         assert dev.depends_on(_release(dev, chart), gpu_nodes), chart
     assert dev.depends_on(_release(dev, "kuberay-operator"), system_nodes)
-    for prerequisite in (_release(dev, "kuberay-operator"), gpu_nodes, dev.one("kubernetes:apps/v1:DaemonSet"),
+    for prerequisite in (_release(dev, "kuberay-operator"), gpu_nodes,
+                         dev.one("kubernetes:apps/v1:DaemonSet", "ray-image-prepull"),
+                         dev.one("kubernetes:apps/v1:DaemonSet", "ray-image-prepull-system"),
                          dev.one(SECRET, HF_SECRET)):
         assert dev.depends_on(ray_service, prerequisite), prerequisite.name
     # The plugins' Helm wait proves them on the GPU nodes; the RayService's pods wait for the GPUs they advertise

@@ -59,6 +59,12 @@ def test_plan_md_quotes_the_first_token_of_a_stack_with_every_start_path():
     text = text_of("PLAN.md")
     assert f"EKS control plane ready → first token {reach.figure:.1f} min against ≤ {reach.limit:.0f}" in text
     assert f"compiles, {start.first_compile_minutes:.1f} min more" in text
+    # What that path waits for before the GPU node's share: the head's image on the system node, then the head.
+    steps = {s.name: s for s in plan.critical_path.steps}
+    pull = steps["ray-image-prepull-system"]
+    assert f"the Ray image's pull onto it for the head, {pull.minutes:.1f} min, an {pull.source}" in text
+    head = start.ray_service[0].duration
+    assert f"whose head then starts ({head.seconds:.0f} s, an {head.source})" in text
 
 
 def test_sizing_md_quotes_what_the_default_serves_and_holds(dev_plan):

@@ -167,6 +167,23 @@ def test_critical_path_runs_cluster_then_gpu_nodes_then_image_prepull_then_rayse
     assert last["minutes"] == pytest.approx(ray_service, abs=0.01)
 
 
+def test_the_ray_heads_image_is_pulled_beside_kuberay_and_counted_before_the_first_token():
+    # With the GPU nodes' image on a snapshot volume, the Ray head's pull onto the system node is what the
+    # RayService waits for last: the plan charges it there, not hidden inside the RayService's own time.
+    run = run_offline("dev", overrides={"gpuImageSnapshotId": "snap-0123456789abcdef0"})
+    plan = build_plan(run, stack="dev", config_region="us-west-2")
+    names = [s.name for s in plan.critical_path.steps]
+    assert names[-3:] == ["system-nodes", "ray-image-prepull-system", "inference-rayservice"], names
+    pull = plan.critical_path.steps[-2]
+    assert (pull.minutes, pull.source) == (durations.RAY_IMAGE_PULL_SECONDS / 60, "estimate")
+    # The GPU nodes' pre-pull finds the image on the volume: it is charged the snapshot's seconds.
+    gpu = next(r.urn for r in run.resources if r.name == "ray-image-prepull")
+    assert plan.critical_path.finished_at[gpu] < plan.critical_path.finished_at[pull.urn]
+    assert plan.cold_start.ray_service[0].name == "Ray head pod starts on a system node (its image pre-pulled there)"
+    # A new GPU node joins a cluster whose head is up: its figure has no head step.
+    assert all("head" not in s.name for s in plan.cold_start.new_node.steps)
+
+
 def test_plan_shows_both_cold_start_figures_with_their_sources(dev_plan):
     start = dev_plan["cold_start"]
     assert "RAID0" in start["storage"] and "Hugging Face" in start["load_path"]
