@@ -120,3 +120,21 @@ def test_the_scale_out_with_the_stacks_engine_served_with_no_failed_request():
     decision = run["serve_decisions"][0]
     assert f"at {decision['ongoing_requests']} ongoing requests" in flat
     assert f"{run['scale_up']['serve_decision_after_s']} s after the load stepped" in flat
+
+
+def test_a_prestarted_ray_worker_still_imports_the_replicas_modules_when_assigned():
+    logs = _logs("colocated", SECOND_COLOCATED)
+    # Ray's idle workers, started before any job took them: no job in their log names.
+    prestarted = {int(m[1]) for name in logs for m in [re.search(r"-ffffffff-(\d+)\.out$", name)] if m}
+    controller = next(t for n, t in logs.items() if "controller_" in n)
+    started = {deployment: (float(seconds), int(pid)) for deployment, seconds, pid in re.findall(
+        r"deployment='([^':]+)[^']*', app='[^']+'\) started successfully on node '\w+' after ([\d.]+)s \(PID: (\d+)\)",
+        controller)}
+    seconds, pid = started["OpenAiIngress"]
+    assert pid in prestarted and started["LLMServer"][1] not in prestarted
+    # Of those seconds, its own constructor took a tenth: the rest is the worker importing the replica's modules.
+    assert re.search(rf"after {seconds}s \(PID: {pid}\)\. Replica constructor, reconfigure method, and initial "
+                     r"health check took 0\.1s", controller)
+    flat = _flat("serve-replica-start")
+    assert f"({len(prestarted)} here: pids {min(prestarted)}–{max(prestarted)} in the 11:13 start's logs" in flat
+    assert f"(pid {pid}) and still started **{seconds} s** after Serve's decision" in flat
