@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 PRODUCT = ("facts", "serve_app", "components", "offline", "pdctl", "measure", "policy", "dashboards", "docs")
 TRACKER_WORDS = re.compile(r"\bissue[ -]?\d{1,2}\b|\bissue\d{1,2}-|\brun [A-C]\b|\bRun \d\b|prefill = decode",
                            re.IGNORECASE)
-# The lab's own words to its users: its READMEs, its code and the names of its variant files.
+# The lab's own words to its users: its READMEs, its reports, its code and the names of its variant files.
 LAB_TEXTS = ("lab/README.md", "lab/results/README.md")
 
 
@@ -37,9 +37,9 @@ def test_no_tracker_words_in_the_product_or_its_docs():
     assert found == []
 
 
-def test_no_tracker_words_in_the_labs_readmes_code_or_variant_names():
+def test_no_tracker_words_in_the_labs_readmes_reports_code_or_variant_names():
     files = [REPO / name for name in LAB_TEXTS] + sorted((REPO / "lab").rglob("*.py")) + sorted(
-        (REPO / "lab").glob("*.sh"))
+        (REPO / "lab").glob("*.sh")) + sorted((REPO / "lab" / "results").glob("*.md"))
     found = [f"{path.relative_to(REPO)}:{number}: {match.group()}"
              for path in files
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
