@@ -39,6 +39,7 @@ from components.config.zones import AvailabilityZonePlan
 from components.front_door import FrontDoorArgs, FrontDoorNetwork
 from components.gcs_store import GcsStore, GcsStoreArgs
 from components.inference import GcsStoreConnection, InferenceService, InferenceServiceArgs
+from components.manifests.image_prepull import PREPULL_NAMES
 from components.model_access import ModelReadAccess, ModelReadAccessArgs
 from components.network import Network, NetworkArgs
 from components.node_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
@@ -194,11 +195,11 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None,
     # RayService's worker pods land there, and on the system nodes when its head pod does (the workers
     # wait for the head's GCS, so a pull there would come after KubeRay, on the way to the first token).
     image_prepull = RayImagePrePull(
-        "ray-image-prepull", RayImagePrePullArgs(cluster.provider, settings.serving.image),
+        PREPULL_NAMES["gpu"], RayImagePrePullArgs(cluster.provider, settings.serving.image),
         opts=pulumi.ResourceOptions(depends_on=all_gpu_nodes),
     )
     head_image_prepull = RayImagePrePull(
-        "ray-image-prepull-system", RayImagePrePullArgs(cluster.provider, settings.serving.image, nodes="system"),
+        PREPULL_NAMES["system"], RayImagePrePullArgs(cluster.provider, settings.serving.image, nodes="system"),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes]),
     )
     model_access = _model_access(settings, cluster)

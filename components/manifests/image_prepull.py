@@ -19,7 +19,8 @@ from typing import Any, Literal
 from components.scheduling import DEVICE_PLUGIN_NAMESPACE, GPU_NODE_SELECTOR, GPU_TOLERATION, SYSTEM_NODE_SELECTOR
 
 PrePullNodes = Literal["gpu", "system"]
-# By the nodes each pulls onto; the GPU nodes' name is the one every stack has had since the first release.
+# By the nodes each pulls onto: the DaemonSet's name in Kubernetes and in the graph (the plan finds the GPU
+# nodes' one by it); that one is the name every stack has had since the first release.
 PREPULL_NAMES: dict[PrePullNodes, str] = {"gpu": "ray-image-prepull", "system": "ray-image-prepull-system"}
 PREPULL_NAMESPACE = DEVICE_PLUGIN_NAMESPACE
 # The Kubernetes project's pause image (registry.k8s.io; 3.10 is the release kubeadm pins for
