@@ -14,6 +14,7 @@
   soak        a long steady load, memory sampled (lab/soak.py)
   bad-requests  the requests clients get wrong, a burst, then a normal one (lab/bad_requests.py)
   scaling     decode scaled 1 → 2 → 1 by the stack's autoscaling config under a load ramp (lab/scaling.py)
+  update      a serve-config change under an open-loop load: in place, blue/green, or an eviction (lab/update.py)
   door        the front door's added latency and its 401/429 under load, on the stack's PD app (lab/door.py)
   door-cost   the front door's own work per request, in-process on the CPU (lab/door_cost.py)
   pd-hop      a run's TTFT at concurrency 1 split into Serve's hops, prefill and the rest (lab/pd_hop.py)
@@ -29,11 +30,23 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lab.commands import compare, door, loadtime, models, probe, render, resilience, results, run, validation
+from lab.commands import (
+    compare,
+    door,
+    loadtime,
+    models,
+    probe,
+    render,
+    resilience,
+    results,
+    run,
+    update,
+    validation,
+)
 from serve_app.errors import ConfigError
 
 # In the order `--help` lists the commands.
-GROUPS = (render, models, run, probe, compare, resilience, loadtime, door, results, validation)
+GROUPS = (render, models, run, probe, compare, resilience, update, loadtime, door, results, validation)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -439,9 +439,9 @@ def run_door(*, keyed_args: dict[str, Any], source: str, model: apps.LabModel, o
         "spec": asdict(spec), "timing": [], "not_done": []})
     run = _DoorRun(results, spec.timing, out_dir, started, deadline_s, spec, pair, keys, key_table, pass_reserve_s)
     ray_address = os.environ.get("RAY_ADDRESS")
-    from lab.resilience import _ray_init
+    from lab.resilience import ray_init
 
-    _ray_init(fake_engines, env)
+    ray_init(fake_engines, env)
     from ray import serve
 
     try:
@@ -495,7 +495,7 @@ async def _warm_up(app: apps.LabApp, run: _DoorRun) -> dict[str, Any]:
 
 
 def _finish(run: _DoorRun, ray_address: str | None) -> None:
-    from lab.resilience import _stop_ray
+    from lab.resilience import stop_ray
 
     data = run.data
     data["verdict"] = verdict(data)
@@ -503,7 +503,7 @@ def _finish(run: _DoorRun, ray_address: str | None) -> None:
     data["wall_s"] = round(time.perf_counter() - run.started, 1)
     run.save()
     ray_outputs.write_log_excerpt(ray_outputs.ray_log_dir(), run.out_dir / "door-ray-log-excerpt.txt")
-    _stop_ray(ray_address)
+    stop_ray(ray_address)
     run.log("shut down")
 
 

@@ -45,7 +45,9 @@ NIXL_TRANSFERS = "ray_vllm_nixl_xfer_time_seconds_count"
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """A closed-loop mixed load: `concurrency` clients, every `long_every`-th request a long prompt."""
+    """A mixed load, every `long_every`-th request a long prompt: closed-loop, `concurrency` clients; or,
+    with `rate_per_s`, open-loop: Poisson arrivals at that rate whatever is in flight, so a stall shows
+    as queued requests and a gap in delivered tokens rather than as fewer requests sent."""
 
     concurrency: int = 4
     short_prompt_tokens: int = 64
@@ -53,6 +55,7 @@ class LoadSpec:
     long_every: int = 4
     output_tokens: int = 32
     seed: int = 0
+    rate_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,22 +90,48 @@ class SteadyLoad:
 
     async def _run(self) -> None:
         async with workload.openai_client(self.base_url) as client:
-            await asyncio.gather(*(self._client(client, i) for i in range(self.spec.concurrency)))
+            if self.spec.rate_per_s is not None:
+                await self._open_loop(client, self.spec.rate_per_s)
+            else:
+                await asyncio.gather(*(self._client(client, i) for i in range(self.spec.concurrency)))
+
+    def _prompt(self, rng: random.Random, sent: int) -> list[int]:
+        low, high = self.token_range
+        length = self.spec.long_prompt_tokens if sent % self.spec.long_every == 0 else self.spec.short_prompt_tokens
+        return [rng.randrange(low, high) for _ in range(length)]
+
+    async def _send(self, client, prompt: list[int]) -> RequestSample:
+        sample = await workload.stream_completion(client, workload.completion_body(
+            self.model_id, prompt, self.spec.output_tokens, stream=True))
+        with self._lock:
+            self.samples.append(sample)
+        return sample
 
     async def _client(self, client, index: int) -> None:
         rng = random.Random(self.spec.seed * 1000 + index)
-        low, high = self.token_range
         sent = 0
         while not self._stop.is_set():
             sent += 1
-            length = self.spec.long_prompt_tokens if sent % self.spec.long_every == 0 else self.spec.short_prompt_tokens
-            prompt = [rng.randrange(low, high) for _ in range(length)]
-            sample = await workload.stream_completion(client, workload.completion_body(
-                self.model_id, prompt, self.spec.output_tokens, stream=True))
-            with self._lock:
-                self.samples.append(sample)
+            sample = await self._send(client, self._prompt(rng, sent))
             if not sample.ok:
                 await asyncio.sleep(0.2)  # a failing endpoint answers at once: do not spin
+
+    async def _open_loop(self, client, rate_per_s: float) -> None:
+        """Seeded Poisson arrivals (as measure.latency.poisson_arrival_times draws them) until stopped;
+        then the requests in flight finish."""
+        rng = random.Random(self.spec.seed)
+        in_flight: set[asyncio.Task] = set()
+        due, sent = time.perf_counter(), 0
+        while True:
+            due += rng.expovariate(rate_per_s)
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            if self._stop.is_set():
+                break
+            sent += 1
+            task = asyncio.create_task(self._send(client, self._prompt(rng, sent)))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+        await asyncio.gather(*in_flight)
 
 
 # ── Serve, as the lab sees it ──────────────────────────────────────────────────────────────────

@@ -2,6 +2,8 @@
 
 - `outage`: over the requests of a steady load, which failed after the fault and when requests
   succeeded again.
+- `longest_silence`: over the same requests, the longest stretch in which no token reached any client
+  (an outage that queues requests instead of failing them shows here).
 - `back_after`: over periodic observations of Serve, when the killed thing was back.
 - `counter_increase`: between two Prometheus scrapes, how much a counter (a histogram's `_count`)
   grew, a restarted replica's series (reset to zero, or new) counted from zero.
@@ -12,6 +14,7 @@ Times are seconds on one monotonic clock (time.perf_counter on the lab host).
 
 from __future__ import annotations
 
+import itertools
 import re
 import statistics
 from collections import Counter
@@ -45,6 +48,17 @@ def outage(samples: Sequence[RequestSample], injected_at: float) -> dict[str, An
         "time_to_success_s": round(min(recovered) - injected_at, 3) if recovered else None,
         "errors": dict(errors.most_common(5)),
     }
+
+
+def longest_silence(samples: Sequence[RequestSample], start: float, end: float) -> float | None:
+    """The longest stretch within [start, end] in which no request received a token, in seconds: under a
+    load that keeps arriving, how long the service stopped answering, whether the requests meanwhile
+    failed or waited. Tokens of requests that failed later count (they reached the client). None for
+    an empty window."""
+    if end <= start:
+        return None
+    edges = [start, *sorted(t for s in samples for t in s.token_times if start <= t <= end), end]
+    return round(max(b - a for a, b in itertools.pairwise(edges)), 3)
 
 
 _REQUEST_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{16,}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from lab import apps, bad_requests, bench_compare, faults, ray_outputs, runner, 
 from lab.overlay import GiB
 from lab.provenance import gpu, versions
 from lab.recovery import Observation
+from lab.variants import Variant
 from measure.latency import RequestSample, summarize
 
 KINDS = ("bench-compare", "bad-requests", "faults", "soak", "scaling")
@@ -64,10 +66,13 @@ class RunOptions:
     ramp: scaling.Ramp = DEFAULT_RAMP
 
 
-def _apps(rendered_args: dict[str, Any], model: apps.LabModel, fake_engines: bool,
-          kv_cache_memory_bytes: int | None, budget_utilization: float | None) -> list[apps.LabApp]:
-    built = apps.lab_apps(rendered_args, [model], kv_cache_memory_bytes=kv_cache_memory_bytes or 4 * GiB,
-                          budget_utilization=budget_utilization)
+def lab_apps_placed(rendered_args: dict[str, Any], models: list[apps.LabModel], fake_engines: bool,
+                    kv_cache_memory_bytes: int | None, budget_utilization: float | None,
+                    variants: tuple[Variant, ...] = ()) -> list[apps.LabApp]:
+    """`apps.lab_apps`, each engine on the GPU budget given (none: a fixed 4 GiB KV cache); with
+    `fake_engines`, placed on the CPU."""
+    built = apps.lab_apps(rendered_args, models, kv_cache_memory_bytes=kv_cache_memory_bytes or 4 * GiB,
+                          budget_utilization=budget_utilization, variants=variants)
     if not fake_engines:
         return built
     from lab.fake_engine import cpu_placement
@@ -80,11 +85,11 @@ def _apps(rendered_args: dict[str, Any], model: apps.LabModel, fake_engines: boo
                 args[role] = cpu_placement(args[role])
         if "llm_configs" in args:
             args["llm_configs"] = [cpu_placement(c) for c in args["llm_configs"]]
-        placed.append(apps.LabApp(app.name, app.model, app.mode, app.route_prefix, args, app.overlays))
+        placed.append(dataclasses.replace(app, args=args))
     return placed
 
 
-def _ray_init(fake_engines: bool, env: dict[str, str]) -> None:
+def ray_init(fake_engines: bool, env: dict[str, str]) -> None:
     import ray
 
     os.environ.update(env)
@@ -187,7 +192,7 @@ def _ok_lines(path: Path) -> int | None:
     return len(scaling.served_ok_times(path.read_text(errors="replace"))) if path.is_file() else None
 
 
-def _first_served(app: str, deployment: str, replicas: Sequence[str],
+def first_served(app: str, deployment: str, replicas: Sequence[str],
                   wall_offset: float) -> tuple[str, float, float] | None:
     """(replica, time on the lab's clock, seconds the call took) of the earliest successful call in
     the access lines of `replicas`; None: none served yet."""
@@ -271,7 +276,7 @@ class _ScalingRun:
         if scaling.first_at(self.observations, self.step, self.decode, scaling.SCALED_TO, at_least=True) is None:
             return False
         new = self.new_replicas()
-        first = _first_served(self.pd.name, self.decode, new, self.wall_offset)
+        first = first_served(self.pd.name, self.decode, new, self.wall_offset)
         self.served[:] = [first[:2]] if first else []
         self.first_call_s = first[2] if first else None
         if not self.counted:
@@ -433,7 +438,8 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
         scaling.check_ramp(options.ramp, rendered_args["decode_config"])
     started = time.perf_counter()
     # The colocated baseline only where greedy outputs are compared.
-    deployed = [a for a in _apps(rendered_args, model, fake_engines, kv_cache_memory_bytes, budget_utilization)
+    deployed = [a for a in lab_apps_placed(rendered_args, [model], fake_engines, kv_cache_memory_bytes,
+                                               budget_utilization)
                 if "faults" in kinds or a.mode == "pd"]
     deployment = _Deployment(pd=next(a for a in deployed if a.mode == "pd"),
                              colocated=next((a for a in deployed if a.mode == "colocated"), None),
@@ -449,7 +455,7 @@ def run_resilience(kinds: Sequence[str], *, rendered_args: dict[str, Any], sourc
     }
     documents: dict[str, dict[str, Any]] = {}
     ray_address = os.environ.get("RAY_ADDRESS")
-    _ray_init(fake_engines, env)
+    ray_init(fake_engines, env)
     from ray import serve
 
     try:
@@ -502,12 +508,12 @@ def _run_kind(kind: str, deployment: _Deployment, ready: dict[str, dict[str, Any
 def _shut_down(deployment: _Deployment, ray_address: str | None) -> None:
     """Ray's log excerpt written, Serve and Ray shut down, RAY_ADDRESS as it was before the run."""
     ray_outputs.write_log_excerpt(ray_outputs.ray_log_dir(), deployment.out_dir / "resilience-ray-log-excerpt.txt")
-    _stop_ray(ray_address)
+    stop_ray(ray_address)
     deployment.log("shut down")
 
 
-def _stop_ray(ray_address: str | None) -> None:
-    """Serve and Ray shut down, RAY_ADDRESS put back as it was before `_ray_init`."""
+def stop_ray(ray_address: str | None) -> None:
+    """Serve and Ray shut down, RAY_ADDRESS put back as it was before `ray_init`."""
     import ray
     from ray import serve
 

@@ -243,11 +243,12 @@ async def _time_app(app: LabApp, spec: Workload, concurrency: int, repeat: int =
     }
 
 
-def raw_samples(samples: list[RequestSample]) -> list[dict[str, Any]]:
-    """Per-request data, times relative to the first request's start (s) and to each request's start (ms)."""
+def raw_samples(samples: list[RequestSample], origin: float | None = None) -> list[dict[str, Any]]:
+    """Per-request data, times relative to `origin` (default: the first request's start) (s) and to each
+    request's start (ms)."""
     if not samples:
         return []
-    origin = min(s.start for s in samples)
+    origin = min(s.start for s in samples) if origin is None else origin
     return [{"start_s": round(s.start - origin, 4), "e2e_s": round(s.e2e, 4),
              "ttft_s": round(s.ttft, 4) if s.ok else None, "output_tokens": s.output_tokens,
              "prompt_tokens": s.prompt_tokens, "error": s.error,

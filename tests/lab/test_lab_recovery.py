@@ -205,3 +205,14 @@ def test_the_engine_core_under_a_replica_is_found_by_its_title():
     finally:
         core.kill()
         core.wait()
+
+
+# ── longest silence ──────────────────────────────────────────────────────────────────────────
+
+def test_the_longest_silence_is_the_widest_stretch_without_a_token_within_the_window():
+    samples = [RequestSample(start=9, end=10.4, token_times=(9.5, 10.4), output_tokens=2),
+               RequestSample(start=10, end=40, token_times=(31.0, 40.0), output_tokens=2),  # waited, then served
+               RequestSample(start=12, end=12.1, error=DEAD)]  # failed: no token
+    assert recovery.longest_silence(samples, 10.0, 35.0) == pytest.approx(31.0 - 10.4)
+    assert recovery.longest_silence(samples, 32.0, 35.0) == pytest.approx(3.0)  # no token at all: the whole window
+    assert recovery.longest_silence(samples, 35.0, 35.0) is None

@@ -265,9 +265,9 @@ def test_the_new_replicas_first_ok_call_is_found_in_its_workers_stderr_when_its_
     monkeypatch.setattr(faults, "serve_details", lambda: details)
     monkeypatch.setattr(ray_outputs, "ray_log_dir", lambda: tmp_path)
 
-    found = resilience._first_served("tiny-pd", "Decode:m", ["new1"], wall_offset=first)
+    found = resilience.first_served("tiny-pd", "Decode:m", ["new1"], wall_offset=first)
     assert found is not None and found[0] == "new1" and found[1] == pytest.approx(0.25)
-    assert resilience._first_served("tiny-pd", "Decode:m", ["gone"], wall_offset=first) is None
+    assert resilience.first_served("tiny-pd", "Decode:m", ["gone"], wall_offset=first) is None
 
 
 # ── the new replica's start: its engine, its first token, its compile caches ─────────────────
@@ -406,8 +406,8 @@ def test_on_a_gpu_budget_each_scaling_engine_gets_the_probes_kv_cache_and_utiliz
 
     model = apps.LabModel("qwen35-9b", "/m", True, True, (4, 500))
     scaled, _ = rendered_pd_serving_args("dev", overrides=parse_overrides(SCALING_SETS))
-    [pd] = [a for a in resilience._apps(scaled, model, False, kv_cache_memory_bytes=2_849_190_707,
-                                        budget_utilization=0.16) if a.mode == "pd"]
+    [pd] = [a for a in resilience.lab_apps_placed(scaled, [model], False, kv_cache_memory_bytes=2_849_190_707,
+                                                  budget_utilization=0.16) if a.mode == "pd"]
     for role in ("prefill_config", "decode_config"):
         engine = pd.args[role]["engine_kwargs"]
         assert (engine["kv_cache_memory_bytes"], engine["gpu_memory_utilization"]) == (2_849_190_707, 0.16)
