@@ -8,6 +8,7 @@ before any resource; this module only registers them, in order, through the clus
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,11 @@ from front_door.keys import KEY_TABLE_FILE
 # so a deploy that cannot serve fails the update instead of reporting success.
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 WAIT_FOR_READY = "condition=Ready"
+# Under NewCluster an update is done once the new cluster serves: KubeRay holds UpgradeInProgress True
+# from the reconcile that sees the new generation until it has switched the serve Service, and the
+# provider checks each condition's observedGeneration (docs/SOURCES.md#pulumi-wait-for). A JSON list:
+# every expression must hold.
+WAIT_FOR_SWITCHED = json.dumps([WAIT_FOR_READY, "condition=UpgradeInProgress=False"])
 # Pulumi gives up a little after KubeRay would: KubeRay's own timeout then explains the failure
 # in the RayService status.
 AWAIT_MARGIN_SECONDS = 10 * 60
@@ -111,8 +117,6 @@ class InferenceService(pulumi.ComponentResource):
         gcs_store = self._gcs_store_secret(name, spec, args.gcs_store, after_namespace)
         if gcs_store is not None:
             ray_service_deps.append(self.gcs_store_secret)
-        if spec.upgrade_strategy == "NewCluster":
-            self._warn_of_a_second_cluster(spec)
         self.ray_service = _ray_service(name, spec, args.model_reader_role_arn, gcs_store,
                                         pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                                             depends_on=ray_service_deps)))
@@ -128,13 +132,6 @@ class InferenceService(pulumi.ComponentResource):
             "serve_service_name": self.serve_service_name,
             "serve_port": self.serve_port,
         })
-
-    def _warn_of_a_second_cluster(self, spec: ServingSettings) -> None:
-        more = " and ".join(f"{group.count} more {group.instance.name}" for group in spec.node_groups)
-        pulumi.log.warn(
-            f"upgradeStrategy NewCluster: a RayService cluster change starts a second RayCluster that needs "
-            f"{more} nodes; unless gpuNodeMaxCount leaves room "
-            "for them it stays Pending and the old cluster keeps serving the old version", resource=self)
 
     def _namespace(self, name: str, spec: ServingSettings, child: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
         """The namespace and its NetworkPolicies; returns the options of what must wait for the namespace."""
@@ -226,7 +223,8 @@ def _ray_service(name: str, spec: ServingSettings, model_reader_role_arn: pulumi
     """The RayService, which `pulumi up` waits on until it is Ready."""
     body = ray_service_manifest(spec, model_reader_role_arn, gcs_store)
     metadata = dict(body["metadata"])
-    metadata["annotations"] = {**metadata["annotations"], WAIT_FOR_ANNOTATION: WAIT_FOR_READY}
+    wait_for = WAIT_FOR_SWITCHED if spec.updates.blue_green else WAIT_FOR_READY
+    metadata["annotations"] = {**metadata["annotations"], WAIT_FOR_ANNOTATION: wait_for}
     await_limit = f"{int(duration_seconds(spec.initializing_timeout) or 0) + AWAIT_MARGIN_SECONDS}s"
     return k8s.apiextensions.CustomResource(
         f"{name}-rayservice",

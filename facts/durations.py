@@ -140,6 +140,11 @@ RAY_IMAGE_FROM_SNAPSHOT = StepDuration(
     "restored from an EBS snapshot with fast snapshot restore started in under 5 s, against 334 s pulling it "
     "(AWS's EKS Blueprints pattern, AL2023-era managed node group)")
 # A Ray worker pod scheduled, its containers started and raylet joined to the head.
+# How long the Cluster Autoscaler keeps a node it no longer needs before it removes it: the extra GPU
+# nodes of a blue/green switch run this much longer than the switch (the chart leaves the default).
+CLUSTER_AUTOSCALER_SCALE_DOWN = StepDuration(
+    600, REFERENCE, "docs/SOURCES.md#cluster-autoscaler: scale-down-unneeded-time defaults to 10m (chart 9.59.0 "
+    "values.yaml), and a node added by a scale-up is not removed sooner than scale-down-delay-after-add, also 10m")
 RAY_POD_START = StepDuration(20, ESTIMATE, "container start and raylet registration with the GCS")
 # The Ray head pod on a system node, its image pre-pulled there: on a deploy the worker pods wait for its GCS.
 RAY_HEAD_START = StepDuration(20, ESTIMATE, "container start and the GCS up; the worker pods wait for it "

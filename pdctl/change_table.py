@@ -28,8 +28,12 @@ from facts.durations import create_duration
 from facts.images import DLC_TAG, PUBLIC_DLC_REPOSITORY
 from pdctl.node_rollout import REPLACE, REPLACE_WITH_GAP, ROLL
 from pdctl.plan_diff import PlanDiff, ResourceChange, diff_plans
+from pdctl.update_traffic import ServingImpact, Surge
+from serve_app.errors import ConfigError
 
 STACK = "dev"
+# The stacks whose serving each row shows: dev updates in place, prod blue/green.
+SERVING_STACKS = ("dev", "prod")
 RAY_SERVICE_TYPE = "kubernetes:ray.io/v1:RayService"
 # What the network and the cluster are: a change that replaces one of them must say why.
 NETWORK_AND_CLUSTER_TYPES = {
@@ -57,6 +61,8 @@ class CommonChange:
     release: str | None = None
     program_change: str | None = None  # `module.ATTRIBUTE`
     why_network: str = ""
+    # What prod sets too: the room its blue/green updates need beside a larger cluster.
+    prod_settings: dict[str, str] = field(default_factory=dict)
 
     @property
     def how(self) -> str:
@@ -65,7 +71,8 @@ class CommonChange:
         if self.program_change:
             return f"the program's `{self.program_change}` plus one"
         base = f" (from {_settings_text(self.base)})" if self.base else ""
-        return _settings_text(self.settings) + base
+        prod = f" (prod also {_settings_text(self.prod_settings)})" if self.prod_settings else ""
+        return _settings_text(self.settings) + base + prod
 
 
 def _settings_text(settings: dict[str, str]) -> str:
@@ -95,9 +102,9 @@ COMMON_CHANGES: tuple[CommonChange, ...] = (
     CommonChange("maxModelLen 4096 → 8192", {"maxModelLen": "8192"}),
     CommonChange('FP8 weights (quantization "" → fp8)', {"quantization": "fp8"}),
     CommonChange("decode replica bounds 1 → 1 to 2, with a third GPU node for it (fixed size)",
-                 {"decodeMaxReplicas": "2", "gpuNodeCount": "3"}),
+                 {"decodeMaxReplicas": "2", "gpuNodeCount": "3"}, prod_settings={"gpuNodeMaxCount": "5"}),
     CommonChange("GPU nodes may grow (2 → 2 to 4 nodes, decode 1 to 3 replicas)",
-                 {**AUTOSCALED, "decodeMaxReplicas": "3"}),
+                 {**AUTOSCALED, "decodeMaxReplicas": "3"}, prod_settings={"gpuNodeMaxCount": "6"}),
     CommonChange("Kubernetes minor (1.34 → 1.35)", {"kubernetesVersion": "1.35"}, {"kubernetesVersion": "1.34"}),
     *_chart_changes(),
     CommonChange("the Ray image (the region's ECR copy of the Ray LLM image → its public ECR one)",
@@ -118,6 +125,8 @@ class ChangeRow:
     change: CommonChange
     diff: PlanDiff
     minutes: float
+    # Per stack of SERVING_STACKS: what the change does to traffic there, or why that stack refuses it.
+    serving: dict[str, ServingImpact | str] = field(default_factory=dict)
 
     @property
     def replaced(self) -> list[ResourceChange]:
@@ -129,16 +138,17 @@ class ChangeRow:
         return [r for r in self.replaced if r.type in NETWORK_AND_CLUSTER_TYPES]
 
 
-def _plan(settings: dict[str, str], program_change: str | None = None, deployed_from: dict | None = None) -> dict:
-    """The dev stack's plan with `settings`; with `deployed_from`, planned as an update of what that
+def _plan(settings: dict[str, str], program_change: str | None = None, deployed_from: dict | None = None,
+          stack: str = STACK) -> dict:
+    """The stack's plan with `settings`; with `deployed_from`, planned as an update of what that
     plan deployed (its subnets, zones and roles kept, as `pulumi preview` keeps them)."""
     from offline import deployed_stack_from_plan, run_offline
     from pdctl.plan import build_plan
 
     deployed = deployed_stack_from_plan(deployed_from) if deployed_from is not None else None
     with _program_changed(program_change):
-        run = run_offline(STACK, overrides=settings, deployed=deployed)
-    return json.loads(json.dumps(build_plan(run, stack=STACK).to_dict(), sort_keys=True, default=str))
+        run = run_offline(stack, overrides=settings, deployed=deployed)
+    return json.loads(json.dumps(build_plan(run, stack=stack).to_dict(), sort_keys=True, default=str))
 
 
 @contextmanager
@@ -166,18 +176,37 @@ def _minutes(diff: PlanDiff, head: dict) -> float:
     return total
 
 
-def change_row(change: CommonChange, workdir: Path) -> ChangeRow:
+def _diff(change: CommonChange, stack: str, workdir: Path) -> tuple[PlanDiff, dict]:
+    """The update `change` makes to `stack`, and the plan after it."""
     from pdctl.release_update import RELEASES, update_diff
 
     if change.release is not None:
         [release] = [r for r in RELEASES if r.name == change.release]
-        diff = update_diff(STACK, release, workdir)
-        head = _plan({})  # for its cold-start figures, which what is deployed does not change
-    else:
-        base = _plan(change.base)
-        head = _plan({**change.base, **change.settings}, change.program_change, deployed_from=base)
-        diff = diff_plans(base, head)
-    return ChangeRow(change, diff, _minutes(diff, head))
+        # The head plan for its cold-start figures, which what is deployed does not change.
+        return update_diff(stack, release, workdir), _plan({}, stack=stack)
+    prod = change.prod_settings if stack == "prod" else {}
+    base = _plan(change.base, stack=stack)
+    head = _plan({**change.base, **change.settings, **prod}, change.program_change, deployed_from=base, stack=stack)
+    return diff_plans(base, head), head
+
+
+def _serving_on(change: CommonChange, stack: str, workdir: Path) -> ServingImpact | str:
+    """What `change` does to `stack`'s traffic; a string: the refusal the preview gives it there."""
+    try:
+        diff, _ = _diff(change, stack, workdir)
+    except ConfigError as refused:
+        return f"refused: {refused.setting}"
+    if not diff.changed:
+        return f"already so on {stack}"
+    assert diff.serving is not None
+    return diff.serving
+
+
+def change_row(change: CommonChange, workdir: Path) -> ChangeRow:
+    diff, head = _diff(change, STACK, workdir)
+    serving = {stack: diff.serving if stack == STACK and diff.serving else _serving_on(change, stack, workdir)
+               for stack in SERVING_STACKS}
+    return ChangeRow(change, diff, _minutes(diff, head), serving)
 
 
 @functools.cache
@@ -207,11 +236,27 @@ def _rolls(row: ChangeRow) -> str:
     return "; ".join(parts) or "no node"
 
 
+def serving_cell(serving: ServingImpact | str) -> str:
+    """A stack's serving in one cell: how long nothing is served, what happens to the requests in flight,
+    and the surge that keeps it serving."""
+    if isinstance(serving, str):
+        return serving
+    if not serving.kinds:
+        return "no effect"
+    if serving.keeps_serving:
+        return "0 s" + (f" ({Surge(**serving.surge).summary()})" if serving.surge else "")
+    cut = "in flight cut" if any(text.startswith("cut") for text in serving.in_flight) else "in flight finish"
+    return f"{serving.seconds / 60:.1f} min down, {cut} ({'; '.join(serving.limits)})"
+
+
 def change_table(rows: tuple[ChangeRow, ...]) -> str:
-    lines = ["| change | how | replaces | nodes | minutes | network or cluster |", "|---|---|---|---|---|---|"]
+    stacks = " | ".join(f"serving, {stack}" for stack in SERVING_STACKS)
+    lines = [f"| change | how | replaces | nodes | minutes | {stacks} | network or cluster |",
+             "|---|---|---|---|---|" + "---|" * len(SERVING_STACKS) + "---|"]
     for row in rows:
         network = row.change.why_network or ("kept" if not row.network_replaced else
                                              "REPLACED: " + _names(row.network_replaced))
+        serving = " | ".join(serving_cell(row.serving[stack]) for stack in SERVING_STACKS)
         lines.append(f"| {row.change.what} | {row.change.how} | {_names(row.replaced)} | {_rolls(row)} | "
-                     f"{row.minutes:.1f} | {network} |")
+                     f"{row.minutes:.1f} | {serving} | {network} |")
     return "\n".join(lines)

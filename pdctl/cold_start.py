@@ -151,6 +151,8 @@ class ColdStart:
     weight_load: WeightLoad
     image: Step  # the deploy's: the Ray image on the new GPU nodes, device plugins meanwhile (the pre-pull's wait)
     ray_service: tuple[Step, ...]  # the RayService's on a deploy: head, then a new node's pod, weights, replica, engine
+    # A worker pod evicted onto a GPU node that has already joined and pulled the image (a node roll).
+    moved_pod: Figure
 
     @property
     def ray_service_minutes(self) -> float:
@@ -285,7 +287,9 @@ def cold_start(serving: ServingSettings) -> ColdStart:
     return ColdStart(load_path=load_path, image_path=image_path, storage=serving.storage.summary,
                      compile_caches=caches, new_node=new_node, pod_restart=restart, weight_load=load,
                      image=deploy_image,
-                     ray_service=(HEAD_START, pod, first, SERVE_REPLICA, engine_start))
+                     ray_service=(HEAD_START, pod, first, SERVE_REPLICA, engine_start),
+                     moved_pod=Figure("worker pod moved to a joined GPU node → serving",
+                                      (pod, first, SERVE_REPLICA, engine_start)))
 
 
 # A GPU node the Cluster Autoscaler adds, until its GPU is advertised (docs/SOURCES.md#node-join).

@@ -34,6 +34,7 @@ from pdctl.cost import CostEstimate, CostInputs, NodeGroupCost, VolumeCost, hour
 from pdctl.critical_path import CriticalPath, critical_path
 from pdctl.policy_check import Violation, policy_resources, run_rules
 from pdctl.slo_cost import phase_nodes_cost, slo_section_extras
+from pdctl.update_traffic import stack_updates
 from serve_app.capacity import CapacityReport
 from serve_app.checks import CheckedApp
 
@@ -531,6 +532,7 @@ class Plan:
     cost_at_max: CostEstimate | None = None  # every node group at its maximum
     slo: dict[str, Any] | None = None  # replicas the workload needs for the latency targets (pdctl/slo_cost.py)
     front_door: dict[str, Any] | None = None  # the endpoint's load balancer and keys (front_door_section)
+    updates: dict[str, Any] | None = None  # how a change reaches traffic (pdctl/update_traffic.py)
 
     def to_dict(self) -> dict:
         return {
@@ -548,6 +550,7 @@ class Plan:
             "critical_path": self._critical_path_dict(),
             "cold_start": self.cold_start.to_dict() if self.cold_start else None,
             "head_restart": self.head_restart.to_dict() if self.head_restart else None,
+            "updates": self.updates,
             "front_door": self.front_door,
             "outputs": self.outputs,
             "offline_outputs": self.offline_outputs,
@@ -643,4 +646,5 @@ def build_plan(run, *, stack: str, config_region: str | None = None) -> Plan:
         cold_start=start,
         control_plane_to_first_token=control_plane_to_first_token(resources, path),
         head_restart=head_restart(resources),
+        updates=stack_updates(run, start, region or "unknown"),
     )

@@ -34,6 +34,7 @@ import yaml
 from facts.replacements import NODE_GROUP_TYPES, NODE_ROLLING_PATHS, replace_triggers, stateful_loss
 from pdctl.money import usd
 from pdctl.node_rollout import REPLACE, REPLACE_WITH_GAP, ROLL, NodeRollout, node_rollout
+from pdctl.update_traffic import ServingImpact, serving_impact, serving_lines
 
 # `pdctl plan --diff` exit status when the plans differ (0: they do not; 1: pdctl failed; 2: bad input).
 EXIT_CHANGED = 3
@@ -278,6 +279,7 @@ class PlanDiff:
     other: list[Delta]
     notes: list[str]
     slo: list[Delta] = field(default_factory=list)
+    serving: ServingImpact | None = None  # what the update does to traffic (None: the head plan has no stack)
 
     @property
     def changed(self) -> bool:
@@ -310,6 +312,7 @@ class PlanDiff:
             "cost": [delta(d) for d in self.cost],
             "critical_path": [delta(d) for d in self.critical_path],
             "slo": [delta(d) for d in self.slo],
+            "serving": self.serving.to_dict() if self.serving else None,
             "outputs": [delta(d) for d in self.outputs],
             "other": [delta(d) for d in self.other],
             "notes": self.notes,
@@ -318,7 +321,7 @@ class PlanDiff:
 
 # Plan keys compared section by section above; any other top-level key that differs is `other`.
 _SECTIONS = {"stack", "resources", "tree", "protections", "capacity", "cost", "critical_path", "outputs",
-             "offline_outputs", "slo"}
+             "offline_outputs", "slo", "updates"}
 # What a reviewer weighs in the SLO section, per phase: what the workload needs and whether the stack has it.
 _SLO_PHASE_FIELDS = ("gpu", "instance_type", "target_seconds", "needed_replicas", "needed_nodes",
                      "needed_cost_per_hour", "configured_max_replicas", "predicted_at_max_seconds",
@@ -391,6 +394,7 @@ def diff_plans(base: dict, head: dict) -> PlanDiff:
         other=[d for key in other_keys for d in _deltas({key: base.get(key)}, {key: head.get(key)}, "")],
         notes=notes,
         slo=_deltas(_slo_view(base.get("slo")), _slo_view(head.get("slo")), ""),
+        serving=serving_impact(resources, head),
     )
 
 
@@ -467,6 +471,8 @@ def render_diff(diff: PlanDiff) -> str:
         counts = diff.counts()
         summary = ", ".join(f"{counts[a]} to {a}" for a in ACTION_ORDER if counts[a])
         lines.append(f"CHANGED: {summary or 'no resource changes'} ({diff.unchanged} resources unchanged)")
+    if diff.serving is not None and diff.serving.kinds:
+        lines += serving_lines(diff.serving)
     for resource in diff.stateful_losses:
         lines.append(f"{resource.loss_verb} A STATEFUL RESOURCE: {resource.name} ({resource.type}) "
                      f"loses {resource.loses}")

@@ -33,6 +33,7 @@ from facts.replacements import NODE_GROUP_TYPES
 from offline.mock_cloud import launch_template_version
 from pdctl.plan import resource_tree
 from pdctl.plan_diff import LAUNCH_TEMPLATE_TYPE, PlanDiff, ResourceChange, diff_plans
+from pdctl.update_traffic import serving_lines
 
 REPO = Path(__file__).resolve().parents[1]
 INTENDED_REPLACEMENTS = Path(__file__).with_name("intended_replacements.yaml")
@@ -113,7 +114,8 @@ def verdict(diff: PlanDiff, stack: str, release: Release) -> tuple[str, list[str
         head += (f"REFUSED: {len(refused)} loss(es) of state not declared in pdctl/intended_replacements.yaml")
     else:
         head += "passes: nothing that holds state is lost unless declared"
-    lines = [f"  {r.loss_verb.lower()} {r.name} ({r.type}): loses {r.loses}" for r in refused]
+    lines = [f"  {line}" for line in serving_lines(diff.serving)] if diff.serving and diff.serving.kinds else []
+    lines += [f"  {r.loss_verb.lower()} {r.name} ({r.type}): loses {r.loses}" for r in refused]
     lines += [f"  {r.name} {r.rollout.summary()}" for r in diff.rollouts if r.rollout]
     return head, lines
 

@@ -13,6 +13,7 @@ from rich.tree import Tree
 
 from facts import prices as price_data
 from pdctl.money import usd
+from pdctl.update_traffic import Surge
 from serve_app.slo_sizing import MAX_REPLICAS
 
 # Where a value came from the offline mock cloud, not from the stack (a stand-in for AWS's answer).
@@ -128,6 +129,7 @@ def render_plan(console: Console, plan) -> None:
     if plan.cold_start is not None:
         _render_cold_start(console, plan.cold_start)
     _render_head_restart(console, plan)
+    _render_updates(console, plan.updates)
     _render_front_door(console, plan.front_door)
     _render_outputs(console, plan)
 
@@ -251,6 +253,28 @@ def _render_head_restart(console: Console, plan) -> None:
                             ("meanwhile", restart.meanwhile)):
             console.print(f"[cyan]{label}[/]: {escape(text)}", highlight=False)
         console.print(f"[dim]sources: {' '.join(restart.to_dict()['sources'])}[/]")
+
+def _render_updates(console: Console, updates: dict | None) -> None:
+    """How each kind of change reaches traffic on this stack, and the surge that keeps it serving."""
+    if not updates:
+        return
+    path = ("blue/green (upgradeStrategy NewCluster)" if updates["blue_green"]
+            else "in place (upgradeStrategy None)")
+    _rule(console, f"[bold]updates and traffic[/]: {path}")
+    for kind, effect in updates["effects"].items():
+        down = "keeps serving" if not effect["seconds"] else f"{effect['seconds'] / 60:.1f} min down"
+        console.print(f"[cyan]{escape(kind)}[/]: {down}; in flight: {escape(effect['in_flight'])}", highlight=False)
+    surge = updates["surge"]
+    if surge is None:
+        return
+    text = Surge(**surge).summary()
+    if updates["blue_green"]:
+        console.print(f"a blue/green switch runs {text}", highlight=False)
+    else:
+        room = "" if updates["room_for_surge"] else ", with gpuNodeMaxCount room for it"
+        console.print(f"upgradeStrategy NewCluster{room} would keep serving through RayService changes: "
+                      f"{text} per update", highlight=False)
+
 
 def _render_outputs(console: Console, plan) -> None:
     if plan.outputs:

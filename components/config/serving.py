@@ -9,6 +9,7 @@ from typing import Any
 
 from components.config.nodes import GpuNodeGroupSpec, GpuNodeSettings, gpu_node_group_settings
 from components.config.ray_service import RUNTIME_SETTINGS, RayServiceSettings
+from components.config.updates import UpdatePath, update_path
 from components.node_storage import NodeStorage
 from components.sizing import WorkerResources, worker_resources
 from facts.images import (
@@ -34,6 +35,7 @@ class ServingSettings:
     node_groups: tuple[GpuNodeGroupSpec, ...]  # gpuNodeType's group first, then a phase's own
     hf_token_configured: bool
     region: str
+    updates: UpdatePath  # how a change reaches traffic: in place or blue/green, its surge and drain
     model_gated: bool = False  # the Hub says the model is gated: the engines need hfToken to download it
     vllm_version: str | None = None  # the image's, where known: part of the compile caches' key
 
@@ -133,16 +135,18 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
     app = check_app(app_settings.app(keyed_ingress), target, model=model.architecture)
     app = _with_model_notes(app, model, model_setting)
     model_bytes = app.model.weight_bytes("auto") if app.model else None
+    # Each group's worker pod sized now, so a node it cannot fit stops the run before any resource.
+    node_groups = tuple(
+        GpuNodeGroupSpec(phases, group, worker_resources(group.instance, model_bytes, group.settings.instance_type),
+                         gpu_nodes.image_snapshot_id(region))
+        for group, phases in target.node_groups())
     return ServingSettings(
         ray_service=ray_service,
         app=app,
-        # Each group's worker pod sized now, so a node it cannot fit stops the run before any resource.
-        node_groups=tuple(
-            GpuNodeGroupSpec(phases, group, worker_resources(group.instance, model_bytes, group.settings.instance_type),
-                             gpu_nodes.image_snapshot_id(region))
-            for group, phases in target.node_groups()),
+        node_groups=node_groups,
         hf_token_configured=hf_token_configured,
         region=region,
+        updates=update_path(ray_service, app, node_groups),
         model_gated=model.gated,
         vllm_version=image_stack.vllm if image_stack else None,
     )

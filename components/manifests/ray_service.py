@@ -11,6 +11,7 @@ between their bounds. The serveConfigV2 is the one `serve_app` rendered when the
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -98,6 +99,8 @@ HEAD_RESOURCES = {
 # beside its own): what the serving namespace's NetworkPolicies select. KubeRay's own labels name
 # the RayCluster, whose name KubeRay generates, not the RayService.
 RAY_SERVICE_POD_LABEL = "eks-pd-llm/ray-service"
+# On the head's pod template under NewCluster: the digest of the serveConfigV2 the cluster serves.
+SERVE_CONFIG_DIGEST_ANNOTATION = "eks-pd-llm/serve-config-digest"
 
 # Ray's GCS checks the store's TLS certificate against this bundle (Ray config REDIS_CA_CERT, read
 # from RAY_REDIS_CA_CERT; src/ray/gcs/store_client/redis_context.cc). It is the Debian/Ubuntu path
@@ -305,11 +308,27 @@ def _head_group(serving: ServingSettings, role_arn: pulumi.Input[str] | None,
         "rayStartParams": {"num-gpus": "0", "num-cpus": "0", "dashboard-host": "0.0.0.0",
                            METRICS_EXPORT_PORT_PARAM: str(METRICS_PORT)},
         "template": {
-            "metadata": {"labels": ray_pod_labels(serving.name)},
+            "metadata": _head_metadata(serving),
             "spec": _pod_spec(SYSTEM_NODE_SELECTOR, container, [*volumes, *_model_reader_volumes(role_arn)],
                               service_account=MODEL_READER_SERVICE_ACCOUNT if role_arn is not None else None),
         },
     }
+
+
+def serve_config_digest(serving: ServingSettings) -> str:
+    """A short digest of the rendered serveConfigV2."""
+    text = yaml.safe_dump(dict(serving.serve_config_v2), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _head_metadata(serving: ServingSettings) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"labels": ray_pod_labels(serving.name)}
+    if serving.updates.blue_green:
+        # Part of the cluster spec KubeRay hashes: a serve-config change then starts a new cluster
+        # beside the serving one instead of restarting its only replicas in place
+        # (components/config/updates.py).
+        metadata["annotations"] = {SERVE_CONFIG_DIGEST_ANNOTATION: serve_config_digest(serving)}
+    return metadata
 
 
 def _compile_cache_env(serving: ServingSettings, worker: WorkerResources) -> list[dict[str, Any]]:
@@ -516,10 +535,19 @@ def ray_service_manifest(serving: ServingSettings, model_reader_role_arn: pulumi
         },
         "spec": {
             "upgradeStrategy": {"type": serving.upgrade_strategy},
+            **_deletion_delay(serving),
             "serveConfigV2": yaml.safe_dump(dict(serving.serve_config_v2), sort_keys=False),
             "rayClusterConfig": _ray_cluster_config(serving, model_reader_role_arn, gcs_store),
         },
     }
+
+
+def _deletion_delay(serving: ServingSettings) -> dict[str, Any]:
+    """After a blue/green switch the old cluster keeps serving the streams it holds (the serve Service
+    sends new connections to the new cluster only): keep it as long as the longest stream."""
+    if not serving.updates.blue_green:
+        return {}
+    return {"rayClusterDeletionDelaySeconds": serving.updates.drain_seconds}
 
 
 def _ray_cluster_config(serving: ServingSettings, role_arn: pulumi.Input[str] | None,

@@ -253,7 +253,8 @@ def test_without_a_token_there_is_no_secret_and_no_token_env(settings_for: Any) 
 
 
 def test_new_cluster_strategy_is_left_to_kuberay(settings_for: Any) -> None:
-    result = run_components(components_of(settings_for(upgradeStrategy="NewCluster").serving, None))
+    serving = settings_for(upgradeStrategy="NewCluster", gpuNodeMaxCount="4").serving
+    result = run_components(components_of(serving, None))
     ray_service = result.one(RAY_SERVICE)
     assert ray_service.inputs["spec"]["upgradeStrategy"] == {"type": "NewCluster"}
     assert ray_service.replace_on_changes == ()

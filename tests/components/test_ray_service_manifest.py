@@ -383,8 +383,8 @@ def test_incremental_upgrade_is_refused_with_the_reason(settings_for: Any) -> No
 def test_unknown_upgrade_strategy_is_refused_and_new_cluster_accepted(settings_for: Any) -> None:
     with pytest.raises(ConfigError):
         settings_for(upgradeStrategy="Recreate")
-    assert ray_service_manifest(settings_for(upgradeStrategy="NewCluster").serving)["spec"]["upgradeStrategy"] == {
-        "type": "NewCluster"}
+    serving = settings_for(upgradeStrategy="NewCluster", gpuNodeMaxCount="4").serving
+    assert ray_service_manifest(serving)["spec"]["upgradeStrategy"] == {"type": "NewCluster"}
 
 
 @pytest.mark.parametrize(("key", "value"), [

@@ -153,6 +153,8 @@ COMPANIONS = {
     "decodeReplicas": {"gpuNodeCount": "4"},
     "prefillMaxReplicas": {"gpuNodeCount": "4"},
     "decodeMaxReplicas": {"gpuNodeCount": "4"},
+    # A second cluster's two GPU nodes beside the serving ones.
+    "upgradeStrategy": {"gpuNodeMaxCount": "4"},
     "acceptUcxOnEfaKvTransferIs100xSlower": {"kvBackends": '["UCX"]'},
     "prefillGpuNodeCount": {"prefillGpuNodeType": "g6.8xlarge"},
     "prefillGpuNodeMaxCount": {"prefillGpuNodeType": "g6.8xlarge"},

@@ -94,3 +94,42 @@ def test_a_new_kubernetes_minor_rolls_every_node_group_after_the_control_plane(r
     assert row.replaced == [] and row.network_replaced == []
     assert sorted(r.name for r in row.diff.rollouts) == ["gpu-nodes", "system-nodes"]
     assert all(r.action == "update" for r in row.diff.rollouts)
+
+
+# ── What each change does to traffic (pdctl/update_traffic.py), on dev (in place) and prod (blue/green)
+
+def test_an_engine_argument_change_stops_dev_for_a_restart_and_keeps_prod_serving_on_a_priced_surge(rows):
+    row = _row(rows, "maxModelLen")
+    dev, prod = row.serving["dev"], row.serving["prod"]
+    assert dev.seconds > 60 and dev.limits == ("upgradeStrategy None",)
+    assert any(text.startswith("cut after 20 s") for text in dev.in_flight)
+    assert prod.keeps_serving and prod.kinds == ("serve config or cluster, blue/green",)
+    assert (prod.surge["gpu_nodes"], prod.surge["instance_type"], prod.surge["vcpus"]) == (2, "g6.8xlarge", 64)
+    # The surge runs from the scale-up through the switch and the drain until the autoscaler removes it.
+    assert prod.surge["minutes"] > 20 and 0 < prod.surge["dollars"] < 10
+    assert any("finish on the old cluster" in text for text in prod.in_flight)
+
+
+@pytest.mark.parametrize("change", ["another model", "the Ray image", "decode replica bounds"])
+def test_model_image_and_replica_bound_changes_keep_prod_serving(rows, change):
+    row = _row(rows, change)
+    assert not row.serving["dev"].keeps_serving
+    assert row.serving["prod"].keeps_serving
+
+
+def test_every_prod_outage_names_the_limit_that_causes_it(rows):
+    """Where prod still drops traffic, the row says which AWS or upstream limit prevents it."""
+    for what, row in rows.items():
+        prod = row.serving["prod"]
+        if isinstance(prod, str):
+            assert prod == "already so on prod", what
+        elif prod.kinds and not prod.keeps_serving:
+            assert prod.limits == ("EKS drains a phase's only replica first",), what
+
+
+def test_the_table_shows_both_stacks_serving(rows):
+    table = change_table(tuple(rows.values()))
+    header = table.splitlines()[0]
+    assert "| serving, dev | serving, prod |" in header
+    model = next(line for line in table.splitlines() if line.startswith("| another model"))
+    assert "| 0 s (+2 × g6.8xlarge, +64 vCPUs for " in model
