@@ -100,7 +100,8 @@ def effects(path: UpdatePath, start: ColdStart, *, one_replica_phases: int, gcs_
         TrafficEffect(restart, f"cut after {SERVE_GRACEFUL_SHUTDOWN_SECONDS} s (Ray Serve's graceful shutdown)"
                       + longest,
                       "Ray Serve stops a phase's only replica before its new one starts (its rolling update), "
-                      "for a pod restart's time", "upgradeStrategy None"))
+                      "for a pod restart's time; new requests wait in its queue meanwhile "
+                      "(docs/PROVEN.md#updates-under-load)", "upgradeStrategy None"))
     moved = start.moved_pod.seconds * max(one_replica_phases, 1)
     # A RayService change takes one path or the other; a replacement (a new name) is the same on both.
     serve_change = ({BLUE_GREEN: TrafficEffect(
