@@ -5,7 +5,7 @@ Two roles, split by what may trigger them:
   on AWS (`ReadOnlyAccess`), read-only on the state, decrypt-only on the key;
 - one deploy role per deploy environment: jobs of that protected GitHub environment only, i.e. code
   already merged to `main` (and, for prod, approved). What the stack needs and no more, EKS limited to
-  that environment's cluster and state writes to that environment's stack (deploy_permissions.py);
+  that environment's cluster and state writes to that environment's stack (deploy_permissions/);
   AdministratorAccess only when the bootstrap is told so.
 """
 

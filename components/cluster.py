@@ -41,7 +41,7 @@ CLUSTER_ROLE_POLICIES = ("AmazonEKSClusterPolicy",)
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 
 # Every IAM role the stack creates lives under this path: the deploy role may manage and pass
-# roles under it only (bootstrap/deploy_permissions.py).
+# roles under it only (bootstrap/deploy_permissions/).
 IAM_ROLE_PATH = "/eks-pd-llm/"
 
 # EKS would create its log group itself, with no expiry; created here first, it gets one.
@@ -151,7 +151,7 @@ class Cluster(pulumi.ComponentResource):
         role's policy attachments, which the control plane waits for."""
         settings = args.settings
         # Both roles of the cluster are made here, under one path and the permissions boundary the
-        # deploy role requires (bootstrap/deploy_permissions.py): pulumi-eks's own cluster role
+        # deploy role requires (bootstrap/deploy_permissions/): pulumi-eks's own cluster role
         # would take neither. A stack created before keeps its roles (what its deployed cluster
         # says): a new cluster role or node role replaces the cluster and every node group.
         self.permissions_boundary = settings.iam_permissions_boundary_arn

@@ -1,7 +1,7 @@
 """`pdctl preflight`: what an AWS account would refuse, found before `pulumi up` spends anything.
 
 Read-only (IAM policy simulator, Describe/Get/List calls), one line per finding, worst first:
-- the deploy principal's permissions: every call the deploy makes (bootstrap/deploy_permissions.py
+- the deploy principal's permissions: every call the deploy makes (bootstrap/deploy_permissions/
   `deploy_calls`, the list the deploy policy is made from, caller checks included) through
   iam:SimulatePrincipalPolicy, each on a concrete resource ARN with the condition values AWS will put
   in that request (one simulation per value where a grant allows several), the stack's permissions
@@ -34,7 +34,7 @@ from typing import Any
 from facts.replacements import node_roll_surge
 
 REPO = Path(__file__).resolve().parents[1]
-DEPLOY_PERMISSIONS = REPO / "bootstrap" / "deploy_permissions.py"
+DEPLOY_PERMISSIONS = REPO / "bootstrap" / "deploy_permissions"
 
 SEVERITIES = ("error", "warning", "info")
 EXIT_STATUS = {"error": 5, "warning": 4, "info": 0}
@@ -95,8 +95,9 @@ def sorted_findings(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def load_deploy_permissions() -> ModuleType:
-    """bootstrap/deploy_permissions.py: a module of another Pulumi project, read from this checkout."""
-    spec = importlib.util.spec_from_file_location("bootstrap_deploy_permissions", DEPLOY_PERMISSIONS)
+    """bootstrap/deploy_permissions/: a package of another Pulumi project, read from this checkout."""
+    spec = importlib.util.spec_from_file_location("bootstrap_deploy_permissions", DEPLOY_PERMISSIONS / "__init__.py",
+                                                  submodule_search_locations=[str(DEPLOY_PERMISSIONS)])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is made

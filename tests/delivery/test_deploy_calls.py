@@ -1,4 +1,4 @@
-"""The deploy role's calls (bootstrap/deploy_permissions.py `deploy_calls`), the one list the deploy
+"""The deploy role's calls (bootstrap/deploy_permissions/ `deploy_calls`), the one list the deploy
 policy is made from and `pdctl preflight` simulates, evaluated offline as IAM would
 (iam_evaluation.py: AWS's documented evaluation logic, standing in for the simulator):
 
@@ -31,7 +31,7 @@ PRINCIPAL = f"arn:aws:iam::{ACCOUNT}:role/github-deploy-dev"
 NODEGROUP_SLR = (f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks-nodegroup.amazonaws.com/"
                  "AWSServiceRoleForAmazonEKSNodegroup")
 
-permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions.py")
+permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions")
 
 
 def statements(cluster: str = DEV) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The deploy role's least privilege (bootstrap/deploy_permissions.py) against what the stack really
+"""The deploy role's least privilege (bootstrap/deploy_permissions/) against what the stack really
 registers and calls: the dev and prod programs run offline, every AWS resource type (pulumi-eks's
 remote components expanded) and every provider function must be covered, and nothing is granted
 for a type no stack registers. The IAM statements must keep the deploy role from making an
@@ -45,7 +45,7 @@ POLICY_WRITES = {
 }
 
 
-permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions.py")
+permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions")
 
 
 # Settings neither stack file turns on that add AWS resources: an S3 model mirror (its reader role
