@@ -32,6 +32,8 @@ KEYS_MOUNT = "/etc/eks-pd-llm/api-keys"
 CODE_MOUNT = "/opt/eks-pd-llm"
 FRONT_DOOR_PACKAGE = Path(__file__).resolve().parents[2] / "front_door"
 FRONT_DOOR_MODULES = ("__init__.py", "keys.py", "ingress.py")
+# Offline, each key of an `apiKeys` the plan cannot decrypt: long enough for the key check, usable nowhere.
+OFFLINE_KEY = "offline-placeholder-key".ljust(MIN_KEY_LENGTH, "-")
 # A door's first key, in the form Pulumi.yaml's apiKeys documents.
 ADD_A_KEY = """pulumi config set --secret apiKeys '{"app-team": "<openssl rand -hex 24>"}'"""
 
@@ -146,6 +148,17 @@ class FrontDoor:
             found.append("frontDoor without frontDoorCertificateArn: plain HTTP on port 80, so prompts, answers and "
                          "API keys travel unencrypted between callers and the Ray pods (docs/FRONT_DOOR.md)")
         return tuple(found)
+
+
+def offline_api_keys(key_limits_text: str) -> str:
+    """What an `apiKeys` secret the offline plan cannot decrypt stands for: a key table of its shape, with
+    a key for each name apiKeyLimits gives (the only names the plan can know) or one; no key is usable."""
+    try:
+        limits = json.loads(key_limits_text or "{}")
+    except ValueError:
+        limits = {}  # the settings check names apiKeyLimits' own mistake
+    names = sorted(limits) if isinstance(limits, dict) else []
+    return json.dumps(dict.fromkeys(names or ["offline-placeholder"], OFFLINE_KEY))
 
 
 def api_key_names(text: str, settings: FrontDoorSettings) -> tuple[str, ...]:

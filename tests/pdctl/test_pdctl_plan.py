@@ -533,3 +533,19 @@ def test_plan_text_with_every_start_path_names_them_and_what_a_first_deploy_comp
     (reach,) = [line for line in text.splitlines() if line.startswith("EKS control plane ready → first token")]
     assert reach.endswith("(the engines start on compile caches an earlier start saved in S3; the first deploy for "
                           "their key compiles: 3.0 min more)")
+
+
+def test_a_key_set_as_the_readme_says_still_plans_offline(tmp_path):
+    """`pulumi config set --secret apiKeys …` leaves a `secure:` value in the stack file that no offline plan
+    can decrypt: the plan (make plan, CI's plan job) stands a key table of its shape in for it, with the key
+    names apiKeyLimits gives, instead of refusing the key."""
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (tmp_path / name).write_text((REPO / name).read_text())
+    (tmp_path / "dashboards").symlink_to(REPO / "dashboards")
+    stack = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
+    stack["config"]["eks-pd-llm:apiKeys"] = {"secure": "v1:GtYJQkxx0eIAAAAAAAAAAA==:bm90IGEgcmVhbCBrZXk="}
+    stack["config"]["eks-pd-llm:apiKeyLimits"] = json.dumps({"app-team": {"requestsPerMinute": 60}})
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
+    result = invoke("plan", "--project", tmp_path, "--stack", "dev", "--output", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["outputs"]["apiKeyNames"] == ["app-team"]
