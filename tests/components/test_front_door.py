@@ -117,6 +117,19 @@ def test_the_controller_runs_the_pinned_chart_with_awss_published_policy_on_its_
     assert values["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"]
 
 
+def test_the_controllers_service_webhook_cannot_block_the_clusters_other_services(keyed):
+    """Chart 3.5.0's mservice.elbv2.k8s.aws webhook takes every Service of the cluster and fails closed
+    (failurePolicy Fail): with its one replica not Ready, KubeRay's and Prometheus' atomic releases could
+    create no Service. Off; the door's Service names the controller's class itself, which is all it set."""
+    chart_values = yaml.safe_load((CHART_DATA / "values.yaml").read_text())
+    assert chart_values["enableServiceMutatorWebhook"] is True  # the chart's default: on, for every Service
+    assert chart_values["serviceMutatorWebhookConfig"]["failurePolicy"] == "Fail"
+    assert chart_values["serviceMutatorWebhookConfig"]["objectSelector"]["matchLabels"] == {}
+    values = one(keyed, "kubernetes:helm.sh/v3:Release", "front-door-controller").inputs["values"]
+    assert values["enableServiceMutatorWebhook"] is False
+    assert one(keyed, SERVICE, "front-door-service").inputs["spec"]["loadBalancerClass"] == "service.k8s.aws/nlb"
+
+
 def test_every_controller_value_the_stack_sets_is_a_key_of_the_charts_values():
     chart_values = yaml.safe_load((CHART_DATA / "values.yaml").read_text())
     for path in AWS_LOAD_BALANCER_CONTROLLER.values_keys:
