@@ -217,7 +217,8 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None,
     )
     storage, observability = _observability(settings, cluster, system_nodes, (*all_gpu_nodes, device_plugins))
     front_door = FrontDoorNetwork("front-door", FrontDoorArgs(
-        cluster=cluster, door=settings.front_door, serving=settings.serving, cluster_name=settings.cluster.name,
+        cluster=cluster, door=settings.front_door, serving=settings.serving, ray_service=inference.ray_service,
+        cluster_name=settings.cluster.name,
         region=settings.region, vpc_id=network.vpc_id, vpc_cidr=str(settings.network.vpc_cidr)),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes, inference.namespace_resource]),
     ) if settings.front_door.enabled else None

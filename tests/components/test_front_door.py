@@ -130,6 +130,17 @@ def test_the_controllers_service_webhook_cannot_block_the_clusters_other_service
     assert one(keyed, SERVICE, "front-door-service").inputs["spec"]["loadBalancerClass"] == "service.k8s.aws/nlb"
 
 
+def test_the_door_service_waits_for_the_rayservice_not_only_for_the_controller(keyed):
+    """Pulumi waits at most 10 minutes for a Service's endpoints; the Serve proxies exist only once the
+    RayService is Ready (a first model load takes longer), so the Service is created after it."""
+    service = one(keyed, SERVICE, "front-door-service")
+    assert keyed.depends_on(service, one(keyed, "kubernetes:ray.io/v1:RayService", "inference-rayservice"))
+    assert keyed.depends_on(service, one(keyed, "kubernetes:helm.sh/v3:Release", "front-door-controller"))
+    # The controller itself installs beside the RayService, not after it.
+    assert not keyed.depends_on(one(keyed, "kubernetes:helm.sh/v3:Release", "front-door-controller"),
+                                one(keyed, "kubernetes:ray.io/v1:RayService", "inference-rayservice"))
+
+
 def test_every_controller_value_the_stack_sets_is_a_key_of_the_charts_values():
     chart_values = yaml.safe_load((CHART_DATA / "values.yaml").read_text())
     for path in AWS_LOAD_BALANCER_CONTROLLER.values_keys:
