@@ -253,7 +253,9 @@ def bounded_role(name: str, *, description: str, assume_role_policy: pulumi.Inpu
                  tags: dict[str, str], opts: pulumi.ResourceOptions, path: str | None = IAM_ROLE_PATH,
                  ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
     """An IAM role of the stack: under `path` (IAM_ROLE_PATH), with the permissions boundary when one
-    is set, and AWS managed policies (`<path/>name` under arn:aws:iam::aws:policy/) attached."""
+    is set, and AWS managed policies (`<path/>name` under arn:aws:iam::aws:policy/) attached. A new trust
+    policy (an IRSA role's, when the cluster's OIDC issuer changes) makes a new role: the deploy role may
+    not change a trust policy in place (bootstrap/deploy_permissions/)."""
     role = aws.iam.Role(
         name,
         path=path,
@@ -261,7 +263,7 @@ def bounded_role(name: str, *, description: str, assume_role_policy: pulumi.Inpu
         assume_role_policy=assume_role_policy,
         permissions_boundary=permissions_boundary,
         tags=tags,
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(replace_on_changes=["assumeRolePolicy"])),
     )
     attachments = [
         aws.iam.RolePolicyAttachment(

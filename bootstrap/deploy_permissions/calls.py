@@ -41,9 +41,11 @@ def _iam_calls(partition: str, account_id: str) -> list[Call]:
                                            "iam:PutRolePolicy", "iam:DeleteRolePolicy")),
         *(Call(a, role, {"ArnEquals": {**bounded["ArnEquals"], "iam:PolicyARN": managed}})
           for a in ("iam:AttachRolePolicy", "iam:DetachRolePolicy")),
+        # No iam:UpdateAssumeRolePolicy: with PutRolePolicy it would let the role trust itself into what
+        # it wrote; a stack role whose trust changes is replaced instead (components/cluster.py bounded_role).
         *(Call(a, role) for a in (
             "iam:GetRole", "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription",
-            "iam:UpdateAssumeRolePolicy", "iam:TagRole", "iam:UntagRole", "iam:ListRolePolicies",
+            "iam:TagRole", "iam:UntagRole", "iam:ListRolePolicies",
             "iam:GetRolePolicy", "iam:ListAttachedRolePolicies", "iam:ListInstanceProfilesForRole")),
     ]
 
@@ -140,6 +142,12 @@ _CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")
 # KMS actions on the stack's keys; CreateKey and ListAliases take no key.
 _KMS_ACCOUNT_WIDE = ("kms:CreateKey", "kms:ListAliases")
 _KMS_ALIAS_ACTIONS = ("kms:CreateAlias", "kms:DeleteAlias", "kms:UpdateAlias")
+# What the provider calls on a key right after CreateKey (terraform-provider-aws kms/key.go: rotation on,
+# then its reads until they agree), when KMS may not yet authorize by the key's tags: up to five minutes
+# (docs/SOURCES.md#kms-abac-delay). Reads and turning rotation on, so on any key of the account; what
+# changes or deletes a key stays on the environment's own.
+_KMS_RIGHT_AFTER_CREATE = ("kms:DescribeKey", "kms:EnableKeyRotation", "kms:GetKeyPolicy",
+                           "kms:GetKeyRotationStatus", "kms:ListResourceTags")
 
 
 # Calls of the tagging types that make nothing taggable: a route, a launch template's next version.
@@ -168,8 +176,11 @@ def _scoped_calls(action: str, partition: str, account_id: str, cluster_name: st
     if service == "kms" and action not in _KMS_ACCOUNT_WIDE:
         keys = f"arn:{partition}:kms:*:{account_id}:key/*"
         if action in _KMS_ALIAS_ACTIONS:
-            # The stack's alias is alias/<cluster>-eks-secrets: its own aliases, its own keys.
-            return [Call(action, f"arn:{partition}:kms:*:{account_id}:alias/{cluster_name}-*"), Call(action, keys, own)]
+            # The stack's alias is alias/<cluster>-eks-secrets: its own aliases only. The key side carries no
+            # tag condition, since the alias is made right after the key (_KMS_RIGHT_AFTER_CREATE).
+            return [Call(action, f"arn:{partition}:kms:*:{account_id}:alias/{cluster_name}-*"), Call(action, keys)]
+        if action in _KMS_RIGHT_AFTER_CREATE:
+            return [Call(action, keys)]
         if action == "kms:TagResource":
             # CreateKey with tags needs TagResource on every key (docs/SOURCES.md#kms-tag-on-create): only the stack's
             # tag with its own value, never on a key that carries another value (the state key's included).

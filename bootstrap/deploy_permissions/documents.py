@@ -7,7 +7,7 @@ import json
 import re
 
 from .calls import Call, deploy_calls
-from .naming import DEPLOY_POLICY_NAME
+from .naming import DEPLOY_POLICY_NAME, ROLE_PATH, iam_arn
 
 # IAM's limit for one managed policy document, whitespace not counted (IAM and STS quotas page).
 MANAGED_POLICY_MAX_CHARS = 6144
@@ -53,7 +53,19 @@ def deploy_policy_statements(*, partition: str, account_id: str, cluster_name: s
             statement["Condition"] = calls[0].condition
         statements.append(statement)
     # Statements on one resource and condition differ only in their actions: merge by resource and condition.
-    return _unique_sids(statements)
+    return [*_unique_sids(statements), never_assume_statement(partition, account_id)]
+
+
+# What would let the deploy role act as a role it made: CreateRole sets any trust policy, so one could
+# trust the deploy role, and PutRolePolicy give it anything the boundary allows.
+NEVER_ASSUMED_ACTIONS = ("sts:AssumeRole", "sts:SetSourceIdentity", "sts:TagSession")
+
+
+def never_assume_statement(partition: str, account_id: str) -> dict:
+    """An explicit Deny: the deploy role never assumes a role under the stack's path, whatever its trust
+    policy says (an explicit Deny in the caller's policy wins over the role's trust)."""
+    return {"Sid": "NeverAssumeTheStacksRoles", "Effect": "Deny", "Action": list(NEVER_ASSUMED_ACTIONS),
+            "Resource": iam_arn(partition, account_id, f"role{ROLE_PATH}*")}
 
 
 def _unique_sids(statements: list[dict]) -> list[dict]:

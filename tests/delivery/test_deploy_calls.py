@@ -203,3 +203,15 @@ def test_a_role_listing_iam_refuses_stops_the_bootstrap_with_one_line_naming_the
     message = str(raised.value)
     assert message.startswith("set serviceLinkedRoles to the services whose role the account lacks")
     assert "iam:ListRoles" in message and "\n" not in message and "second line" not in message
+
+
+@pytest.mark.parametrize("action", ["kms:EnableKeyRotation", "kms:DescribeKey", "kms:GetKeyPolicy",
+                                    "kms:GetKeyRotationStatus", "kms:ListResourceTags", "kms:CreateAlias"])
+def test_what_the_provider_calls_right_after_create_key_needs_no_tag_kms_may_not_see_yet(action):
+    """KMS may take up to five minutes to authorize by a new key's tags: the provider's EnableKeyRotation
+    and reads right after CreateKey (and the alias made next) must pass on a key whose tags it does not
+    see yet; what changes or deletes a key still needs the environment's own tag."""
+    new_key = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-new"
+    assert decision(statements(DEV), action, new_key, {}) == "allowed"
+    for changing in ("kms:PutKeyPolicy", "kms:ScheduleKeyDeletion", "kms:DisableKeyRotation"):
+        assert decision(statements(DEV), changing, new_key, {}) == "implicitDeny"

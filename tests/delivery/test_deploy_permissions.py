@@ -159,10 +159,25 @@ def statements(policy: dict, action: str) -> list[dict]:
 
 
 def test_the_deploy_policy_grants_no_policy_writing_and_no_wildcard_action(policy):
-    actions = {a for s in policy["Statement"] for a in actions_of(s)}
+    actions = {a for s in policy["Statement"] if s["Effect"] == "Allow" for a in actions_of(s)}
     assert not actions & POLICY_WRITES
     assert not [a for a in actions if "*" in a]
-    assert all(s["Effect"] == "Allow" for s in policy["Statement"])
+    assert [s["Sid"] for s in policy["Statement"] if s["Effect"] != "Allow"] == ["NeverAssumeTheStacksRoles"]
+
+
+def test_the_deploy_role_cannot_make_itself_a_stack_role(policy, stacks):
+    """PutRolePolicy on a stack role plus a trust policy naming the deploy role (UpdateAssumeRolePolicy, or a
+    CreateRole that trusts it) would hand the deploy role everything the boundary allows: it may not change
+    a trust policy, and may not assume a role under the path whatever that role's trust says."""
+    role = f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/front-door-controller-role-1a2b3c4"
+    boundary = {"iam:PermissionsBoundary": [permissions.boundary_arn("aws", ACCOUNT)]}
+    assert decision(policy["Statement"], "iam:PutRolePolicy", role, boundary) == "allowed"
+    assert decision(policy["Statement"], "iam:UpdateAssumeRolePolicy", role, boundary) == "implicitDeny"
+    for action in ("sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"):
+        assert decision(policy["Statement"], action, role, {}) == "explicitDeny"
+    # A role whose trust changes (an IRSA role, when the cluster's OIDC issuer does) is replaced, not updated.
+    roles = [r for run in stacks for r in run.all(ROLE_TYPE)]
+    assert roles and all("assumeRolePolicy" in r.replace_on_changes for r in roles)
 
 
 def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
@@ -374,3 +389,12 @@ def test_the_bootstraps_cluster_names_are_the_stacks():
 def test_a_cluster_list_that_misses_an_environment_is_refused(bootstrap_run):
     with pytest.raises(Exception, match="deployClusters"):
         bootstrap_run(deployClusters=json.dumps(["dev=ray-llm-multinode"]))
+
+
+def test_the_audit_note_counts_what_a_stack_role_may_do_beyond_the_deploy_role(policy):
+    """What the boundary lets a stack role do that the deploy role's own policy does not: the reach an inline
+    policy written on a workload's role has (policy/iam_audit_findings.yaml states the count)."""
+    boundary = permissions.workload_boundary_policy(partition="aws")
+    granted = {a for s in policy["Statement"] if s["Effect"] == "Allow" for a in actions_of(s)}
+    beyond = {a for s in boundary["Statement"] for a in actions_of(s)} - granted
+    assert f"{len(beyond)} its own" in " ".join((REPO / "policy" / "iam_audit_findings.yaml").read_text().split())
