@@ -251,11 +251,12 @@ class Cluster(pulumi.ComponentResource):
 def bounded_role(name: str, *, description: str, assume_role_policy: pulumi.Input[str],
                  managed_policies: tuple[str, ...], permissions_boundary: str | None, partition: str,
                  tags: dict[str, str], opts: pulumi.ResourceOptions, path: str | None = IAM_ROLE_PATH,
-                 ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
+                 trusts_the_cluster: bool = False) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
     """An IAM role of the stack: under `path` (IAM_ROLE_PATH), with the permissions boundary when one
-    is set, and AWS managed policies (`<path/>name` under arn:aws:iam::aws:policy/) attached. A new trust
-    policy (an IRSA role's, when the cluster's OIDC issuer changes) makes a new role: the deploy role may
-    not change a trust policy in place (bootstrap/deploy_permissions/)."""
+    is set, and AWS managed policies (`<path/>name` under arn:aws:iam::aws:policy/) attached.
+    `trusts_the_cluster`: an IRSA role, trusting the cluster's OIDC issuer; a new issuer (a new cluster)
+    makes a new role, since the deploy role may not change a trust policy in place
+    (bootstrap/deploy_permissions/). The cluster and node roles trust a service, which never changes."""
     role = aws.iam.Role(
         name,
         path=path,
@@ -263,7 +264,8 @@ def bounded_role(name: str, *, description: str, assume_role_policy: pulumi.Inpu
         assume_role_policy=assume_role_policy,
         permissions_boundary=permissions_boundary,
         tags=tags,
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(replace_on_changes=["assumeRolePolicy"])),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            replace_on_changes=["assumeRolePolicy"] if trusts_the_cluster else None)),
     )
     attachments = [
         aws.iam.RolePolicyAttachment(

@@ -76,7 +76,7 @@ class FrontDoorNetwork(pulumi.ComponentResource):
                     f"system:serviceaccount:{LOAD_BALANCER_CONTROLLER_NAMESPACE}:"
                     f"{LOAD_BALANCER_CONTROLLER_SERVICE_ACCOUNT}"))),
             managed_policies=(), permissions_boundary=cluster.permissions_boundary, partition="aws", tags={},
-            opts=child)
+            trusts_the_cluster=True, opts=child)
         self.policy = aws.iam.RolePolicy(f"{name}-controller-policy", role=self.role.id,
                                          policy=controller_policy(), opts=child)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=cluster.provider)

@@ -93,7 +93,7 @@ class ModelReadAccess(pulumi.ComponentResource):
             assume_role_policy=pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
                 lambda values: irsa_trust_policy(values[0], values[1], model_reader_subject(args.namespace))),
             managed_policies=(), permissions_boundary=args.permissions_boundary, partition="aws", tags={},
-            opts=child,
+            trusts_the_cluster=True, opts=child,
         )
         aws.iam.RolePolicy(
             f"{name}-read",

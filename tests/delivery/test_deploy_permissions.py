@@ -175,9 +175,12 @@ def test_the_deploy_role_cannot_make_itself_a_stack_role(policy, stacks):
     assert decision(policy["Statement"], "iam:UpdateAssumeRolePolicy", role, boundary) == "implicitDeny"
     for action in ("sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"):
         assert decision(policy["Statement"], action, role, {}) == "explicitDeny"
-    # A role whose trust changes (an IRSA role, when the cluster's OIDC issuer does) is replaced, not updated.
+    # A role whose trust can change (an IRSA role, when the cluster's OIDC issuer does) is replaced, not
+    # updated; the others trust an AWS service, which never changes.
     roles = [r for run in stacks for r in run.all(ROLE_TYPE)]
-    assert roles and all("assumeRolePolicy" in r.replace_on_changes for r in roles)
+    irsa = [r for r in roles if "AssumeRoleWithWebIdentity" in r.inputs["assumeRolePolicy"]]
+    assert irsa and all("assumeRolePolicy" in r.replace_on_changes for r in irsa)
+    assert all('"Service"' in r.inputs["assumeRolePolicy"] for r in roles if r not in irsa)
 
 
 def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
