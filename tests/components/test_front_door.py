@@ -44,6 +44,9 @@ def one(run, type_: str, name: str):
     ("frontDoorCertificateArn", "arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab",
      "frontDoorCertificateArn", "an ACM certificate of us-west-2"),
     ("frontDoorAllowedCidrs", '["10.0.0.0/33"]', "frontDoorAllowedCidrs", "not an IPv4 CIDR"),
+    ("frontDoorCertificateArn", "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab",
+     "frontDoorHostname", "not the load balancer's elb.amazonaws.com one"),
+    ("frontDoorHostname", "llm_team.example", "frontDoorHostname", "the DNS name clients call"),
 ])
 def test_a_door_setting_that_cannot_work_is_refused_before_any_resource(key, value, named, says):
     run = try_run_offline("dev", overrides={key: value})
@@ -74,14 +77,19 @@ def test_the_door_is_internal_and_open_to_the_vpc_only_by_default(keyed):
 def test_a_public_door_with_cidrs_and_a_certificate_serves_tls_to_those_cidrs_only():
     arn = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab"
     run = run_offline("dev", overrides={"frontDoor": "internet-facing", "frontDoorAllowedCidrs": '["198.51.100.0/24"]',
-                                        "frontDoorCertificateArn": arn})
+                                        "frontDoorCertificateArn": arn, "frontDoorHostname": "LLM.example.com"})
     service = one(run, SERVICE, "front-door-service")
     annotations = service.inputs["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing"
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == arn
     assert service.inputs["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
     assert service.inputs["spec"]["ports"][0]["port"] == 443
-    assert run.outputs["endpointUrl"].startswith("https://") and run.outputs["endpointUrl"].endswith(":443/v1")
+    # Clients call the name the certificate covers, never the load balancer's own, which no certificate covers;
+    # the output says where that name must point, and the preview says the NLB → pod hop is plain HTTP.
+    assert run.outputs["endpointUrl"] == "https://llm.example.com:443/v1"
+    assert run.outputs["loadBalancerHostname"].endswith(".elb.us-west-2.amazonaws.com")
+    assert any("point it at the loadBalancerHostname output" in info for info in run.infos)
+    assert any("TLS ends at the load balancer" in info for info in run.infos)
 
 
 def test_no_door_is_the_stack_as_before():
