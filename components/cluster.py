@@ -102,6 +102,7 @@ class Cluster(pulumi.ComponentResource):
     cluster_role: aws.iam.Role | None  # None: pulumi-eks's own (an earlier stack's, ClusterArgs.earlier_iam_roles)
     node_role: aws.iam.Role
     permissions_boundary: str | None  # of every role the stack creates (iamPermissionsBoundaryArn)
+    tags: dict[str, str]  # the stack tag, on the key, the log group and every role of the stack
     node_role_policies: list[aws.iam.RolePolicyAttachment]
     secrets_key: aws.kms.Key
 
@@ -112,6 +113,8 @@ class Cluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         protected = pulumi.ResourceOptions(parent=self, protect=settings.protect)
         tags = {"eks-pd-llm/cluster": settings.name}
+        # Every role of the stack carries it: the deploy role changes only its own environment's roles.
+        self.tags = tags
 
         self.secrets_key = self._secrets_key(name, settings, tags, child, protected)
         cluster_role_policies = self._roles(name, args, partition, tags, child)

@@ -75,7 +75,7 @@ class FrontDoorNetwork(pulumi.ComponentResource):
                 lambda values: irsa_trust_policy(values[0], values[1], (
                     f"system:serviceaccount:{LOAD_BALANCER_CONTROLLER_NAMESPACE}:"
                     f"{LOAD_BALANCER_CONTROLLER_SERVICE_ACCOUNT}"))),
-            managed_policies=(), permissions_boundary=cluster.permissions_boundary, partition="aws", tags={},
+            managed_policies=(), permissions_boundary=cluster.permissions_boundary, partition="aws", tags=cluster.tags,
             trusts_the_cluster=True, opts=child)
         self.policy = aws.iam.RolePolicy(f"{name}-controller-policy", role=self.role.id,
                                          policy=controller_policy(), opts=child)

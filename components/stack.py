@@ -293,6 +293,7 @@ def _model_access(settings: StackSettings, cluster: Cluster) -> ModelReadAccess 
                                             oidc_provider_arn=cluster.oidc_provider_arn,
                                             oidc_issuer=cluster.oidc_issuer,
                                             permissions_boundary=cluster.permissions_boundary,
+                                            tags=cluster.tags,
                                             compile_cache=settings.serving.ray_service.compile_cache_in_s3))
 
 

@@ -30,23 +30,32 @@ class Call:
 
 
 
-def _iam_calls(partition: str, account_id: str) -> list[Call]:
+def _iam_calls(partition: str, account_id: str, cluster_name: str) -> list[Call]:
     role = iam_arn(partition, account_id, f"role{ROLE_PATH}*")
     bounded = {"ArnEquals": {"iam:PermissionsBoundary": boundary_arn(partition, account_id)}}
     managed = [f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
+    # Both environments' roles share the path: each role carries its cluster's stack tag, so one
+    # environment changes none of the other's (untagged: a role made before the roles were tagged,
+    # which its own stack's next update tags).
+    own_if_tagged = {"StringEqualsIfExists": {f"aws:ResourceTag/{STACK_TAG}": cluster_name}}
+    tagged_own = {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": cluster_name}}
     return [
-        *(Call(a, role, bounded) for a in ("iam:CreateRole", "iam:PutRolePermissionsBoundary",
-                                           # The model mirror's reader, the Cluster Autoscaler and the Load
-                                           # Balancer Controller have inline policies; the boundary caps them.
-                                           "iam:PutRolePolicy", "iam:DeleteRolePolicy")),
-        *(Call(a, role, {"ArnEquals": {**bounded["ArnEquals"], "iam:PolicyARN": managed}})
+        Call("iam:CreateRole", role, {**bounded, **tagged_own}),
+        *(Call(a, role, {**bounded, **own_if_tagged}) for a in (
+            "iam:PutRolePermissionsBoundary",
+            # The model mirror's reader, the Cluster Autoscaler and the Load Balancer Controller have
+            # inline policies; the boundary caps them.
+            "iam:PutRolePolicy", "iam:DeleteRolePolicy")),
+        *(Call(a, role, {"ArnEquals": {**bounded["ArnEquals"], "iam:PolicyARN": managed}, **own_if_tagged})
           for a in ("iam:AttachRolePolicy", "iam:DetachRolePolicy")),
         # No iam:UpdateAssumeRolePolicy: with PutRolePolicy it would let the role trust itself into what
         # it wrote; a stack role whose trust changes is replaced instead (components/cluster.py bounded_role).
+        *(Call(a, role, own_if_tagged) for a in (
+            "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription", "iam:UntagRole")),
+        Call("iam:TagRole", role, {**tagged_own, **own_if_tagged}),
         *(Call(a, role) for a in (
-            "iam:GetRole", "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription",
-            "iam:TagRole", "iam:UntagRole", "iam:ListRolePolicies",
-            "iam:GetRolePolicy", "iam:ListAttachedRolePolicies", "iam:ListInstanceProfilesForRole")),
+            "iam:GetRole", "iam:ListRolePolicies", "iam:GetRolePolicy", "iam:ListAttachedRolePolicies",
+            "iam:ListInstanceProfilesForRole")),
     ]
 
 
@@ -98,7 +107,8 @@ CALLER_CHECKS = (
     # CreateCluster takes the cluster role, CreateNodegroup the node role: each is passed to EKS.
     CallerCheck(
         ("iam:PassRole",), (EKS_CLUSTER, NODE_GROUP), f"arn:{{partition}}:iam::{{account}}:role{ROLE_PATH}*",
-        {"StringEquals": {"iam:PassedToService": list(PASS_ROLE_TO)}},
+        {"StringEquals": {"iam:PassedToService": list(PASS_ROLE_TO)},
+         "StringEqualsIfExists": {f"aws:ResourceTag/{STACK_TAG}": "{cluster}"}},
         "https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_use_passrole.html"),
     # CreateNodegroup checks, with the caller's credentials, that the node-group service-linked role
     # exists and what it has attached ("Failed to validate if SLR … already exists due to missing
@@ -126,7 +136,7 @@ def called_actions() -> set[str]:
     """Every action the deploy calls or AWS checks for it, before the dependent actions."""
     return (resource_actions(RESOURCE_ACTIONS) | {a for calls in INVOKE_ACTIONS.values() for a in calls}
             | {a for check in CALLER_CHECKS for a in check.actions}
-            | {c.action for c in _iam_calls("aws", "111122223333")})
+            | {c.action for c in _iam_calls("aws", "111122223333", "cluster")})
 
 
 
@@ -217,7 +227,7 @@ def deploy_calls(*, partition: str, account_id: str, cluster_name: str) -> list[
     actions = resource_actions(RESOURCE_ACTIONS) | {a for calls in INVOKE_ACTIONS.values() for a in calls}
     actions |= dependent_actions(actions)
     calls = [call for action in sorted(actions) for call in _scoped_calls(action, partition, account_id, cluster_name)]
-    calls += _iam_calls(partition, account_id)
+    calls += _iam_calls(partition, account_id, cluster_name)
     calls += [call for check in caller_checks_for(RESOURCE_ACTIONS)
               for call in check.calls(partition, account_id, cluster_name)]
     return list({(call.action, call.key()): call for call in calls}.values())

@@ -112,6 +112,15 @@ def test_a_grant_narrower_than_the_calls_is_caught_on_the_resource_it_misses():
      {"aws:ResourceTag/eks-pd-llm/cluster": PROD, "aws:TagKeys": "Name"}),
     # Putting its own stack tag on what it did not create (to claim it) is refused.
     ("ec2:CreateTags", f"arn:aws:ec2:{REGION}:{ACCOUNT}:vpc/vpc-other", {"aws:TagKeys": "eks-pd-llm/cluster"}),
+    # Both environments' roles share /eks-pd-llm/: prod's carry prod's stack tag.
+    *((action, f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/prod-node-role",
+       {"aws:ResourceTag/eks-pd-llm/cluster": PROD, "iam:PassedToService": "eks.amazonaws.com",
+        "iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"})
+      for action in ("iam:DeleteRole", "iam:PutRolePolicy", "iam:DetachRolePolicy", "iam:UntagRole",
+                     "iam:PassRole")),
+    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/x",
+     {"aws:RequestTag/eks-pd-llm/cluster": PROD,
+      "iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"}),
     ("iam:DeleteOpenIDConnectProvider",
      f"arn:aws:iam::{ACCOUNT}:oidc-provider/token.actions.githubusercontent.com", {}),
     ("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks.amazonaws.com/x", {}),

@@ -119,6 +119,9 @@ def test_every_role_the_stack_creates_is_under_the_path_the_deploy_role_may_mana
     roles = stacks[-1].all(ROLE_TYPE)
     assert {r.name for r in roles} >= {"model-access-role", "cluster-autoscaler-role", "front-door-controller-role"}
     assert {r.inputs["permissionsBoundary"] for r in roles} == {OPTIONS["iamPermissionsBoundaryArn"]}
+    # Each carries its cluster's stack tag: the other environment's deploy role may not change it.
+    assert all(r.inputs["tags"] == {"eks-pd-llm/cluster": run.program["settings"].cluster.name}
+               for run in stacks for r in run.all(ROLE_TYPE))
 
 
 def test_the_boundary_lets_the_model_reader_read_only_the_named_mirror_buckets(stacks):
@@ -196,7 +199,8 @@ def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
         f"arn:aws:iam::aws:policy/{name}" for name in permissions.ATTACHABLE_MANAGED_POLICIES]
     [pass_role] = statements(policy, "iam:PassRole")
     assert pass_role["Resource"] == f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/*"
-    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": ["eks.amazonaws.com"]}}
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": ["eks.amazonaws.com"]},
+                                      "StringEqualsIfExists": {"aws:ResourceTag/eks-pd-llm/cluster": DEV_CLUSTER}}
     # No IAM action anywhere: the stack's roles, the node-group service-linked role, EKS's OIDC issuers.
     assert not [a for s in policy["Statement"] if s["Resource"] == "*" for a in actions_of(s) if a.startswith("iam:")]
     [oidc] = statements(policy, "iam:DeleteOpenIDConnectProvider")
