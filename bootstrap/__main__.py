@@ -8,7 +8,7 @@ Creates, in the account and region of the AWS credentials running it:
   for that environment's jobs;
 - each deploy role's least-privilege managed policies (EKS limited to its environment's cluster, state
   writes to its environment's stack) and the permissions boundary every role the stack creates must
-  carry (deploy_permissions.py), unless `deployWithAdministratorAccess` opts into AdministratorAccess.
+  carry (deploy_permissions/), unless `deployWithAdministratorAccess` opts into AdministratorAccess.
 Its outputs are what the repository variables, `pulumi stack init` and the stacks'
 `iamPermissionsBoundaryArn` need.
 """

@@ -5,7 +5,7 @@ Two roles, split by what may trigger them:
   on AWS (`ReadOnlyAccess`), read-only on the state, decrypt-only on the key;
 - one deploy role per deploy environment: jobs of that protected GitHub environment only, i.e. code
   already merged to `main` (and, for prod, approved). What the stack needs and no more, EKS limited to
-  that environment's cluster and state writes to that environment's stack (deploy_permissions.py);
+  that environment's cluster and state writes to that environment's stack (deploy_permissions/);
   AdministratorAccess only when the bootstrap is told so.
 """
 
@@ -24,9 +24,13 @@ PREVIEW_SESSION_SECONDS = 3600
 ADMINISTRATOR_ACCESS_ARN = "arn:aws:iam::aws:policy/AdministratorAccess"
 # `pulumi preview` reads what exists (Describe/Get/List of EC2, EKS, IAM, KMS...) and writes nothing.
 PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/ReadOnlyAccess"
-# The Pulumi project whose stacks the deploy roles update (../Pulumi.yaml `name`); the S3 backend keeps
-# a stack's checkpoint, backups, history and locks under .pulumi/<kind>/<project>/<stack>.
+# The Pulumi project whose stacks the deploy roles update (../Pulumi.yaml `name`).
 STACK_PROJECT = "eks-pd-llm"
+# Pulumi's S3 (diy) backend writes a stack's checkpoint as .pulumi/stacks/<project>/<stack>.json (and its
+# .bak, .gz, .zst), its backups, history and journal under .pulumi/<kind>/<project>/<stack>/, and its lock
+# under the stack's fully qualified name, organization/<project>/<stack> (docs/SOURCES.md#pulumi-s3-state-layout).
+STACK_STATE_DIRS = ("backups", "history", "journal")
+LOCK_ORGANIZATION = "organization"
 
 
 def _repository_subject_prefix(repository: str) -> str:
@@ -91,14 +95,12 @@ def state_access_policy(bucket_arn: str, key_arn: str, *, write_stack: str | Non
     data key (`awskms://` secrets provider). A preview needs no more: the S3 backend takes its lock
     (an object under `.pulumi/locks/`) and writes history only for `up`/`refresh`/`destroy`/`import`.
     Write (a deploy role, `write_stack` its stack): put and delete that stack's checkpoint, backups,
-    history and locks, and encrypt with the key; another environment's state stays read-only to it.
+    history, journal and lock, and encrypt with the key; another environment's state stays read-only to it.
     """
     object_read = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{bucket_arn}/*"}
     key_actions = ["kms:Decrypt", "kms:DescribeKey"] + (["kms:Encrypt", "kms:GenerateDataKey"] if write_stack else [])
-    writes = [{"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"], "Resource": [
-        f"{bucket_arn}/.pulumi/stacks/{STACK_PROJECT}/{write_stack}.json*",
-        *(f"{bucket_arn}/.pulumi/{kind}/{STACK_PROJECT}/{write_stack}/*" for kind in ("backups", "history", "locks")),
-    ]}] if write_stack else []
+    writes = [{"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
+               "Resource": stack_state_writes(bucket_arn, write_stack)}] if write_stack else []
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -108,6 +110,13 @@ def state_access_policy(bucket_arn: str, key_arn: str, *, write_stack: str | Non
             {"Effect": "Allow", "Action": key_actions, "Resource": key_arn},
         ],
     }
+
+
+def stack_state_writes(bucket_arn: str, stack: str) -> list[str]:
+    """The objects of `stack`'s state that `up`, `refresh` and `destroy` put and delete, as ARN patterns."""
+    return [f"{bucket_arn}/.pulumi/stacks/{STACK_PROJECT}/{stack}.json*",
+            *(f"{bucket_arn}/.pulumi/{kind}/{STACK_PROJECT}/{stack}/*" for kind in STACK_STATE_DIRS),
+            f"{bucket_arn}/.pulumi/locks/{LOCK_ORGANIZATION}/{STACK_PROJECT}/{stack}/*"]
 
 
 def state_bucket_policy(bucket_arn: str) -> dict:

@@ -41,7 +41,7 @@ CLUSTER_ROLE_POLICIES = ("AmazonEKSClusterPolicy",)
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 
 # Every IAM role the stack creates lives under this path: the deploy role may manage and pass
-# roles under it only (bootstrap/deploy_permissions.py).
+# roles under it only (bootstrap/deploy_permissions/).
 IAM_ROLE_PATH = "/eks-pd-llm/"
 
 # EKS would create its log group itself, with no expiry; created here first, it gets one.
@@ -102,6 +102,7 @@ class Cluster(pulumi.ComponentResource):
     cluster_role: aws.iam.Role | None  # None: pulumi-eks's own (an earlier stack's, ClusterArgs.earlier_iam_roles)
     node_role: aws.iam.Role
     permissions_boundary: str | None  # of every role the stack creates (iamPermissionsBoundaryArn)
+    tags: dict[str, str]  # the stack tag, on the key, the log group and every role of the stack
     node_role_policies: list[aws.iam.RolePolicyAttachment]
     secrets_key: aws.kms.Key
 
@@ -112,6 +113,8 @@ class Cluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         protected = pulumi.ResourceOptions(parent=self, protect=settings.protect)
         tags = {"eks-pd-llm/cluster": settings.name}
+        # Every role of the stack carries it: the deploy role changes only its own environment's roles.
+        self.tags = tags
 
         self.secrets_key = self._secrets_key(name, settings, tags, child, protected)
         cluster_role_policies = self._roles(name, args, partition, tags, child)
@@ -151,7 +154,7 @@ class Cluster(pulumi.ComponentResource):
         role's policy attachments, which the control plane waits for."""
         settings = args.settings
         # Both roles of the cluster are made here, under one path and the permissions boundary the
-        # deploy role requires (bootstrap/deploy_permissions.py): pulumi-eks's own cluster role
+        # deploy role requires (bootstrap/deploy_permissions/): pulumi-eks's own cluster role
         # would take neither. A stack created before keeps its roles (what its deployed cluster
         # says): a new cluster role or node role replaces the cluster and every node group.
         self.permissions_boundary = settings.iam_permissions_boundary_arn
@@ -251,9 +254,12 @@ class Cluster(pulumi.ComponentResource):
 def bounded_role(name: str, *, description: str, assume_role_policy: pulumi.Input[str],
                  managed_policies: tuple[str, ...], permissions_boundary: str | None, partition: str,
                  tags: dict[str, str], opts: pulumi.ResourceOptions, path: str | None = IAM_ROLE_PATH,
-                 ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
+                 trusts_the_cluster: bool = False) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
     """An IAM role of the stack: under `path` (IAM_ROLE_PATH), with the permissions boundary when one
-    is set, and AWS managed policies (`<path/>name` under arn:aws:iam::aws:policy/) attached."""
+    is set, and AWS managed policies (`<path/>name` under arn:aws:iam::aws:policy/) attached.
+    `trusts_the_cluster`: an IRSA role, trusting the cluster's OIDC issuer; a new issuer (a new cluster)
+    makes a new role, since the deploy role may not change a trust policy in place
+    (bootstrap/deploy_permissions/). The cluster and node roles trust a service, which never changes."""
     role = aws.iam.Role(
         name,
         path=path,
@@ -261,7 +267,8 @@ def bounded_role(name: str, *, description: str, assume_role_policy: pulumi.Inpu
         assume_role_policy=assume_role_policy,
         permissions_boundary=permissions_boundary,
         tags=tags,
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            replace_on_changes=["assumeRolePolicy"] if trusts_the_cluster else None)),
     )
     attachments = [
         aws.iam.RolePolicyAttachment(

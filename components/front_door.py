@@ -43,12 +43,15 @@ class FrontDoorArgs:
     cluster: the cluster (its provider, OIDC provider, name, permissions boundary).
     door: the validated front door settings (enabled).
     serving: the serving settings (namespace, RayService name).
+    ray_service: the RayService whose Serve proxies the Service selects; `pulumi up` waits for it to be
+        Ready (components/inference.py) before creating the Service.
     region, vpc_id, vpc_cidr: where the load balancer goes and whom an internal door admits by default.
     """
 
     cluster: Cluster
     door: FrontDoor
     serving: ServingSettings
+    ray_service: pulumi.Resource
     cluster_name: str
     region: str
     vpc_id: pulumi.Input[str]
@@ -72,8 +75,8 @@ class FrontDoorNetwork(pulumi.ComponentResource):
                 lambda values: irsa_trust_policy(values[0], values[1], (
                     f"system:serviceaccount:{LOAD_BALANCER_CONTROLLER_NAMESPACE}:"
                     f"{LOAD_BALANCER_CONTROLLER_SERVICE_ACCOUNT}"))),
-            managed_policies=(), permissions_boundary=cluster.permissions_boundary, partition="aws", tags={},
-            opts=child)
+            managed_policies=(), permissions_boundary=cluster.permissions_boundary, partition="aws", tags=cluster.tags,
+            trusts_the_cluster=True, opts=child)
         self.policy = aws.iam.RolePolicy(f"{name}-controller-policy", role=self.role.id,
                                          policy=controller_policy(), opts=child)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
@@ -84,11 +87,13 @@ class FrontDoorNetwork(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
                 depends_on=[self.policy, *explicit_dependencies(opts)])))
         body = door_service_manifest(args.serving, args.door, args.vpc_cidr)
-        # After the controller: its webhook mutates Services of the NLB class, and only it provisions them.
+        # After the controller, which alone provisions Services of the NLB class, and after the RayService
+        # is Ready: Pulumi waits at most 10 minutes for a Service's endpoints, which before the Serve
+        # proxies run (a first model load takes longer) would fail the update.
         self.service = k8s.core.v1.Service(
             f"{name}-service", metadata=body["metadata"], spec=body["spec"],
             opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
-                depends_on=[self.controller, *explicit_dependencies(opts)])))
+                depends_on=[self.controller, args.ray_service, *explicit_dependencies(opts)])))
         for note in args.door.notes:  # `pulumi preview` lists them under Diagnostics, as info
             pulumi.log.info(note, resource=self)
         self.hostname = self.service.status.apply(_hostname)

@@ -16,7 +16,8 @@ Kubernetes API. The trust policy accepts exactly that ServiceAccount in the serv
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -65,6 +66,7 @@ class ModelReadAccessArgs:
     oidc_provider_arn, oidc_issuer: the cluster's IAM OIDC provider and its issuer (host/path).
     permissions_boundary: the boundary of every role the stack creates (iamPermissionsBoundaryArn),
       None for none; the role goes under the stack's role path either way.
+    tags: the stack's tags (the cluster's), which every role of the stack carries.
     """
 
     bucket: str
@@ -73,6 +75,7 @@ class ModelReadAccessArgs:
     oidc_provider_arn: pulumi.Input[str]
     oidc_issuer: pulumi.Input[str]
     permissions_boundary: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
     compile_cache: bool = False  # compileCacheInS3: the pods also keep compile caches in the bucket
 
 
@@ -92,8 +95,8 @@ class ModelReadAccess(pulumi.ComponentResource):
             description=f"Ray pods of {args.namespace}: read s3://{args.bucket}/{args.prefix}",
             assume_role_policy=pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
                 lambda values: irsa_trust_policy(values[0], values[1], model_reader_subject(args.namespace))),
-            managed_policies=(), permissions_boundary=args.permissions_boundary, partition="aws", tags={},
-            opts=child,
+            managed_policies=(), permissions_boundary=args.permissions_boundary, partition="aws", tags=dict(args.tags),
+            trusts_the_cluster=True, opts=child,
         )
         aws.iam.RolePolicy(
             f"{name}-read",

@@ -112,7 +112,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 lambda values: irsa_trust_policy(
                     values[0], values[1], f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}")),
             managed_policies=(), permissions_boundary=args.cluster.permissions_boundary, partition="aws",
-            tags={}, opts=child,
+            tags=args.cluster.tags, trusts_the_cluster=True, opts=child,
         )
         names = pulumi.Output.all(*args.node_group_names).apply(tuple)
         self.policy = aws.iam.RolePolicy(

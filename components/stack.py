@@ -78,7 +78,10 @@ OUTPUT_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "gpuAvailabilityZoneId": "the same AZ's zone ID (`usw2-az2`), the same in every account",
     "clientConfig": "`{base_url, model, api_key_source}`: an OpenAI client's configuration "
                     "(`OpenAI(base_url=…, api_key=<the key>)`, `model=…`) and where its key is; never the key",
-    "endpointUrl": "the OpenAI endpoint's base URL: the front door's load balancer, else localhost after port-forward",
+    "endpointUrl": "the OpenAI endpoint's base URL: `frontDoorHostname`, else the front door's load balancer, else "
+                   "localhost after port-forward",
+    "loadBalancerHostname": "the front door's load balancer's DNS name, what `frontDoorHostname` must point at "
+                            "(CNAME or Route 53 alias); \"\" without a door",
     "apiKeySecret": "where the API keys live: the `apiKeys` stack secret (plain keys, for callers) and the "
                     "namespace/name of the Kubernetes Secret holding their salted hashes; \"\" without a door",
     "apiKeyNames": "the names of the front door's API keys (never the keys)",
@@ -127,9 +130,13 @@ class InferenceStack:
         endpoint_url: pulumi.Input[str] = f"http://{LOCAL_HOST}:{port}/v1"
         key_source = (f"none: any api_key (`{API_KEY_PLACEHOLDER}`) through the port-forward: {kubeconfig_command} "
                       f"&& {port_forward}")
+        load_balancer: pulumi.Input[str] = ""
         if self.front_door is not None:
             scheme = "https" if door.tls else "http"
-            endpoint_url = self.front_door.hostname.apply(lambda host: f"{scheme}://{host}:{door.port}/v1")
+            load_balancer = self.front_door.hostname
+            # Clients call the name the certificate covers; the load balancer's own name only without one.
+            endpoint_url = (f"{scheme}://{door.settings.hostname}:{door.port}/v1" if door.settings.hostname else
+                            self.front_door.hostname.apply(lambda host: f"{scheme}://{host}:{door.port}/v1"))
             key_source = (f"pulumi config get {API_KEYS_KEY} --stack {settings.stack} "
                           "(JSON: key name → key; `pdctl client-config --key NAME` reads it)")
         return {
@@ -151,6 +158,7 @@ class InferenceStack:
                 "api_key_source": key_source,
             },
             "endpointUrl": endpoint_url,
+            "loadBalancerHostname": load_balancer,
             "apiKeySecret": (f"{API_KEYS_KEY} (stack secret); {inference.namespace}/{inference.api_keys_secret_name} "
                              f"key {KEY_TABLE_FILE} (salted hashes)") if self.front_door is not None else "",
             "apiKeyNames": list(door.key_names),
@@ -217,7 +225,8 @@ def build_stack(settings: StackSettings, hf_token: pulumi.Input[str] | None,
     )
     storage, observability = _observability(settings, cluster, system_nodes, (*all_gpu_nodes, device_plugins))
     front_door = FrontDoorNetwork("front-door", FrontDoorArgs(
-        cluster=cluster, door=settings.front_door, serving=settings.serving, cluster_name=settings.cluster.name,
+        cluster=cluster, door=settings.front_door, serving=settings.serving, ray_service=inference.ray_service,
+        cluster_name=settings.cluster.name,
         region=settings.region, vpc_id=network.vpc_id, vpc_cidr=str(settings.network.vpc_cidr)),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes, inference.namespace_resource]),
     ) if settings.front_door.enabled else None
@@ -284,6 +293,7 @@ def _model_access(settings: StackSettings, cluster: Cluster) -> ModelReadAccess 
                                             oidc_provider_arn=cluster.oidc_provider_arn,
                                             oidc_issuer=cluster.oidc_issuer,
                                             permissions_boundary=cluster.permissions_boundary,
+                                            tags=cluster.tags,
                                             compile_cache=settings.serving.ray_service.compile_cache_in_s3))
 
 

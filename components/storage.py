@@ -75,7 +75,7 @@ class BlockStorage(pulumi.ComponentResource):
             assume_role_policy=pulumi.Output.all(cluster.oidc_provider_arn, cluster.oidc_issuer).apply(
                 lambda values: irsa_trust_policy(values[0], values[1], EBS_CSI_SERVICE_ACCOUNT)),
             managed_policies=(EBS_CSI_POLICY,), permissions_boundary=cluster.permissions_boundary,
-            partition=partition, tags={}, opts=child)
+            partition=partition, tags=cluster.tags, trusts_the_cluster=True, opts=child)
         self.addon = aws.eks.Addon(
             name,
             cluster_name=cluster.cluster_name,

@@ -146,7 +146,7 @@ AWS_LOAD_BALANCER_CONTROLLER = HelmChart(
             "docs/SOURCES.md#front-door."),
     checked="2026-12",
     values_keys=("clusterName", "region", "vpcId", "serviceAccount.name", "serviceAccount.annotations",
-                 "nodeSelector", "replicaCount"),
+                 "nodeSelector", "replicaCount", "enableServiceMutatorWebhook"),
 )
 
 # The Cluster Autoscaler release for each Kubernetes minor version: its versions match Kubernetes

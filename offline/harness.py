@@ -5,7 +5,8 @@ What the Pulumi CLI would do before starting the program, this module does itsel
 - merge the project's `config:` defaults from `Pulumi.yaml` with `Pulumi.<stack>.yaml` and hand the
   result to the SDK as the engine would (every value a string; arrays and objects as JSON text);
 - mark secret keys. Values stored as `secure:` cannot be decrypted offline: they are replaced by a
-  placeholder and stay marked secret, so the program takes the same code path as with a real token.
+  placeholder and stay marked secret, so the program takes the same code path as with a real token
+  (`apiKeys` by a key table of its shape, which the key check accepts).
 
 Then it runs `__main__.py` under `pulumi.runtime` mocks with `preview=False` (under `preview=True`
 unknown outputs skip `.apply` and a failing check inside one passes silently) and records every
@@ -139,6 +140,7 @@ def stack_config(stack: str, project_dir: Path | None = None) -> tuple[dict[str,
     """The config the CLI would hand the program: (key -> string, secret keys). Keys are
     fully qualified (`<project>:<key>`, `aws:region`)."""
     from components.config.declared import as_config_string, declared_keys, load_yaml_strictly, project_name
+    from components.config.front_door import API_KEYS_KEY, FrontDoorSettings, offline_api_keys
     from components.project import find_project_dir
 
     project_dir = project_dir or find_project_dir()
@@ -160,13 +162,19 @@ def stack_config(stack: str, project_dir: Path | None = None) -> tuple[dict[str,
         raise ConfigError("stack", stack, ", ".join(known), f"no file {stack_file.name}")
     # Strictly: a key set twice is refused, as the Pulumi CLI refuses it.
     stack_doc = load_yaml_strictly(stack_file) or {}
+    encrypted: list[str] = []
     for key, value in _stack_settings(stack_doc, stack_file.name).items():
         full = key if ":" in key else f"{name}:{key}"
         if isinstance(value, dict) and set(value) == {"secure"}:
-            merged[full] = offline_secret_placeholder(key.split(":")[-1])
+            encrypted.append(full)
             secret_keys.add(full)
         else:
             merged[full] = as_config_string(value)
+    # After the plain settings: an apiKeys stand-in names the keys apiKeyLimits names.
+    for full in encrypted:
+        key = full.split(":")[-1]
+        merged[full] = (offline_api_keys(merged.get(f"{name}:{FrontDoorSettings.key('key_limits')}", ""))
+                        if key == API_KEYS_KEY else offline_secret_placeholder(key))
     return merged, secret_keys
 
 

@@ -1,12 +1,15 @@
 """`pdctl preflight`: what an AWS account would refuse, found before `pulumi up` spends anything.
 
 Read-only (IAM policy simulator, Describe/Get/List calls), one line per finding, worst first:
-- the deploy principal's permissions: every call the deploy makes (bootstrap/deploy_permissions.py
+- the deploy principal's permissions: every call the deploy makes (bootstrap/deploy_permissions/
   `deploy_calls`, the list the deploy policy is made from, caller checks included) through
   iam:SimulatePrincipalPolicy, each on a concrete resource ARN with the condition values AWS will put
   in that request (one simulation per value where a grant allows several), the stack's permissions
   boundary among them; one finding per refused call;
 - the permissions boundary: iamPermissionsBoundaryArn set, and that policy in the account;
+- the stack's state (PULUMI_BACKEND_URL an s3:// bucket): every object Pulumi's S3 backend reads and
+  writes for the stack during `up`, `refresh` and `destroy`, its lock included, named as Pulumi's source
+  names them (not as the bootstrap's policy does), through the same simulator;
 - the On-Demand vCPU quota of each instance family against every node group at its maximum plus
   the nodes a managed node update adds (up to 2 per AZ of the group), other instances of the
   account counting against the same quota;
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -34,7 +38,7 @@ from typing import Any
 from facts.replacements import node_roll_surge
 
 REPO = Path(__file__).resolve().parents[1]
-DEPLOY_PERMISSIONS = REPO / "bootstrap" / "deploy_permissions.py"
+DEPLOY_PERMISSIONS = REPO / "bootstrap" / "deploy_permissions"
 
 SEVERITIES = ("error", "warning", "info")
 EXIT_STATUS = {"error": 5, "warning": 4, "info": 0}
@@ -48,6 +52,20 @@ QUOTAS = {
 }
 # The concrete stand-in a wildcard of a granted ARN becomes in a simulation.
 SIMULATED_NAME = "preflight"
+# A timestamp in the names of a stack's backups and history (Unix nanoseconds, as Pulumi writes them).
+SIMULATED_NANOS = 1765000000000000000
+
+
+def pulumi_state_objects(project: str, stack: str) -> tuple[str, ...]:
+    """The objects Pulumi's S3 (diy) backend writes for `stack` of `project` during `up`, `refresh` and
+    `destroy`, as its source names them (docs/SOURCES.md#pulumi-s3-state-layout): the checkpoint and its
+    backup copy, a backup, the history entry and its checkpoint, and the lock, which lock.go keeps under
+    the stack's fully qualified name (organization/<project>/<stack>) with a lock id of its own."""
+    return (f".pulumi/stacks/{project}/{stack}.json", f".pulumi/stacks/{project}/{stack}.json.bak",
+            f".pulumi/backups/{project}/{stack}/{stack}.{SIMULATED_NANOS}.json",
+            f".pulumi/history/{project}/{stack}/{stack}-{SIMULATED_NANOS}.history.json",
+            f".pulumi/history/{project}/{stack}/{stack}-{SIMULATED_NANOS}.checkpoint.json",
+            f".pulumi/locks/organization/{project}/{stack}/{SIMULATED_NAME}.json")
 
 
 @dataclass(frozen=True)
@@ -95,8 +113,9 @@ def sorted_findings(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def load_deploy_permissions() -> ModuleType:
-    """bootstrap/deploy_permissions.py: a module of another Pulumi project, read from this checkout."""
-    spec = importlib.util.spec_from_file_location("bootstrap_deploy_permissions", DEPLOY_PERMISSIONS)
+    """bootstrap/deploy_permissions/: a package of another Pulumi project, read from this checkout."""
+    spec = importlib.util.spec_from_file_location("bootstrap_deploy_permissions", DEPLOY_PERMISSIONS / "__init__.py",
+                                                  submodule_search_locations=[str(DEPLOY_PERMISSIONS)])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
@@ -213,6 +232,26 @@ def boundary_findings(clients: Clients, boundary_arn: str | None, expected_arn: 
     return [Finding("info", f"the permissions boundary {boundary_arn} exists")]
 
 
+def state_findings(clients: Clients, principal: str, state_url: str, project: str, stack: str) -> list[Finding]:
+    """The deploy principal's access to the stack's state in the S3 backend `state_url` (s3://bucket[/prefix])."""
+    if not state_url.startswith("s3://"):
+        return [Finding("warning", f"PULUMI_BACKEND_URL: set it to the bootstrap's stateBackendUrl (s3://…) to check "
+                                   f"the deploy principal's access to the stack's state (now {state_url or 'unset'})")]
+    bucket, _, prefix = state_url.removeprefix("s3://").split("?", 1)[0].strip("/").partition("/")
+    bucket_arn = f"arn:aws:s3:::{bucket}"
+    requests = [Simulation(("s3:ListBucket",), bucket_arn, ()), *(
+        Simulation(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
+                   "/".join(part for part in (bucket_arn, prefix, key) if part), ())
+        for key in pulumi_state_objects(project, stack))]
+    refused = [Finding("error", f"the deploy principal {principal} may not {r['EvalActionName']} on "
+                                f"{simulation.resource} ({r['EvalDecision']}): `pulumi up`, `refresh` and `destroy` of "
+                                f"{stack} stop there; run the bootstrap again (its state policy) or grant it")
+               for simulation in requests for r in _simulate(clients, simulation.request(principal))
+               if r["EvalDecision"] != "allowed"]
+    return refused or [Finding("info", f"the deploy principal {principal} may read and write {stack}'s state in "
+                                       f"{state_url}, its lock included")]
+
+
 # ------------------------------------------------------------------------ capacity
 
 def instance_family(instance_type: str) -> str:
@@ -323,8 +362,9 @@ def vcpus_of(clients: Clients, instance_type: str) -> int:
 
 
 def preflight(settings: Any, clients: Clients, *, principal_arn: str | None = None,
-              permissions: ModuleType | None = None) -> list[Finding]:
-    """Every finding for the stack `settings` describe, worst first."""
+              permissions: ModuleType | None = None, state_url: str | None = None) -> list[Finding]:
+    """Every finding for the stack `settings` describe, worst first. `state_url`: PULUMI_BACKEND_URL ("" unset,
+    a warning); None leaves the state unchecked."""
     permissions = permissions or load_deploy_permissions()
     principal = deploy_principal(clients, principal_arn)
     account, partition = principal.split(":")[4], principal.split(":")[1]
@@ -337,6 +377,8 @@ def preflight(settings: Any, clients: Clients, *, principal_arn: str | None = No
     return sorted_findings([
         *permission_findings(clients, principal, requests),
         *boundary_findings(clients, boundary, permissions.boundary_arn(partition, account)),
+        *(state_findings(clients, principal, state_url, settings.project, settings.stack)
+          if state_url is not None else []),
         *quota_findings(clients, node_group_needs(settings, vcpus_of(clients, settings.system_nodes.instance_type))),
         *offering_findings(clients, (g.instance.name for g in settings.serving.node_groups),
                            settings.gpu_nodes.availability_zone),
@@ -352,10 +394,12 @@ def run_preflight(settings: Any, principal_arn: str | None) -> tuple[list[str], 
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    session = boto3.Session(region_name=settings.region)
-    clients = Clients(*(session.client(name) for name in ("iam", "sts", "ec2", "service-quotas")))
+    state_url = os.environ.get("PULUMI_BACKEND_URL", "")
     try:
-        findings = preflight(settings, clients, principal_arn=principal_arn)
+        # A profile that does not exist fails here, before any call.
+        session = boto3.Session(region_name=settings.region)
+        clients = Clients(*(session.client(name) for name in ("iam", "sts", "ec2", "service-quotas")))
+        findings = preflight(settings, clients, principal_arn=principal_arn, state_url=state_url)
     except (BotoCoreError, ClientError) as error:
         return [f"error: preflight needs read access to the account ({error}): set AWS credentials "
                 "(AWS_PROFILE, or a role session) that may call iam:SimulatePrincipalPolicy and the reads "

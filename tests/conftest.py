@@ -428,15 +428,14 @@ def bootstrap_run(tmp_path_factory) -> Callable[..., OfflineRun]:
         key = (account_roles, *sorted(config.items()))
         if key in runs:
             return runs[key]
-        project = tmp_path_factory.mktemp("bootstrap")
-        sources = [*sorted((REPO / "bootstrap").glob("*.py")), *sorted((REPO / "bootstrap").glob("*.json")),
-                   REPO / "bootstrap" / "Pulumi.yaml"]
+        project = tmp_path_factory.mktemp("bootstrap") / "bootstrap"
+        shutil.copytree(REPO / "bootstrap", project, ignore=shutil.ignore_patterns("__pycache__", "Pulumi.*.yaml"))
         with pytest.MonkeyPatch.context() as monkeypatch:
             monkeypatch.syspath_prepend(str(project))  # the Pulumi Python host puts the program's folder there
-            for source in sources:
-                if source.suffix == ".py" and source.stem != "__main__":  # its modules, fresh for this run
-                    monkeypatch.delitem(sys.modules, source.stem, raising=False)
-                (project / source.name).write_text(source.read_text())
+            # Its modules and packages, fresh for this run.
+            local = {p.stem for p in project.iterdir() if p.stem != "__main__" and (p.suffix == ".py" or p.is_dir())}
+            for module in [m for m in sys.modules if m.split(".")[0] in local]:
+                monkeypatch.delitem(sys.modules, module)
             (project / "Pulumi.ci.yaml").write_text(yaml.safe_dump({"config": {
                 "aws:region": "us-west-2",
                 "eks-pd-llm-bootstrap:githubRepository": BOOTSTRAP_REPOSITORY,

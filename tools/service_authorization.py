@@ -25,7 +25,9 @@ OUTPUT = REPO / "bootstrap" / "service_authorization.json"
 
 
 def _deploy_permissions():
-    spec = importlib.util.spec_from_file_location("deploy_permissions", REPO / "bootstrap" / "deploy_permissions.py")
+    package = REPO / "bootstrap" / "deploy_permissions"
+    spec = importlib.util.spec_from_file_location("deploy_permissions", package / "__init__.py",
+                                                  submodule_search_locations=[str(package)])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -25,6 +25,8 @@ FrontDoorScheme = Literal["none", "internal", "internet-facing"]
 API_KEYS_KEY = "apiKeys"
 # A key's name becomes a metric label and a log field: short, plain, never the key.
 _KEY_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+# A DNS name of two or more labels (RFC 1123), lowercase or not; no wildcard: clients call one name.
+_DNS_NAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$")
 # arn:aws:acm:<region>:<account>:certificate/<id>
 _ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:([a-z0-9-]+):\d{12}:certificate/[0-9a-f-]+$")
 # Where the Ray pods find the key table and the front door's code (components/manifests/ray_service.py).
@@ -32,6 +34,8 @@ KEYS_MOUNT = "/etc/eks-pd-llm/api-keys"
 CODE_MOUNT = "/opt/eks-pd-llm"
 FRONT_DOOR_PACKAGE = Path(__file__).resolve().parents[2] / "front_door"
 FRONT_DOOR_MODULES = ("__init__.py", "keys.py", "ingress.py")
+# Offline, each key of an `apiKeys` the plan cannot decrypt: long enough for the key check, usable nowhere.
+OFFLINE_KEY = "offline-placeholder-key".ljust(MIN_KEY_LENGTH, "-")
 # A door's first key, in the form Pulumi.yaml's apiKeys documents.
 ADD_A_KEY = """pulumi config set --secret apiKeys '{"app-team": "<openssl rand -hex 24>"}'"""
 
@@ -48,6 +52,8 @@ class FrontDoorSettings(StackKeyModel):
     allowed_cidrs: tuple[str, ...] = Field(alias="frontDoorAllowedCidrs", description="a list of IPv4 CIDRs")
     certificate_arn: str = Field(alias="frontDoorCertificateArn",
                                  description='"" or an ACM certificate ARN of the stack\'s region')
+    hostname: str = Field(alias="frontDoorHostname", description=(
+        '"" or the DNS name clients call (a name frontDoorCertificateArn covers), e.g. llm.example.com'))
     requests_per_minute: int = Field(alias="apiKeyRequestsPerMinute", ge=1,
                                      description="a whole number ≥ 1 (requests per key per minute)")
     tokens_per_minute: int = Field(alias="apiKeyTokensPerMinute", ge=1,
@@ -79,6 +85,13 @@ class FrontDoorSettings(StackKeyModel):
             limits[name] = KeyLimits(entry.get("requestsPerMinute"), entry.get("tokensPerMinute"))
         return limits
 
+    @field_validator("hostname")
+    @classmethod
+    def _hostname(cls, value: str) -> str:
+        if value and not _DNS_NAME.match(value):
+            raise cls.field("hostname").refuse(value)
+        return value.lower()
+
     @model_validator(mode="after")
     def _reach(self) -> FrontDoorSettings:
         if self.scheme == "internet-facing" and not self.allowed_cidrs:
@@ -97,6 +110,12 @@ class FrontDoorSettings(StackKeyModel):
         if match.group(1) != region:
             raise setting.refuse(self.certificate_arn, f"an ACM certificate of {region}",
                                  "a load balancer can only use a certificate of its own region")
+        if self.scheme != "none" and not self.hostname:
+            # Clients verify the certificate against the name they call; no ACM certificate covers the
+            # load balancer's own *.elb.amazonaws.com name (docs/SOURCES.md#front-door-tls).
+            raise self.field("hostname").refuse(
+                "", "the DNS name frontDoorCertificateArn covers, pointed at the loadBalancerHostname output",
+                "with a certificate, clients must call a name it covers, not the load balancer's elb.amazonaws.com one")
 
     def limits(self, name: str) -> KeyLimits:
         own = self.key_limits.get(name, KeyLimits())
@@ -145,7 +164,24 @@ class FrontDoor:
         if not self.tls:
             found.append("frontDoor without frontDoorCertificateArn: plain HTTP on port 80, so prompts, answers and "
                          "API keys travel unencrypted between callers and the Ray pods (docs/FRONT_DOOR.md)")
+        else:
+            found.append("frontDoor TLS ends at the load balancer: from it to the Ray pods, inside the VPC, requests "
+                         "and API keys travel as plain HTTP (docs/FRONT_DOOR.md)")
+        if self.settings.hostname:
+            found.append(f"frontDoorHostname {self.settings.hostname}: point it at the loadBalancerHostname output "
+                         "(a CNAME record, or a Route 53 alias record) before clients call it")
         return tuple(found)
+
+
+def offline_api_keys(key_limits_text: str) -> str:
+    """What an `apiKeys` secret the offline plan cannot decrypt stands for: a key table of its shape, with
+    a key for each name apiKeyLimits gives (the only names the plan can know) or one; no key is usable."""
+    try:
+        limits = json.loads(key_limits_text or "{}")
+    except ValueError:
+        limits = {}  # the settings check names apiKeyLimits' own mistake
+    names = sorted(limits) if isinstance(limits, dict) else []
+    return json.dumps(dict.fromkeys(names or ["offline-placeholder"], OFFLINE_KEY))
 
 
 def api_key_names(text: str, settings: FrontDoorSettings) -> tuple[str, ...]:

@@ -58,7 +58,7 @@ def door_service_manifest(serving: ServingSettings, door: FrontDoor, vpc_cidr: s
 
 def load_balancer_controller_values(cluster_name: str, region: str, vpc_id: Any, role_arn: Any) -> dict[str, Any]:
     """Helm values: the cluster it serves, where (no instance metadata lookups), its IRSA role, on the
-    system nodes. The Service mutator webhook stays (Services of the NLB class only)."""
+    system nodes, without the Service mutator webhook."""
     return {
         "clusterName": cluster_name,
         "region": region,
@@ -68,4 +68,9 @@ def load_balancer_controller_values(cluster_name: str, region: str, vpc_id: Any,
         "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
         # One system node: two replicas would only wait for a second one.
         "replicaCount": 1,
+        # The chart's Service webhook sees every Service of the cluster and fails closed: while its one
+        # replica is not Ready, no Service can be created (KubeRay's and Prometheus' atomic releases
+        # included). It only sets loadBalancerClass, which the door's Service sets itself
+        # (docs/SOURCES.md#lbc-service-webhook).
+        "enableServiceMutatorWebhook": False,
     }

@@ -44,6 +44,9 @@ def one(run, type_: str, name: str):
     ("frontDoorCertificateArn", "arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab",
      "frontDoorCertificateArn", "an ACM certificate of us-west-2"),
     ("frontDoorAllowedCidrs", '["10.0.0.0/33"]', "frontDoorAllowedCidrs", "not an IPv4 CIDR"),
+    ("frontDoorCertificateArn", "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab",
+     "frontDoorHostname", "not the load balancer's elb.amazonaws.com one"),
+    ("frontDoorHostname", "llm_team.example", "frontDoorHostname", "the DNS name clients call"),
 ])
 def test_a_door_setting_that_cannot_work_is_refused_before_any_resource(key, value, named, says):
     run = try_run_offline("dev", overrides={key: value})
@@ -74,14 +77,19 @@ def test_the_door_is_internal_and_open_to_the_vpc_only_by_default(keyed):
 def test_a_public_door_with_cidrs_and_a_certificate_serves_tls_to_those_cidrs_only():
     arn = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab"
     run = run_offline("dev", overrides={"frontDoor": "internet-facing", "frontDoorAllowedCidrs": '["198.51.100.0/24"]',
-                                        "frontDoorCertificateArn": arn})
+                                        "frontDoorCertificateArn": arn, "frontDoorHostname": "LLM.example.com"})
     service = one(run, SERVICE, "front-door-service")
     annotations = service.inputs["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing"
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == arn
     assert service.inputs["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
     assert service.inputs["spec"]["ports"][0]["port"] == 443
-    assert run.outputs["endpointUrl"].startswith("https://") and run.outputs["endpointUrl"].endswith(":443/v1")
+    # Clients call the name the certificate covers, never the load balancer's own, which no certificate covers;
+    # the output says where that name must point, and the preview says the NLB → pod hop is plain HTTP.
+    assert run.outputs["endpointUrl"] == "https://llm.example.com:443/v1"
+    assert run.outputs["loadBalancerHostname"].endswith(".elb.us-west-2.amazonaws.com")
+    assert any("point it at the loadBalancerHostname output" in info for info in run.infos)
+    assert any("TLS ends at the load balancer" in info for info in run.infos)
 
 
 def test_no_door_is_the_stack_as_before():
@@ -115,6 +123,30 @@ def test_the_controller_runs_the_pinned_chart_with_awss_published_policy_on_its_
     assert "system:serviceaccount:kube-system:aws-load-balancer-controller" in condition.values()
     values = release.inputs["values"]
     assert values["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"]
+
+
+def test_the_controllers_service_webhook_cannot_block_the_clusters_other_services(keyed):
+    """Chart 3.5.0's mservice.elbv2.k8s.aws webhook takes every Service of the cluster and fails closed
+    (failurePolicy Fail): with its one replica not Ready, KubeRay's and Prometheus' atomic releases could
+    create no Service. Off; the door's Service names the controller's class itself, which is all it set."""
+    chart_values = yaml.safe_load((CHART_DATA / "values.yaml").read_text())
+    assert chart_values["enableServiceMutatorWebhook"] is True  # the chart's default: on, for every Service
+    assert chart_values["serviceMutatorWebhookConfig"]["failurePolicy"] == "Fail"
+    assert chart_values["serviceMutatorWebhookConfig"]["objectSelector"]["matchLabels"] == {}
+    values = one(keyed, "kubernetes:helm.sh/v3:Release", "front-door-controller").inputs["values"]
+    assert values["enableServiceMutatorWebhook"] is False
+    assert one(keyed, SERVICE, "front-door-service").inputs["spec"]["loadBalancerClass"] == "service.k8s.aws/nlb"
+
+
+def test_the_door_service_waits_for_the_rayservice_not_only_for_the_controller(keyed):
+    """Pulumi waits at most 10 minutes for a Service's endpoints; the Serve proxies exist only once the
+    RayService is Ready (a first model load takes longer), so the Service is created after it."""
+    service = one(keyed, SERVICE, "front-door-service")
+    assert keyed.depends_on(service, one(keyed, "kubernetes:ray.io/v1:RayService", "inference-rayservice"))
+    assert keyed.depends_on(service, one(keyed, "kubernetes:helm.sh/v3:Release", "front-door-controller"))
+    # The controller itself installs beside the RayService, not after it.
+    assert not keyed.depends_on(one(keyed, "kubernetes:helm.sh/v3:Release", "front-door-controller"),
+                                one(keyed, "kubernetes:ray.io/v1:RayService", "inference-rayservice"))
 
 
 def test_every_controller_value_the_stack_sets_is_a_key_of_the_charts_values():

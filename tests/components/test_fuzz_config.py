@@ -130,6 +130,7 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "frontDoorCertificateArn": _one_of(
         "", "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab",
         "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab", "not-an-arn"),
+    "frontDoorHostname": _one_of("", "llm.example.com", "LLM.Example.com", "llm_team.example", "localhost"),
     "apiKeys": _one_of("", '{"app-team": "' + "k" * 40 + '"}', '{"app-team": "short"}', "not json", "[]",
                        '{"Bad Name": "' + "k" * 40 + '"}'),
     "apiKeyRequestsPerMinute": st.one_of(_INTS, _one_of("600", "0")),

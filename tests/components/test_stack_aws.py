@@ -400,7 +400,7 @@ def test_outputs_a_client_can_use(each):
     assert set(out) == {"region", "clusterName", "kubeconfig", "namespace", "rayServiceName", "serveServiceName",
                         "servePort", "modelId", "tokenizerSource", "portForwardCommand", "clientConfig",
                         "gpuAvailabilityZone", "prometheusPortForwardCommand", "grafanaPortForwardCommand",
-                        "gpuAvailabilityZoneId", "endpointUrl", "apiKeySecret", "apiKeyNames"}
+                        "gpuAvailabilityZoneId", "endpointUrl", "loadBalancerHostname", "apiKeySecret", "apiKeyNames"}
     assert out["region"] == "us-west-2"
     assert out["serveServiceName"] == f"{out['rayServiceName']}-serve-svc"
     assert out["servePort"] == 8000
@@ -412,6 +412,7 @@ def test_outputs_a_client_can_use(each):
     # Through the front door (docs/FRONT_DOOR.md; tests/components/test_front_door.py): its NLB, not a port-forward.
     assert client["base_url"] == out["endpointUrl"] and client["model"] == out["modelId"]
     assert ".elb.us-west-2.amazonaws.com" in client["base_url"]
+    assert out["loadBalancerHostname"] in client["base_url"]
     assert json.loads(out["kubeconfig"])["kind"] == "Config"
     # What `pdctl top` reads by default (http://localhost:9090) and where Grafana serves its dashboards.
     assert out["prometheusPortForwardCommand"] == (

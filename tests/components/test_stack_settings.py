@@ -136,6 +136,7 @@ ALTERNATIVES = {
     "frontDoor": "none",
     "frontDoorAllowedCidrs": '["10.0.0.0/24"]',
     "frontDoorCertificateArn": "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb-cccc-0123456789ab",
+    "frontDoorHostname": "llm.example.com",
     "apiKeys": '{"app-team": "' + "k" * 40 + '"}',
     "apiKeyRequestsPerMinute": "60",
     "apiKeyTokensPerMinute": "5000",
@@ -147,6 +148,8 @@ COMPANIONS = {
     "kvBackends": {"acceptUcxOnEfaKvTransferIs100xSlower": "true"},
     "pdDirectStreaming": {"httpFront": "haproxy", "frontDoor": "none"},
     "apiKeyLimits": {"apiKeys": '{"app-team": "' + "k" * 40 + '"}'},
+    # With a certificate, clients call a name it covers.
+    "frontDoorCertificateArn": {"frontDoorHostname": "llm.example.com"},
     "tensorParallelSize": {"gpuNodeType": "g6.12xlarge", "modelSource": "acme/custom-model-7b"},
     "pipelineParallelSize": {"gpuNodeType": "g6.12xlarge", "modelSource": "acme/custom-model-7b"},
     "prefillReplicas": {"gpuNodeCount": "4"},

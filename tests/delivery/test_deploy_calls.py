@@ -1,4 +1,4 @@
-"""The deploy role's calls (bootstrap/deploy_permissions.py `deploy_calls`), the one list the deploy
+"""The deploy role's calls (bootstrap/deploy_permissions/ `deploy_calls`), the one list the deploy
 policy is made from and `pdctl preflight` simulates, evaluated offline as IAM would
 (iam_evaluation.py: AWS's documented evaluation logic, standing in for the simulator):
 
@@ -31,7 +31,7 @@ PRINCIPAL = f"arn:aws:iam::{ACCOUNT}:role/github-deploy-dev"
 NODEGROUP_SLR = (f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks-nodegroup.amazonaws.com/"
                  "AWSServiceRoleForAmazonEKSNodegroup")
 
-permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions.py")
+permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions")
 
 
 def statements(cluster: str = DEV) -> list[dict]:
@@ -112,6 +112,15 @@ def test_a_grant_narrower_than_the_calls_is_caught_on_the_resource_it_misses():
      {"aws:ResourceTag/eks-pd-llm/cluster": PROD, "aws:TagKeys": "Name"}),
     # Putting its own stack tag on what it did not create (to claim it) is refused.
     ("ec2:CreateTags", f"arn:aws:ec2:{REGION}:{ACCOUNT}:vpc/vpc-other", {"aws:TagKeys": "eks-pd-llm/cluster"}),
+    # Both environments' roles share /eks-pd-llm/: prod's carry prod's stack tag.
+    *((action, f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/prod-node-role",
+       {"aws:ResourceTag/eks-pd-llm/cluster": PROD, "iam:PassedToService": "eks.amazonaws.com",
+        "iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"})
+      for action in ("iam:DeleteRole", "iam:PutRolePolicy", "iam:DetachRolePolicy", "iam:UntagRole",
+                     "iam:PassRole")),
+    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/x",
+     {"aws:RequestTag/eks-pd-llm/cluster": PROD,
+      "iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"}),
     ("iam:DeleteOpenIDConnectProvider",
      f"arn:aws:iam::{ACCOUNT}:oidc-provider/token.actions.githubusercontent.com", {}),
     ("iam:CreateServiceLinkedRole", f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks.amazonaws.com/x", {}),
@@ -203,3 +212,15 @@ def test_a_role_listing_iam_refuses_stops_the_bootstrap_with_one_line_naming_the
     message = str(raised.value)
     assert message.startswith("set serviceLinkedRoles to the services whose role the account lacks")
     assert "iam:ListRoles" in message and "\n" not in message and "second line" not in message
+
+
+@pytest.mark.parametrize("action", ["kms:EnableKeyRotation", "kms:DescribeKey", "kms:GetKeyPolicy",
+                                    "kms:GetKeyRotationStatus", "kms:ListResourceTags", "kms:CreateAlias"])
+def test_what_the_provider_calls_right_after_create_key_needs_no_tag_kms_may_not_see_yet(action):
+    """KMS may take up to five minutes to authorize by a new key's tags: the provider's EnableKeyRotation
+    and reads right after CreateKey (and the alias made next) must pass on a key whose tags it does not
+    see yet; what changes or deletes a key still needs the environment's own tag."""
+    new_key = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-new"
+    assert decision(statements(DEV), action, new_key, {}) == "allowed"
+    for changing in ("kms:PutKeyPolicy", "kms:ScheduleKeyDeletion", "kms:DisableKeyRotation"):
+        assert decision(statements(DEV), changing, new_key, {}) == "implicitDeny"

@@ -1,4 +1,4 @@
-"""The deploy role's least privilege (bootstrap/deploy_permissions.py) against what the stack really
+"""The deploy role's least privilege (bootstrap/deploy_permissions/) against what the stack really
 registers and calls: the dev and prod programs run offline, every AWS resource type (pulumi-eks's
 remote components expanded) and every provider function must be covered, and nothing is granted
 for a type no stack registers. The IAM statements must keep the deploy role from making an
@@ -45,7 +45,7 @@ POLICY_WRITES = {
 }
 
 
-permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions.py")
+permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions")
 
 
 # Settings neither stack file turns on that add AWS resources: an S3 model mirror (its reader role
@@ -119,6 +119,9 @@ def test_every_role_the_stack_creates_is_under_the_path_the_deploy_role_may_mana
     roles = stacks[-1].all(ROLE_TYPE)
     assert {r.name for r in roles} >= {"model-access-role", "cluster-autoscaler-role", "front-door-controller-role"}
     assert {r.inputs["permissionsBoundary"] for r in roles} == {OPTIONS["iamPermissionsBoundaryArn"]}
+    # Each carries its cluster's stack tag: the other environment's deploy role may not change it.
+    assert all(r.inputs["tags"] == {"eks-pd-llm/cluster": run.program["settings"].cluster.name}
+               for run in stacks for r in run.all(ROLE_TYPE))
 
 
 def test_the_boundary_lets_the_model_reader_read_only_the_named_mirror_buckets(stacks):
@@ -159,10 +162,28 @@ def statements(policy: dict, action: str) -> list[dict]:
 
 
 def test_the_deploy_policy_grants_no_policy_writing_and_no_wildcard_action(policy):
-    actions = {a for s in policy["Statement"] for a in actions_of(s)}
+    actions = {a for s in policy["Statement"] if s["Effect"] == "Allow" for a in actions_of(s)}
     assert not actions & POLICY_WRITES
     assert not [a for a in actions if "*" in a]
-    assert all(s["Effect"] == "Allow" for s in policy["Statement"])
+    assert [s["Sid"] for s in policy["Statement"] if s["Effect"] != "Allow"] == ["NeverAssumeTheStacksRoles"]
+
+
+def test_the_deploy_role_cannot_make_itself_a_stack_role(policy, stacks):
+    """PutRolePolicy on a stack role plus a trust policy naming the deploy role (UpdateAssumeRolePolicy, or a
+    CreateRole that trusts it) would hand the deploy role everything the boundary allows: it may not change
+    a trust policy, and may not assume a role under the path whatever that role's trust says."""
+    role = f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/front-door-controller-role-1a2b3c4"
+    boundary = {"iam:PermissionsBoundary": [permissions.boundary_arn("aws", ACCOUNT)]}
+    assert decision(policy["Statement"], "iam:PutRolePolicy", role, boundary) == "allowed"
+    assert decision(policy["Statement"], "iam:UpdateAssumeRolePolicy", role, boundary) == "implicitDeny"
+    for action in ("sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"):
+        assert decision(policy["Statement"], action, role, {}) == "explicitDeny"
+    # A role whose trust can change (an IRSA role, when the cluster's OIDC issuer does) is replaced, not
+    # updated; the others trust an AWS service, which never changes.
+    roles = [r for run in stacks for r in run.all(ROLE_TYPE)]
+    irsa = [r for r in roles if "AssumeRoleWithWebIdentity" in r.inputs["assumeRolePolicy"]]
+    assert irsa and all("assumeRolePolicy" in r.replace_on_changes for r in irsa)
+    assert all('"Service"' in r.inputs["assumeRolePolicy"] for r in roles if r not in irsa)
 
 
 def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
@@ -178,7 +199,8 @@ def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
         f"arn:aws:iam::aws:policy/{name}" for name in permissions.ATTACHABLE_MANAGED_POLICIES]
     [pass_role] = statements(policy, "iam:PassRole")
     assert pass_role["Resource"] == f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/*"
-    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": ["eks.amazonaws.com"]}}
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": ["eks.amazonaws.com"]},
+                                      "StringEqualsIfExists": {"aws:ResourceTag/eks-pd-llm/cluster": DEV_CLUSTER}}
     # No IAM action anywhere: the stack's roles, the node-group service-linked role, EKS's OIDC issuers.
     assert not [a for s in policy["Statement"] if s["Resource"] == "*" for a in actions_of(s) if a.startswith("iam:")]
     [oidc] = statements(policy, "iam:DeleteOpenIDConnectProvider")
@@ -374,3 +396,12 @@ def test_the_bootstraps_cluster_names_are_the_stacks():
 def test_a_cluster_list_that_misses_an_environment_is_refused(bootstrap_run):
     with pytest.raises(Exception, match="deployClusters"):
         bootstrap_run(deployClusters=json.dumps(["dev=ray-llm-multinode"]))
+
+
+def test_the_audit_note_counts_what_a_stack_role_may_do_beyond_the_deploy_role(policy):
+    """What the boundary lets a stack role do that the deploy role's own policy does not: the reach an inline
+    policy written on a workload's role has (policy/iam_audit_findings.yaml states the count)."""
+    boundary = permissions.workload_boundary_policy(partition="aws")
+    granted = {a for s in policy["Statement"] if s["Effect"] == "Allow" for a in actions_of(s)}
+    beyond = {a for s in boundary["Statement"] for a in actions_of(s)} - granted
+    assert f"{len(beyond)} its own" in " ".join((REPO / "policy" / "iam_audit_findings.yaml").read_text().split())

@@ -26,7 +26,7 @@ EXPLAINED = REPO / "policy" / "iam_audit_findings.yaml"
 ACCOUNT = "111122223333"
 CLUSTERS = {"dev": "ray-llm-multinode", "prod": "ray-llm-prod"}  # the bootstrap's deployClusters default
 
-permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions.py")
+permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions")
 policies = load_module("bootstrap_policies", REPO / "bootstrap" / "policies.py")
 
 

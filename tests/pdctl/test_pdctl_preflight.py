@@ -186,6 +186,16 @@ def test_without_credentials_preflight_says_so_in_one_line(settings, monkeypatch
                      "the reads docs/DELIVERY.md names"]
 
 
+def test_a_profile_that_does_not_exist_is_one_line_not_a_traceback(settings, monkeypatch):
+    monkeypatch.setenv("AWS_PROFILE", "nope")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    lines, status = checks.run_preflight(settings, None)
+    assert status == 5
+    assert lines == ["error: preflight needs read access to the account (The config profile (nope) could not be "
+                     "found): set AWS credentials (AWS_PROFILE, or a role session) that may call "
+                     "iam:SimulatePrincipalPolicy and the reads docs/DELIVERY.md names"]
+
+
 def test_the_command_prints_the_lines_and_exits_with_their_status(monkeypatch):
     seen = {}
 
