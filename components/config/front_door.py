@@ -31,7 +31,7 @@ _ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:([a-z0-9-]+):\d{12}:certificate/[0-9
 KEYS_MOUNT = "/etc/eks-pd-llm/api-keys"
 CODE_MOUNT = "/opt/eks-pd-llm"
 FRONT_DOOR_PACKAGE = Path(__file__).resolve().parents[2] / "front_door"
-FRONT_DOOR_MODULES = ("__init__.py", "keys.py", "ingress.py")
+FRONT_DOOR_MODULES = ("__init__.py", "keys.py", "ingress.py", "engine.py")
 # A door's first key, in the form Pulumi.yaml's apiKeys documents.
 ADD_A_KEY = """pulumi config set --secret apiKeys '{"app-team": "<openssl rand -hex 24>"}'"""
 
