@@ -1,9 +1,10 @@
 """The single-process engine (front_door/engine.py) against Ray Serve LLM's own start, on real Ray Serve
-on the CPU: one replica of the dev stack's decode engine, its GPU bundle on a Ray that declares one GPU.
+on the CPU: one replica of the dev stack's decode engine, its GPU bundle on a Ray that declares GPUs.
 Stock, the replica's start runs Ray Serve LLM's two tasks in another process and hands vLLM Ray's
 executor (one more process, its Ray worker, beside the engine core): four processes. With the subclass:
-the replica and the engine core, two. Processes are counted by the pids they write (probe_engine.py).
-About two minutes: Ray starts twice and each replica imports vLLM."""
+the replica and the engine core, two. On a node of two GPUs the subclass leaves the start as it is.
+Processes are counted by the pids they write (probe_engine.py). About three minutes: Ray starts three
+times and each replica imports vLLM."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ REPO = HERE.parents[1]
 RAY_EXECUTOR = ("RayDistributedExecutor", "RayExecutorV2")
 
 
-def start_replica(llm_config: dict, engine_path: str, pids_file: Path) -> list[tuple[str, int]]:
+def start_replica(llm_config: dict, engine_path: str, pids_file: Path, gpus: int = 1) -> list[tuple[str, int]]:
     """Deploy one replica of `llm_config` with Ray Serve LLM building `engine_path`; each (role, pid)."""
     import ray
     from ray import serve
@@ -32,7 +33,7 @@ def start_replica(llm_config: dict, engine_path: str, pids_file: Path) -> list[t
 
     pids_file.touch()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=4, num_gpus=1, resources=phase_resources(), include_dashboard=False, log_to_driver=False,
+    ray.init(num_cpus=4, num_gpus=gpus, resources=phase_resources(), include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {ENGINE_CLASS_ENV: engine_path, "ENGINE_PROBE_PIDS_FILE": str(pids_file),
                                        "PYTHONPATH": f"{REPO}:{HERE}"}})
     try:
@@ -78,3 +79,15 @@ def test_the_stack_engine_starts_a_replica_in_two_processes_where_ray_serve_llm_
     replica = {pid for role, pid in single if role == "replica"}
     assert {pid for role, pid in single if not role.startswith("executor:")} == replica
     assert ("executor:UniProcExecutor", next(iter(replica))) in single
+
+
+def test_on_a_node_of_two_gpus_the_engine_starts_as_ray_serve_llm_does(decode_config, tmp_path):
+    # Which of the two GPUs the bundle holds is Ray's to say: only a GPU task learns it, so the engine
+    # keeps Ray Serve LLM's start (its task and Ray's executor pin the GPU).
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    from probe_engine import SINGLE_PROCESS_ENGINE_PATH
+
+    records = start_replica(decode_config, SINGLE_PROCESS_ENGINE_PATH, tmp_path / "two-gpus", gpus=2)
+    assert processes_per_replica(records) == 4, records
