@@ -66,6 +66,7 @@ class SingleProcessVLLMEngine(VLLMEngine):
             context = self.llm_config.get_or_create_callback().ctx
             if context.run_init_node:
                 # Stock: one Ray task per node of the placement group, which is this node (one bundle).
+                # It runs before Ray Serve LLM's node-init callbacks here; the stack configures none.
                 # A thread: the download must not stall the replica's event loop.
                 await asyncio.to_thread(node_initialization_utils.initialize_remote_node, self.llm_config)
                 context.run_init_node = False

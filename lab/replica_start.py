@@ -10,7 +10,8 @@ dummy weights of the model's architecture, the L4's kernel path, one replica und
 Per start, seconds from `serve.run` (what Serve's controller acts on at once) to: vLLM's engine init
 beginning (its `init engine ... took X s` line's time less X: the replica start docs/PROVEN.md#serve-replica-start
 counts), and the app answering (a completion of 8 tokens). Also: the Ray and vLLM processes alive once
-it serves (name and pid), which shows the processes each start left running. Raw: each start's Ray logs.
+it serves (name and pid), which shows the processes each start left running, and those holding GPU
+memory (nvidia-smi). Raw: each start's Ray logs.
 Written to `replica-start.json` after every start, so a run cut short keeps what it measured.
 """
 
@@ -78,6 +79,16 @@ def _processes() -> list[str]:
     return [line.strip()[:160] for line in listing.splitlines() if any(m in line for m in PROCESS_MARKERS)]
 
 
+def _gpu_processes() -> list[str]:
+    # Which processes hold a CUDA context, and how much: the single-process engine must leave the replica
+    # without one (vLLM builds its config from NVML), or the replica's context eats the GPU's budget.
+    try:
+        return subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=True).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError) as error:
+        return [f"nvidia-smi: {error}"]
+
+
 def _worker_logs() -> str:
     return "\n".join(path.read_text(errors="replace") for path in sorted(RAY_LOGS.glob("worker-*"))
                      if path.suffix in (".out", ".err"))
@@ -123,6 +134,7 @@ def start_once(config: dict[str, Any], engine: str, env: dict[str, str], out_dir
             result["completion_ok"] = _complete(config["model_loading_config"]["model_id"])
             result["serving_s"] = round(time.perf_counter() - begun, 1)
             result["processes"] = _processes()
+            result["gpu_processes"] = _gpu_processes()
         began = init_begins(_worker_logs(), begun_at.year)
         result["to_init_s"] = None if began is None else round((began - begun_at).total_seconds(), 1)
     finally:
