@@ -41,7 +41,6 @@ from ray.llm._internal.serve.engines.vllm import vllm_engine as ray_vllm_engine
 from ray.llm._internal.serve.engines.vllm.vllm_engine import VLLMEngine
 from ray.llm._internal.serve.utils import node_initialization_utils
 
-ENGINE_CLASS_PATH = "front_door.engine:SingleProcessVLLMEngine"
 SINGLE_PROCESS_EXECUTOR = "uni"
 LOG = logging.getLogger("ray.serve")
 

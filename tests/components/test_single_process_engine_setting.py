@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from front_door.engine import ENGINE_CLASS_PATH
 from offline import run_offline, try_run_offline
 from serve_app.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
+ENGINE_CLASS_PATH = "front_door.engine:SingleProcessVLLMEngine"
 RAY_SERVICE = ("kubernetes:ray.io/v1:RayService", "inference-rayservice")
 CODE = ("kubernetes:core/v1:ConfigMap", "inference-front-door")
 

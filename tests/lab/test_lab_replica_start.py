@@ -57,3 +57,12 @@ def test_the_command_starts_serves_and_records_each_start_on_real_ray_serve(sett
     assert any("ServeReplica" in process for process in start["processes"]), start["processes"]
     assert json.loads((tmp_path / "replica-start.json").read_text())["starts"] == [start]
     assert (tmp_path / "replica-start-0-fake-ray-logs.tar.xz").stat().st_size > 0
+
+
+def test_the_labs_runs_start_the_engine_the_stack_names():
+    # `lab run` and `lab resilience` build apps from the rendered args, which lack the app's runtime_env.
+    from lab.commands.common import engine_env
+
+    assert engine_env("dev", ["singleProcessEngine=true"]) == {
+        "RAYLLM_VLLM_ENGINE_CLS": "front_door.engine:SingleProcessVLLMEngine"}
+    assert engine_env("dev") == {}
