@@ -31,6 +31,7 @@ from components.manifests.ray_service import (
     front_door_code_name,
     gcs_store_secret_name,
     ray_service_manifest,
+    ships_front_door_code,
 )
 from components.manifests.serving_namespace import serving_namespace_manifest, serving_network_policies
 from front_door.keys import KEY_TABLE_FILE
@@ -180,26 +181,30 @@ class InferenceService(pulumi.ComponentResource):
 
     def _front_door(self, name: str, spec: ServingSettings, key_table: pulumi.Input[str] | None,
                     after_namespace: pulumi.ResourceOptions) -> list[pulumi.Resource]:
-        """The key table Secret and the front door's code, which the Ray pods mount (none without keys).
-        Changing a key updates the Secret in place: the pods see it without a restart."""
+        """The key table Secret (with keys) and the front door's code (with keys or the single-process
+        engine), which the Ray pods mount. Changing a key updates the Secret in place: the pods see it
+        without a restart."""
         self.api_keys_secret: k8s.core.v1.Secret | None = None
-        if key_table is None:
-            return []
-        self.api_keys_secret = k8s.core.v1.Secret(
-            f"{name}-api-keys",
-            metadata={"name": api_keys_secret_name(spec), "namespace": spec.namespace},
-            type="Opaque",
-            string_data={KEY_TABLE_FILE: pulumi.Output.secret(key_table)},
-            opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(
-                additional_secret_outputs=["data", "stringData"])),
-        )
-        self.front_door_code = k8s.core.v1.ConfigMap(
-            f"{name}-front-door",
-            metadata={"name": front_door_code_name(spec), "namespace": spec.namespace},
-            data=front_door_sources(),
-            opts=after_namespace,
-        )
-        return [self.api_keys_secret, self.front_door_code]
+        made: list[pulumi.Resource] = []
+        if key_table is not None:
+            self.api_keys_secret = k8s.core.v1.Secret(
+                f"{name}-api-keys",
+                metadata={"name": api_keys_secret_name(spec), "namespace": spec.namespace},
+                type="Opaque",
+                string_data={KEY_TABLE_FILE: pulumi.Output.secret(key_table)},
+                opts=pulumi.ResourceOptions.merge(after_namespace, pulumi.ResourceOptions(
+                    additional_secret_outputs=["data", "stringData"])),
+            )
+            made.append(self.api_keys_secret)
+        if ships_front_door_code(spec):
+            self.front_door_code = k8s.core.v1.ConfigMap(
+                f"{name}-front-door",
+                metadata={"name": front_door_code_name(spec), "namespace": spec.namespace},
+                data=front_door_sources(),
+                opts=after_namespace,
+            )
+            made.append(self.front_door_code)
+        return made
 
     def _gcs_store_secret(self, name: str, spec: ServingSettings, store: GcsStoreConnection | None,
                           after_namespace: pulumi.ResourceOptions) -> GcsStoreRef | None:

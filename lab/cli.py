@@ -3,6 +3,7 @@
   render      print the stack's rendered PD args, the lab configs and the keys the overlay changed
   make-model  write the tiny random Llama, the Llama-3-8B-shaped model or Qwen3.5-9B's architecture
   probe-memory  start the stack's engine on a GPU's memory budget, one variant at a time (lab/probe.py)
+  replica-start  a replica's start under Ray Serve LLM, stock and single-process, alternately (lab/replica_start.py)
   run         deploy PD + colocated for each model on this host's GPU(s), check, time, write JSON
               (--gpus 2: prefill and decode on separate whole GPUs, apps in stages; see lab/gpu_run_x2.sh)
   compare-greedy  greedy PD == colocated across a split run's two results files
@@ -40,13 +41,14 @@ from lab.commands import (
     resilience,
     results,
     run,
+    starts,
     update,
     validation,
 )
 from serve_app.errors import ConfigError
 
 # In the order `--help` lists the commands.
-GROUPS = (render, models, run, probe, compare, resilience, update, loadtime, door, results, validation)
+GROUPS = (render, models, run, probe, starts, compare, resilience, update, loadtime, door, results, validation)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -361,6 +361,9 @@ class PDAppConfig(FrozenModel):
     # Serve's HAProxy mode (checks.py), and decode becomes the ingress (docs/SOURCES.md#direct-streaming).
     direct_streaming: bool = Field(
         False, description="Decode serves the OpenAI API itself (Ray Serve LLM direct streaming): one hop less.")
+    # Off by default until a GPU times it (docs/PROVEN.md#serve-replica-start); the CPU shows the processes.
+    single_process_engine: bool = Field(
+        False, description="Engines start in the replica and its engine core only (front_door/engine.py).")
     ingress: IngressSettings = IngressSettings()
 
     @field_validator("route_prefix")

@@ -40,6 +40,11 @@ INGRESS_DEPLOYMENT_NAME = "OpenAiIngress"
 # Ray pods import it from the ConfigMap the stack mounts (components/front_door.py). Serve would name
 # the deployment after the class; it keeps the usual name, which dashboards and `pdctl status` read.
 KEYED_INGRESS_CLASS = "front_door.ingress:KeyedOpenAiIngress"
+# The engine Ray Serve LLM builds for every LLM replica when this names it (core/server/llm_server.py
+# `_get_default_engine_class`; build_pd_openai_app gives its prefill and decode servers no engine class of
+# their own): the single-process start, from the same ConfigMap.
+ENGINE_CLASS_ENV = "RAYLLM_VLLM_ENGINE_CLS"
+SINGLE_PROCESS_ENGINE_CLASS = "front_door.engine:SingleProcessVLLMEngine"
 # Ray Serve LLM names each phase's deployment `<Prefill|Decode>:<model id>`.
 PHASE_DEPLOYMENT_PREFIX = {"prefill": "Prefill:", "decode": "Decode:"}
 
@@ -171,8 +176,10 @@ def serve_config_v2(app: PDAppConfig, kv_cache_memory_bytes: Mapping[str, int] |
         "import_path": PD_BUILDER_IMPORT_PATH,
         "args": pd_serving_args(app, kv_cache_memory_bytes),
     }
-    if app.direct_streaming:
-        application["runtime_env"] = {"env_vars": {DIRECT_STREAMING_ENV: "1"}}
+    env_vars = {**({DIRECT_STREAMING_ENV: "1"} if app.direct_streaming else {}),
+                **({ENGINE_CLASS_ENV: SINGLE_PROCESS_ENGINE_CLASS} if app.single_process_engine else {})}
+    if env_vars:
+        application["runtime_env"] = {"env_vars": env_vars}
     return {
         "http_options": {"host": SERVE_HTTP_HOST, "port": SERVE_HTTP_PORT},
         "applications": [application],

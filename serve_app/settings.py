@@ -81,6 +81,7 @@ class ServeAppSettings(StackKeyModel):
     stream_batching_interval_ms: int = Field(
         alias="streamBatchingIntervalMs", ge=0, le=1000, description="a whole number of milliseconds from 0 to 1000")
     pd_direct_streaming: bool = Field(alias="pdDirectStreaming", description="true or false")
+    single_process_engine: bool = Field(alias="singleProcessEngine", description="true or false")
     tensor_parallel_size: int = Field(alias="tensorParallelSize", ge=1, description="a whole number ≥ 1")
     pipeline_parallel_size: int = Field(alias="pipelineParallelSize", ge=1, description="a whole number ≥ 1")
     prefill_replicas: int = Field(alias="prefillReplicas", ge=1, description="a whole number ≥ 1")
@@ -243,6 +244,7 @@ class ServeAppSettings(StackKeyModel):
             "kv_transfer": {"backends": self.kv_backends},
             "stream_batching_interval_ms": self.stream_batching_interval_ms,
             "direct_streaming": self.pd_direct_streaming,
+            "single_process_engine": self.single_process_engine,
             "prefill": self._phase("prefill"),
             "decode": self._phase("decode"),
             "ingress": {"api_keys": api_keys},

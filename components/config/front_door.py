@@ -33,7 +33,7 @@ _ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:([a-z0-9-]+):\d{12}:certificate/[0-9
 KEYS_MOUNT = "/etc/eks-pd-llm/api-keys"
 CODE_MOUNT = "/opt/eks-pd-llm"
 FRONT_DOOR_PACKAGE = Path(__file__).resolve().parents[2] / "front_door"
-FRONT_DOOR_MODULES = ("__init__.py", "keys.py", "ingress.py")
+FRONT_DOOR_MODULES = ("__init__.py", "keys.py", "ingress.py", "engine.py")
 # Offline, each key of an `apiKeys` the plan cannot decrypt: long enough for the key check, usable nowhere.
 OFFLINE_KEY = "offline-placeholder-key".ljust(MIN_KEY_LENGTH, "-")
 # A door's first key, in the form Pulumi.yaml's apiKeys documents.

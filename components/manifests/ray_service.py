@@ -213,31 +213,34 @@ def front_door_code_name(serving: ServingSettings) -> str:
     return f"{serving.name}-front-door"
 
 
+def ships_front_door_code(serving: ServingSettings) -> bool:
+    """Whether the Ray pods import front_door/: the keyed ingress, or the single-process engine."""
+    return serving.app.config.ingress.api_keys is not None or serving.app.config.single_process_engine
+
+
 def _front_door_mounts(serving: ServingSettings) -> list[dict[str, Any]]:
-    """The key table and the front door's code, in every Ray container (the ingress replica may run on
-    any of them), when the ingress checks keys."""
-    if serving.app.config.ingress.api_keys is None:
-        return []
-    return [{"name": FRONT_DOOR_KEYS_VOLUME, "mountPath": KEYS_MOUNT, "readOnly": True},
-            {"name": FRONT_DOOR_CODE_VOLUME, "mountPath": CODE_MOUNT, "readOnly": True}]
+    """The key table (when the ingress checks keys) and the front door's code (when the pods import it), in
+    every Ray container (the ingress and engine replicas may run on any of them)."""
+    keys = [] if serving.app.config.ingress.api_keys is None else [
+        {"name": FRONT_DOOR_KEYS_VOLUME, "mountPath": KEYS_MOUNT, "readOnly": True}]
+    code = [{"name": FRONT_DOOR_CODE_VOLUME, "mountPath": CODE_MOUNT, "readOnly": True}]
+    return keys + (code if ships_front_door_code(serving) else [])
 
 
 def _front_door_volumes(serving: ServingSettings) -> list[dict[str, Any]]:
     # Not subPath mounts: the kubelet updates a mounted Secret in place only when the whole volume is
     # mounted, which is how a new or revoked key reaches the ingress without a restart.
-    if serving.app.config.ingress.api_keys is None:
-        return []
-    return [
+    keys = [] if serving.app.config.ingress.api_keys is None else [
         {"name": FRONT_DOOR_KEYS_VOLUME, "secret": {"secretName": api_keys_secret_name(serving),
-                                         "items": [{"key": KEY_TABLE_FILE, "path": KEY_TABLE_FILE}]}},
-        {"name": FRONT_DOOR_CODE_VOLUME, "configMap": {"name": front_door_code_name(serving), "items": [
-            {"key": module, "path": f"front_door/{module}"} for module in FRONT_DOOR_MODULES]}},
-    ]
+                                         "items": [{"key": KEY_TABLE_FILE, "path": KEY_TABLE_FILE}]}}]
+    code = [{"name": FRONT_DOOR_CODE_VOLUME, "configMap": {"name": front_door_code_name(serving), "items": [
+        {"key": module, "path": f"front_door/{module}"} for module in FRONT_DOOR_MODULES]}}]
+    return keys + (code if ships_front_door_code(serving) else [])
 
 
 def _front_door_env(serving: ServingSettings) -> list[dict[str, Any]]:
-    """Ray's workers inherit the container's environment: the ingress imports front_door from here."""
-    if serving.app.config.ingress.api_keys is None:
+    """Ray's workers inherit the container's environment: the ingress and the engine import front_door from here."""
+    if not ships_front_door_code(serving):
         return []
     return [{"name": "PYTHONPATH", "value": CODE_MOUNT}]
 

@@ -66,6 +66,20 @@ def render_args(stack: str | None, overrides: list[str] | None = None) -> tuple[
     return pd_serving_args(PDAppConfig()), "serve_app.config.PDAppConfig() defaults (the reference deployment)"
 
 
+def engine_env(stack: str | None, overrides: list[str] | None = None) -> dict[str, str]:
+    """The engine class the stack's application names in its runtime_env (singleProcessEngine), for the lab's
+    Ray workers: the lab builds its apps from the rendered `args`, which do not carry that runtime_env."""
+    if not stack:
+        return {}
+    from lab.stack import stack_app
+    from offline.overrides import parse_overrides
+    from serve_app.render import ENGINE_CLASS_ENV, serve_config_v2
+
+    (application,) = serve_config_v2(stack_app(stack, overrides=parse_overrides(overrides or [])))["applications"]
+    named = application.get("runtime_env", {}).get("env_vars", {}).get(ENGINE_CLASS_ENV)
+    return {ENGINE_CLASS_ENV: named} if named else {}
+
+
 def kv_cache_from_probe(path: str) -> tuple[int, float]:
     """(KV cache bytes, GPU memory utilization) for each engine from a probe-memory result: each engine
     as the probe started it on the deployment GPU's budget, that utilization and the KV cache vLLM's own

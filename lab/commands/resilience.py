@@ -15,6 +15,7 @@ from lab.commands.common import (
     SET_HELP,
     bench_rounds,
     caches_from,
+    engine_env,
     kv_cache_from_probe,
     lab_models,
     render_args,
@@ -57,6 +58,7 @@ def cmd_resilience(args) -> int:
         from lab.probe import compile_cache_env, prepare_caches
 
         compile_caches, extra_env = prepare_caches(args.cache_dir, args.caches_from), compile_cache_env(args.cache_dir)
+    extra_env = {**extra_env, **engine_env(args.stack, args.set)}
     options = resilience.RunOptions(
         fault_names=names,
         load=faults.LoadSpec(concurrency=args.concurrency, long_prompt_tokens=args.long_prompt_tokens, seed=args.seed),

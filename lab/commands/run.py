@@ -12,6 +12,7 @@ from lab.commands.common import (
     MODEL_KINDS,
     RESULTS_HELP,
     VARIANTS_HELP,
+    engine_env,
     kv_cache_from_probe,
     lab_models,
     render_args,
@@ -99,7 +100,7 @@ def cmd_run(args) -> int:
     variants = parse_variants(args.variants)
     models = lab_models(kinds, Path(args.model_dir), args.seed, args.local_model or [], untimed)
     kv_cache, budget = _kv_cache_and_budget(args)
-    extra_env = compile_cache_env(args.cache_dir) if args.cache_dir else {}
+    extra_env = {**(compile_cache_env(args.cache_dir) if args.cache_dir else {}), **engine_env(args.stack)}
     data = run_lab(rendered_args=rendered, source=source, models=models, out_dir=Path(args.out), spec=spec,
                    ready_timeout_s=args.ready_timeout_s, deadline_s=args.deadline_s,
                    kv_cache_memory_bytes=kv_cache, gpus=args.gpus, modes=modes, variants=variants,

@@ -175,7 +175,7 @@ def test_the_ray_pods_mount_the_key_table_and_the_door_code_and_import_it(keyed)
         assert volumes[mounts[keys_file.rsplit("/", 1)[0]]]["secret"]["secretName"] == "ray-llm-api-keys"
         assert not any("subPath" in m for m in container["volumeMounts"] if m["name"] in volumes)
     code = one(keyed, "kubernetes:core/v1:ConfigMap", "inference-front-door")
-    assert set(code.inputs["data"]) == {"__init__.py", "keys.py", "ingress.py"}
+    assert set(code.inputs["data"]) == {"__init__.py", "keys.py", "ingress.py", "engine.py"}
     assert code.inputs["data"]["ingress.py"] == (REPO / "front_door" / "ingress.py").read_text()
 
 
