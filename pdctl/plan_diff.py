@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -43,6 +44,7 @@ ABSENT = "(absent)"
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 VALUE_WIDTH = 200  # longer values are cut in the text (the JSON diff has them whole)
+TEXT_WIDTH = 100  # the text wraps here: a pull-request comment or a terminal of 100 columns
 
 # Caveats of every offline diff, printed with it.
 OFFLINE_LIMITS = (
@@ -471,14 +473,14 @@ def render_diff(diff: PlanDiff) -> str:
         counts = diff.counts()
         summary = ", ".join(f"{counts[a]} to {a}" for a in ACTION_ORDER if counts[a])
         lines.append(f"CHANGED: {summary or 'no resource changes'} ({diff.unchanged} resources unchanged)")
-    if diff.serving is not None and diff.serving.kinds:
-        lines += serving_lines(diff.serving)
     for resource in diff.stateful_losses:
         lines.append(f"{resource.loss_verb} A STATEFUL RESOURCE: {resource.name} ({resource.type}) "
                      f"loses {resource.loses}")
     for resource in diff.rollouts:
         assert resource.rollout is not None
         lines.append(f"NODES: {resource.name} {resource.rollout.summary()}")
+    if diff.serving is not None and diff.serving.kinds:
+        lines += serving_lines(diff.serving)
     for resource in diff.resources:
         lines.append("")
         lines.append(f"{ACTION_SIGN[resource.action]:<3} {resource.action}: {resource.name} ({resource.type})")
@@ -508,3 +510,21 @@ def render_diff(diff: PlanDiff) -> str:
                 lines.append(f"  {delta.what}: {show(delta.before)} → {show(delta.after)}")
     lines += ["", "not known offline:"] + [f"  - {note}" for note in diff.notes]
     return "\n".join(lines) + "\n"
+
+
+def fit(lines: list[str], width: int = TEXT_WIDTH) -> list[str]:
+    """`lines` wrapped at `width` columns, a wrapped line's rest indented under its start."""
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        out += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
+                             drop_whitespace=True)
+    return out
+
+
+def summary_lines(diff: PlanDiff) -> list[str]:
+    """One line per resource the update touches: what happens to it, its name and type."""
+    return [f"  {ACTION_SIGN[r.action]:<3} {r.action}: {r.name} ({r.type})" for r in diff.resources]

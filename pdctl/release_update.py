@@ -32,7 +32,7 @@ import yaml
 from facts.replacements import NODE_GROUP_TYPES
 from offline.mock_cloud import launch_template_version
 from pdctl.plan import resource_tree
-from pdctl.plan_diff import LAUNCH_TEMPLATE_TYPE, PlanDiff, ResourceChange, diff_plans
+from pdctl.plan_diff import LAUNCH_TEMPLATE_TYPE, PlanDiff, ResourceChange, diff_plans, summary_lines
 from pdctl.update_traffic import serving_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,6 +117,7 @@ def verdict(diff: PlanDiff, stack: str, release: Release) -> tuple[str, list[str
     lines = [f"  {line}" for line in serving_lines(diff.serving)] if diff.serving and diff.serving.kinds else []
     lines += [f"  {r.loss_verb.lower()} {r.name} ({r.type}): loses {r.loses}" for r in refused]
     lines += [f"  {r.name} {r.rollout.summary()}" for r in diff.rollouts if r.rollout]
+    lines += summary_lines(diff)
     return head, lines
 
 

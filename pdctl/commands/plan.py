@@ -80,8 +80,15 @@ def _print_diff(base: dict, plan: dict, output: OutputFormat) -> NoReturn:
     if output is OutputFormat.json:
         sys.stdout.write(json.dumps(changes.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
     else:
-        sys.stdout.write(render_diff(changes))
+        sys.stdout.write(_fitted(render_diff(changes)))
     raise typer.Exit(EXIT_CHANGED if changes.changed else 0)
+
+
+def _fitted(text: str) -> str:
+    """A diff's text wrapped at 100 columns, for a terminal or a pull-request comment."""
+    from pdctl.plan_diff import fit
+
+    return "".join(line + "\n" for line in fit(text.splitlines()))
 
 
 def _report_problems(warnings: Sequence[str], violations: Sequence[object], strict: bool) -> None:
@@ -130,6 +137,8 @@ def update_check(
     stack: str = STACK_OPTION,
     release: str | None = typer.Option(None, "--release", help="Only this release (its name, e.g. 2026-12-02); "
                                        "default: every release stacks run today."),
+    detail: bool = typer.Option(False, "--detail", help="Each release's whole plan diff after the verdicts: every "
+                                "changed input, as `pdctl plan --diff` prints it."),
 ) -> None:
     """Plan the stack as each release stacks run today deployed it and as this checkout would update it:
     refuse a lost cluster, node group, KMS key or store not declared in pdctl/intended_replacements.yaml,
@@ -137,7 +146,7 @@ def update_check(
     Exit status: 0 passes, 4 refused, 1 failure."""
     import tempfile
 
-    from pdctl.plan_diff import render_diff
+    from pdctl.plan_diff import fit, render_diff
     from pdctl.release_update import EXIT_REFUSED, RELEASES, unintended_stateful_losses, update_diff, verdict
 
     chosen = [r for r in RELEASES if release in (None, r.name)]
@@ -148,10 +157,12 @@ def update_check(
         diffs = [(r, update_diff(stack, r, Path(workdir))) for r in chosen]
     for r, diff in diffs:
         head, lines = verdict(diff, stack, r)
-        sys.stdout.write("\n".join([head, *lines]) + "\n")
+        sys.stdout.write("\n".join(fit([head, *lines])) + "\n")
         refused = refused or bool(unintended_stateful_losses(diff, stack, r))
-    for r, diff in diffs:
-        sys.stdout.write(f"\n--- from release {r.name} ---\n" + render_diff(diff))
+    if not detail:
+        sys.stdout.write("every changed input: pdctl update-check --detail\n")
+    for r, diff in diffs if detail else ():
+        sys.stdout.write(f"\n--- from release {r.name} ---\n" + _fitted(render_diff(diff)))
     raise typer.Exit(EXIT_REFUSED if refused else 0)
 
 
