@@ -106,6 +106,25 @@ def test_size_answers_offline_in_seconds_cheapest_first():
     assert {o["gpu"] for o in options} >= {"L4", "A10G", "H100", "H200"}
 
 
+@pytest.mark.parametrize("gpu_node_type", ["g6.8xlarge", "g6e.8xlarge"])
+def test_size_and_the_plan_give_the_same_replicas_for_the_same_workload_and_type(gpu_node_type):
+    # They once sized the decode KV cache apart (7+19 against 7+8): both now take the plan's check.
+    run = run_offline("dev", overrides={"peakRequestsPerSecond": "5", "gpuNodeType": gpu_node_type})
+    plan = build_plan(run, stack="dev", config_region=run.config["aws:region"]).to_dict()
+    options = json.loads(invoke("size", "--rate", "5", "-o", "json").stdout)["options"]
+    sized = next(o for o in options if o["instance_type"] == gpu_node_type)
+    shapes = plan["slo"]["shapes"]
+    assert [sized["prefill_replicas"], sized["decode_replicas"]] == list(shapes["pd"]["replicas"])
+    assert [sized["colocated_replicas"]] == list(shapes["colocated"]["replicas"])
+
+
+def test_a_shape_no_replica_count_meets_has_no_price_to_call_unpriced():
+    # At 30 req/s no count of colocated A10G engines meets the targets; PD does, priced.
+    text = invoke("size", "--rate", "30").stdout
+    a10g = next(line for line in text.splitlines() if "g5.8xlarge" in line)
+    assert "unpriced" not in a10g and "$" in a10g and "│ -" in a10g
+
+
 def test_size_leaves_out_a_gpu_whose_floor_is_above_the_target_and_says_why():
     result = invoke("size", "--tpot", "0.05", "--output", "json")
     assert result.exit_code == 0, result.output
