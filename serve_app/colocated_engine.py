@@ -61,6 +61,10 @@ def run_engine(engine: ReplicaModel, arrivals: list[float], prompt_tokens: int,
     cap = engine.batch_cap(prompt_tokens + output_tokens)
     budget = engine.max_num_batched_tokens or prompt_tokens
     fixed = engine.intake_seconds(prompt_tokens) - engine.prefill_seconds(prompt_tokens)
+    # A step's time depends on its batch and prompt tokens only, which repeat over thousands of steps:
+    # each is worked out once (most of `pdctl size`'s time went to working them out again).
+    decode_seconds = functools.cache(lambda batch: engine.decode_step_seconds(batch, context))
+    prefill_seconds = functools.cache(engine.prefill_seconds)
     waiting: deque[int] = deque()
     to_prefill = [prompt_tokens] * len(arrivals)
     left: dict[int, int] = {}  # running request → output tokens still to come
@@ -74,7 +78,7 @@ def run_engine(engine: ReplicaModel, arrivals: list[float], prompt_tokens: int,
             now = arrivals[arrived]
             continue
         batch = len(left)
-        decode = engine.decode_step_seconds(batch, context) if batch else 0.0
+        decode = decode_seconds(batch) if batch else 0.0
         room, taken = budget - batch, 0
         finished_prefill: list[int] = []
         while waiting and room > 0 and batch + len(finished_prefill) < cap:
@@ -86,7 +90,7 @@ def run_engine(engine: ReplicaModel, arrivals: list[float], prompt_tokens: int,
                 break  # the rest of this prompt rides the next step
             finished_prefill.append(waiting.popleft())
         if taken:
-            steps, step = 1, decode + fixed + engine.prefill_seconds(taken)
+            steps, step = 1, decode + fixed + prefill_seconds(taken)
         else:
             # Decode only, until the next arrival or the next sequence to finish.
             steps = min(left.values())
