@@ -31,12 +31,13 @@ from facts.slo_calibration import label_for
 from pdctl.commands.common import PROJECT_OPTION, fail, text_console, use_project
 from pdctl.slo_cost import choose_shape
 from pdctl.views import Footnotes
-from serve_app.checks import DeploymentTarget, check_app
+from serve_app.checks import check_app
 from serve_app.config import PHASES, PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.model_facts import read_model_facts
 from serve_app.slo_sizing import MAX_REPLICAS, Targets, Workload
 from serve_app.stack_keys import StackField
+from serve_app.targets import DeploymentTarget
 
 
 @dataclass(frozen=True)

@@ -147,10 +147,7 @@ class ServeAppSettings(StackKeyModel):
     @field_validator("kv_backends")
     @classmethod
     def _known_distinct_backends(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [b for b in value if b not in KV_BACKENDS]
-        if not value or unknown or len(set(value)) != len(value):
-            raise ConfigError(cls.key("kv_backends"), list(value), cls.model_fields["kv_backends"].description or "",
-                              f"unknown NIXL backend {unknown[0]!r}" if unknown else None)
+        refuse_unknown_backends(value)
         return value
 
     @field_validator("extra_engine_kwargs", mode="before")
@@ -247,6 +244,16 @@ class ServeAppSettings(StackKeyModel):
             "decode": self._phase("decode"),
             "ingress": {"api_keys": api_keys},
         })
+
+
+def refuse_unknown_backends(backends: tuple[str, ...] | list[str]) -> None:
+    """kvBackends names NIXL backends, each once: checked where the stack file is read and again where
+    an app built otherwise (the lab's overlays) is checked."""
+    unknown = [b for b in backends if b not in KV_BACKENDS]
+    if not backends or unknown or len(set(backends)) != len(backends):
+        raise ConfigError(ServeAppSettings.key("kv_backends"), list(backends),
+                          ServeAppSettings.model_fields["kv_backends"].description or "",
+                          f"unknown NIXL backend {unknown[0]!r}" if unknown else None)
 
 
 def engine_setting(app: PDAppConfig, phase: Phase, field: str) -> str:

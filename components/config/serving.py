@@ -16,11 +16,12 @@ from facts.images import (
     serving_stack,
 )
 from facts.instances import InstanceType
-from serve_app.checks import CheckedApp, DeploymentTarget, NodeGroupTarget, check_app
+from serve_app.checks import CheckedApp, check_app
 from serve_app.config import PHASES, S3_SCHEME, STREAMER_LOAD_FORMATS, HttpFront, KeyedIngress, Phase
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import StackField
+from serve_app.targets import DeploymentTarget, NodeGroupTarget
 
 
 @dataclass(frozen=True)

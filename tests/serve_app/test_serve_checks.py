@@ -17,8 +17,6 @@ from serve_app.capacity import MEASURED_KV_BLOCKS_ERROR
 from serve_app.checks import (
     LLM_CONFIG_KEYS,
     PD_SERVING_ARGS_KEYS,
-    DeploymentTarget,
-    NodeGroupTarget,
     check_app,
     check_pd_serving_args,
 )
@@ -27,6 +25,7 @@ from serve_app.errors import ConfigError
 from serve_app.render import pd_serving_args
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import from_stack_keys
+from serve_app.targets import DeploymentTarget, NodeGroupTarget
 
 # The settings a refusal names: gpuNodeType's group, rayVersion and httpFront.
 TARGET_SETTINGS = {"gpu_node_settings": gpu_node_group_settings(None), "runtime_settings": RUNTIME_SETTINGS}
