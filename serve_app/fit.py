@@ -147,6 +147,11 @@ def check_capacity(app: PDAppConfig, target: DeploymentTarget,
     warnings: tuple[str, ...] = ()
     for phase in PHASES:
         engine = app.engine_for(phase)
+        if model.num_attention_heads % engine.tensor_parallel_size:
+            # vLLM refuses it at start ("must be divisible by tensor parallel size"), after the GPUs are paid for.
+            raise ConfigError(engine_setting(app, phase, "tensor_parallel_size"), engine.tensor_parallel_size,
+                              f"a divisor of {model.num_attention_heads} ({model.hf_id}'s attention heads)",
+                              "vLLM splits a layer's attention heads evenly over a replica's GPUs")
         if model.max_position_embeddings and engine.max_model_len > model.max_position_embeddings:
             raise ConfigError(engine_setting(app, phase, "max_model_len"), engine.max_model_len,
                               f"≤ {model.max_position_embeddings} ({model.hf_id} max_position_embeddings)",
