@@ -104,12 +104,13 @@ def _check_fixed_kv_cache_fits(app: PDAppConfig, phase: Phase, report: CapacityR
         return
     # The fixed size follows gpuMemoryUtilization byte for byte, and so does the peak.
     most = math.floor((memory - (peak - report.usable_bytes)) / memory * 100) / 100
+    # A raised gpuMemoryUtilization is what pushes the fixed KV cache over: name it, not kvCacheFromPlan
+    # (on by default, so rarely what the user wrote).
+    utilization = engine_setting(app, phase, "gpu_memory_utilization")
     raise ConfigError(
-        engine_setting(app, phase, "kv_cache_from_plan"), True,
-        f"false, or {engine_setting(app, phase, 'gpu_memory_utilization')} at most {most:.2f}",
-        f"{phase}: kv_cache_memory_bytes {report.kv_cache_memory_bytes:,} B puts a new node's first start at "
-        f"{peak / 2**20:,.0f} MiB, over the {report.gpu_model}'s {memory / 2**20:,.0f} MiB, and vLLM does no fit "
-        "check of its own with it set")
+        utilization, report.gpu_memory_utilization,
+        f"at most {most:.2f}, or {engine_setting(app, phase, 'kv_cache_from_plan')} false",
+        f"{phase}'s first start would need {peak / 2**20:,.0f} of the {report.gpu_model}'s {memory / 2**20:,.0f} MiB")
 
 
 def _refuse_weights_that_do_not_fit(app: PDAppConfig, phase: Phase, engine: EngineSettings,

@@ -85,3 +85,25 @@ def test_a_lowered_max_num_seqs_plans_with_the_default_cuda_graph_size(tmp_path)
     shutil.copytree(REPO / "dashboards", tmp_path / "dashboards")
     (tmp_path / "Pulumi.mine.yaml").write_text(DEV + "  eks-pd-llm:maxNumSeqs: 16\n")
     assert try_run_offline("mine", project_dir=tmp_path).error is None
+
+
+@pytest.mark.parametrize(("lines", "setting", "said"), [
+    ('  eks-pd-llm:gpuMemoryUtilization: "0.95"\n', "gpuMemoryUtilization", "at most 0.92"),
+    ("  eks-pd-llm:region: us-east-1\n", "region", "did you mean `aws:region`?"),
+])
+def test_the_line_names_the_setting_the_user_wrote(tmp_path, lines, setting, said):
+    error = mistake(tmp_path, DEV + lines)
+    assert error.setting == setting, error
+    assert said in str(error) and len(str(error)) < SHORT, str(error)
+
+
+@pytest.mark.parametrize(("old", "new", "setting", "said"), [
+    ("deletionProtection: false", "deletionProtection: yes", "deletionProtection", "got 'yes'"),
+    ("- 0.0.0.0/0", "- 10.0.0.0/8", "apiPublicAccessCidrs", "10.0.0.0/8 is private"),
+])
+def test_a_value_the_cli_or_eks_would_not_take_is_refused_offline_too(tmp_path, old, new, setting, said):
+    # PyYAML reads `yes` as true where the Pulumi CLI hands the program "yes"; EKS refuses private public-access CIDRs.
+    assert old in DEV
+    error = mistake(tmp_path, DEV.replace(old, new))
+    assert error.setting == setting, error
+    assert said in str(error) and len(str(error)) < SHORT, str(error)
