@@ -48,11 +48,17 @@ from facts.instances import RECORDED_AS_OF, RECORDED_EC2_ANSWERS, Ec2InstanceTyp
 
 ACCOUNT_ID = OFFLINE_ACCOUNT_ID
 
-# The regions `ec2:DescribeRegions` lists for the fake account (the commercial regions enabled by default).
+# The regions `ec2:DescribeRegions` lists for the fake account: the commercial regions enabled by
+# default, and those a real account must opt in to (af-south-1, ...), which the offline plan cannot
+# know this account did: a real preview refuses one it did not.
 REGIONS: tuple[str, ...] = (
     "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
     "eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1", "eu-north-1",
     "ap-south-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-southeast-1", "ap-southeast-2",
+    # Opt-in regions.
+    "af-south-1", "ap-east-1", "ap-south-2", "ap-southeast-3", "ap-southeast-4", "ap-southeast-5",
+    "ap-southeast-7", "ca-west-1", "eu-central-2", "eu-south-1", "eu-south-2", "il-central-1", "me-central-1",
+    "me-south-1", "mx-central-1",
 )
 # AZ name → zone ID per region (illustrative, shaped like `aws ec2 describe-availability-zones`).
 # A region missing here gets AZs a, b and c with IDs in name order.
@@ -64,7 +70,8 @@ REGION_ZONES: dict[str, dict[str, str]] = {
     "us-east-2": {"us-east-2a": "use2-az1", "us-east-2b": "use2-az2", "us-east-2c": "use2-az3"},
 }
 # Which AZs offer each type (shaped like `aws ec2 describe-instance-type-offerings --location-type
-# availability-zone`). A type missing from a region's table is offered in every AZ of it.
+# availability-zone`). A type missing from a region's table is offered in every AZ of it; a region
+# missing here has no offerings on record, which the plan warns about (`CloudMocks.unrecorded`).
 OFFERINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "us-west-2": {
         "g6.8xlarge": ("us-west-2b", "us-west-2c"),
@@ -175,6 +182,8 @@ class CloudMocks(pulumi.runtime.Mocks):
         self.deployed = deployed
         # value -> what it stands for; first mention wins (an AZ is listed before it is offered).
         self.invented: dict[str, str] = {}
+        # What these answers took for granted without a record, in the words of a warning.
+        self.unrecorded: dict[str, None] = {}
 
     def _invent(self, values: list[str], what: str, *, known: frozenset[str] | set[str] = frozenset()) -> None:
         for value in values:
@@ -307,6 +316,11 @@ class CloudMocks(pulumi.runtime.Mocks):
                     found_types.append(name)
                     found_locations.append(place)
         self._invent(found_locations, f"an AZ the offline mock's offering data lists for {', '.join(types)}")
+        if self.region not in OFFERINGS and location_type == "availability-zone":
+            # Every type in every AZ would be a guess: GPU types are offered in few AZs, or none, of a region.
+            self.unrecorded[f"which AZs of {self.region} offer {', '.join(types)} is not recorded offline (taken "
+                            "as every AZ): `pulumi preview` asks EC2, and refuses an AZ or a type it does not "
+                            "offer"] = None
         return {
             "id": self.region,
             "instanceTypes": found_types,
