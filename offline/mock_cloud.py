@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,6 +70,12 @@ REGION_ZONES: dict[str, dict[str, str]] = {
                   "us-east-1d": "use1-az2", "us-east-1e": "use1-az3", "us-east-1f": "use1-az5"},
     "us-east-2": {"us-east-2a": "use2-az1", "us-east-2b": "use2-az2", "us-east-2c": "use2-az3"},
 }
+# EC2's general-purpose (m), compute (c) and memory (r) families: GiB of memory per vCPU. A size is
+# `large` (2 vCPUs) or `<n>xlarge` (4n); attributes after the generation: g Graviton (arm64), i Intel,
+# a AMD, d local NVMe, n more network.
+_GIB_PER_VCPU = {"m": 4, "c": 2, "r": 8}
+_GENERAL_PURPOSE_NAME = re.compile(r"(?P<family>[mcr])\d+(?P<attributes>[a-z]*)\.(?P<size>large|\d*xlarge)")
+
 # Which AZs offer each type (shaped like `aws ec2 describe-instance-type-offerings --location-type
 # availability-zone`). A type missing from a region's table is offered in every AZ of it; a region
 # missing here has no offerings on record, which the plan warns about (`CloudMocks.unrecorded`).
@@ -224,7 +231,8 @@ class CloudMocks(pulumi.runtime.Mocks):
                 "state": inputs.get("state"),
             }
         if token == "aws:ec2/getInstanceType:getInstanceType":
-            answer = self.instance_types.get(inputs.get("instanceType", ""))
+            name = inputs.get("instanceType", "")
+            answer = self.instance_types.get(name) or self._named_general_purpose(name)
             if answer is None:
                 # Offline, "unknown" means unrecorded, not nonexistent: the real EC2 may well have it.
                 raise _Refused("instanceType", f"{OFFLINE_REFUSAL}{inputs.get('instanceType')} is not among the "
@@ -251,6 +259,21 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token.startswith(("aws:ec2/getSubnet", "aws:ec2/getNatGateway", "aws:eks/")):
             return self._deployed_answer(token, inputs)
         return {}
+
+    def _named_general_purpose(self, name: str) -> Ec2InstanceType | None:
+        """An unrecorded general-purpose type (m6i.xlarge) as its name says it is: EC2 names its m, c and
+        r families by their GiB per vCPU and its sizes by their vCPUs, so the system node checks can run;
+        the plan warns that it is inferred. GPU types are never inferred: a name does not say the GPU."""
+        found = _GENERAL_PURPOSE_NAME.fullmatch(name)
+        if found is None:
+            return None
+        size = found["size"]
+        vcpus = 2 if size == "large" else 4 * int(size.removesuffix("xlarge") or 1)
+        gib = vcpus * _GIB_PER_VCPU[found["family"]]
+        arch = "arm64" if "g" in found["attributes"] else "x86_64"
+        self.unrecorded[f"{name} is not recorded offline (facts/instances.py): taken from its name as {vcpus} vCPUs, "
+                        f"{gib} GiB, {arch}, no GPU; `pulumi preview` asks EC2"] = None
+        return Ec2InstanceType(name=name, vcpus=vcpus, memory_mib=gib * 1024, architectures=(arch,))
 
     # ── the deployed stack, as EC2 and EKS describe it ───────────────────────────────────────
     def _deployed_subnets(self) -> dict[str, dict[str, Any]]:

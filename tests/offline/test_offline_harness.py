@@ -156,3 +156,12 @@ def test_a_region_without_offerings_on_record_plans_and_says_what_is_unknown(reg
 
 def test_a_region_with_offerings_on_record_warns_of_nothing_unrecorded():
     assert not any("not recorded offline" in w for w in try_run_offline("dev").warnings)
+
+
+def test_an_unrecorded_general_purpose_system_type_plans_as_its_name_says_and_the_plan_says_so():
+    run = try_run_offline("dev", overrides={"systemNodeType": "m6i.xlarge"})
+    assert run.error is None, run.error
+    assert any("m6i.xlarge is not recorded offline" in w and "4 vCPUs, 16 GiB, x86_64" in w for w in run.warnings)
+    # Too small as its name says: refused as EC2's own answer would be.
+    small = try_run_offline("dev", overrides={"systemNodeType": "c6i.large"})
+    assert "2 vCPUs and 4 GiB" in str(small.error)
