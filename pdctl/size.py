@@ -26,7 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
-from facts.models import ModelArchitecture
+from facts.models import ModelArchitecture, known_model
 from facts.slo_calibration import label_for
 from pdctl.commands.common import PROJECT_OPTION, fail, text_console, use_project
 from pdctl.slo_cost import choose_shape
@@ -119,7 +119,8 @@ def size_question(raw: Mapping[str, str]) -> SizeQuestion:
         workload=from_stack_keys(WorkloadSettings, typed, texts).workload(),
         targets=Targets(observability.ttft_slo_seconds, observability.tpot_slo_seconds, observability.slo_objective),
         # The model facts the plan sizes with: the model's own files where readable, else the shipped ones.
-        app=app_settings.app(), model=read_model_facts(app_settings.model_source).architecture,
+        app=app_settings.app(), model=read_model_facts(app_settings.model_source).architecture or known_model(
+            app_settings.app().model.architecture_key),
         region=region, disk_gib=from_stack_keys(GpuNodeSettings, typed, texts).disk_gib,
         target_on=lambda instance: deployment_target(ray_service, app_settings, instance,
                                                      node_count=UNBOUNDED_NODES))

@@ -426,7 +426,7 @@ def test_prod_protections_in_json_and_text(prod_plan, prod_texts):
         ("AmazonEKSClusterAdminPolicy", "cluster")]
     protected = {n["name"] for n in _walk(prod_plan["tree"]) if n["options"]["protect"]}
     assert protected == {"cluster-eks", "cluster-secrets", "network-vpc"}
-    text = prod_texts[0]
+    text = " ".join(prod_texts[0].split())  # as read: lines wrap at 100 columns
     assert "EKS cluster-eks: deletion protection ON; API endpoint private on, public from 203.0.113.0/24" in text
     assert ("access entry arn:aws:iam::111122223333:role/platform-admin → AmazonEKSClusterAdminPolicy "
             "(cluster scope)") in text
