@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from measure.latency import percentile, poisson_arrival_times
 from serve_app.performance import ReplicaModel
@@ -120,11 +120,19 @@ def percentiles(times: list[RequestTimes], share: float) -> tuple[float, float]:
             percentile([t.tpot_seconds for t in times], 100 * share))
 
 
-@functools.lru_cache(maxsize=256)
 def colocated_percentiles(engine: ReplicaModel, requests_per_second: float, prompt_tokens: int,
                           output_tokens: int, objective: float) -> tuple[float, float]:
     """(TTFT, TPOT) at the `objective` percentile on one engine that receives `requests_per_second`
     (a replica's share of the traffic), over SIMULATED_REQUESTS seeded Poisson arrivals."""
+    # A colocated engine hands no KV over the network: the types of one GPU (whose networks differ)
+    # share one simulation, which `pdctl size` would otherwise run again for each.
+    return _colocated_percentiles(replace(engine, network_bytes_per_second=0.0), requests_per_second,
+                                  prompt_tokens, output_tokens, objective)
+
+
+@functools.lru_cache(maxsize=256)
+def _colocated_percentiles(engine: ReplicaModel, requests_per_second: float, prompt_tokens: int,
+                           output_tokens: int, objective: float) -> tuple[float, float]:
     return percentiles(run_engine(engine, poisson_arrival_times(requests_per_second, SIMULATED_REQUESTS,
                                                                 ARRIVALS_SEED), prompt_tokens, output_tokens),
                        objective)
