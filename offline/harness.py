@@ -402,6 +402,7 @@ def try_run_offline(
 
     _isolated(run, project, stack, secret_keys, mocks, project_dir, body)
     run.invented.update(getattr(mocks, "invented", {}))
+    run.warnings.extend(getattr(mocks, "unrecorded", ()))
     return run
 
 

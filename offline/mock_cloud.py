@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,11 +49,17 @@ from facts.instances import RECORDED_AS_OF, RECORDED_EC2_ANSWERS, Ec2InstanceTyp
 
 ACCOUNT_ID = OFFLINE_ACCOUNT_ID
 
-# The regions `ec2:DescribeRegions` lists for the fake account (the commercial regions enabled by default).
+# The regions `ec2:DescribeRegions` lists for the fake account: the commercial regions enabled by
+# default, and those a real account must opt in to (af-south-1, ...), which the offline plan cannot
+# know this account did: a real preview refuses one it did not.
 REGIONS: tuple[str, ...] = (
     "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
     "eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1", "eu-north-1",
     "ap-south-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-southeast-1", "ap-southeast-2",
+    # Opt-in regions.
+    "af-south-1", "ap-east-1", "ap-south-2", "ap-southeast-3", "ap-southeast-4", "ap-southeast-5",
+    "ap-southeast-7", "ca-west-1", "eu-central-2", "eu-south-1", "eu-south-2", "il-central-1", "me-central-1",
+    "me-south-1", "mx-central-1",
 )
 # AZ name → zone ID per region (illustrative, shaped like `aws ec2 describe-availability-zones`).
 # A region missing here gets AZs a, b and c with IDs in name order.
@@ -63,8 +70,15 @@ REGION_ZONES: dict[str, dict[str, str]] = {
                   "us-east-1d": "use1-az2", "us-east-1e": "use1-az3", "us-east-1f": "use1-az5"},
     "us-east-2": {"us-east-2a": "use2-az1", "us-east-2b": "use2-az2", "us-east-2c": "use2-az3"},
 }
+# EC2's general-purpose (m), compute (c) and memory (r) families: GiB of memory per vCPU. A size is
+# `large` (2 vCPUs) or `<n>xlarge` (4n); attributes after the generation: g Graviton (arm64), i Intel,
+# a AMD, d local NVMe, n more network.
+_GIB_PER_VCPU = {"m": 4, "c": 2, "r": 8}
+_GENERAL_PURPOSE_NAME = re.compile(r"(?P<family>[mcr])\d+(?P<attributes>[a-z]*)\.(?P<size>large|\d*xlarge)")
+
 # Which AZs offer each type (shaped like `aws ec2 describe-instance-type-offerings --location-type
-# availability-zone`). A type missing from a region's table is offered in every AZ of it.
+# availability-zone`). A type missing from a region's table is offered in every AZ of it; a region
+# missing here has no offerings on record, which the plan warns about (`CloudMocks.unrecorded`).
 OFFERINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "us-west-2": {
         "g6.8xlarge": ("us-west-2b", "us-west-2c"),
@@ -175,6 +189,8 @@ class CloudMocks(pulumi.runtime.Mocks):
         self.deployed = deployed
         # value -> what it stands for; first mention wins (an AZ is listed before it is offered).
         self.invented: dict[str, str] = {}
+        # What these answers took for granted without a record, in the words of a warning.
+        self.unrecorded: dict[str, None] = {}
 
     def _invent(self, values: list[str], what: str, *, known: frozenset[str] | set[str] = frozenset()) -> None:
         for value in values:
@@ -215,7 +231,8 @@ class CloudMocks(pulumi.runtime.Mocks):
                 "state": inputs.get("state"),
             }
         if token == "aws:ec2/getInstanceType:getInstanceType":
-            answer = self.instance_types.get(inputs.get("instanceType", ""))
+            name = inputs.get("instanceType", "")
+            answer = self.instance_types.get(name) or self._named_general_purpose(name)
             if answer is None:
                 # Offline, "unknown" means unrecorded, not nonexistent: the real EC2 may well have it.
                 raise _Refused("instanceType", f"{OFFLINE_REFUSAL}{inputs.get('instanceType')} is not among the "
@@ -242,6 +259,21 @@ class CloudMocks(pulumi.runtime.Mocks):
         if token.startswith(("aws:ec2/getSubnet", "aws:ec2/getNatGateway", "aws:eks/")):
             return self._deployed_answer(token, inputs)
         return {}
+
+    def _named_general_purpose(self, name: str) -> Ec2InstanceType | None:
+        """An unrecorded general-purpose type (m6i.xlarge) as its name says it is: EC2 names its m, c and
+        r families by their GiB per vCPU and its sizes by their vCPUs, so the system node checks can run;
+        the plan warns that it is inferred. GPU types are never inferred: a name does not say the GPU."""
+        found = _GENERAL_PURPOSE_NAME.fullmatch(name)
+        if found is None:
+            return None
+        size = found["size"]
+        vcpus = 2 if size == "large" else 4 * int(size.removesuffix("xlarge") or 1)
+        gib = vcpus * _GIB_PER_VCPU[found["family"]]
+        arch = "arm64" if "g" in found["attributes"] else "x86_64"
+        self.unrecorded[f"{name} is not recorded offline (facts/instances.py): taken from its name as {vcpus} vCPUs, "
+                        f"{gib} GiB, {arch}, no GPU; `pulumi preview` asks EC2"] = None
+        return Ec2InstanceType(name=name, vcpus=vcpus, memory_mib=gib * 1024, architectures=(arch,))
 
     # ── the deployed stack, as EC2 and EKS describe it ───────────────────────────────────────
     def _deployed_subnets(self) -> dict[str, dict[str, Any]]:
@@ -307,6 +339,11 @@ class CloudMocks(pulumi.runtime.Mocks):
                     found_types.append(name)
                     found_locations.append(place)
         self._invent(found_locations, f"an AZ the offline mock's offering data lists for {', '.join(types)}")
+        if self.region not in OFFERINGS and location_type == "availability-zone":
+            # Every type in every AZ would be a guess: GPU types are offered in few AZs, or none, of a region.
+            self.unrecorded[f"which AZs of {self.region} offer {', '.join(types)} is not recorded offline (taken "
+                            "as every AZ): `pulumi preview` asks EC2, and refuses an AZ or a type it does not "
+                            "offer"] = None
         return {
             "id": self.region,
             "instanceTypes": found_types,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -25,20 +25,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from facts.gpus import gpu_spec
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import ModelArchitecture, known_model
 from facts.slo_calibration import label_for
 from pdctl.commands.common import PROJECT_OPTION, fail, text_console, use_project
 from pdctl.slo_cost import choose_shape
 from pdctl.views import Footnotes
-from serve_app.capacity import capacity_report
-from serve_app.config import PDAppConfig
+from serve_app.checks import check_app
+from serve_app.config import PHASES, PDAppConfig
 from serve_app.errors import ConfigError
 from serve_app.model_facts import read_model_facts
-from serve_app.performance import ReplicaModel
 from serve_app.slo_sizing import MAX_REPLICAS, Targets, Workload
 from serve_app.stack_keys import StackField
+from serve_app.targets import DeploymentTarget
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,8 @@ class SizeOption:
 
 @dataclass(frozen=True)
 class SizeQuestion:
-    """What `pdctl size` is asked: the workload, the targets, the engine and where it runs."""
+    """What `pdctl size` is asked: the workload, the targets, the engine and where it runs.
+    `target_on(instance)`: what the plan would check the app against with gpuNodeType `instance`."""
 
     workload: Workload
     targets: Targets
@@ -87,6 +87,12 @@ class SizeQuestion:
     model: ModelArchitecture | None
     region: str
     disk_gib: int
+    target_on: Callable[[InstanceType], DeploymentTarget]
+
+
+# Nodes every type is checked with: more than any replica count sized (MAX_REPLICAS per phase), so
+# the stack's own node counts never bound what `pdctl size` answers.
+UNBOUNDED_NODES = 2 * MAX_REPLICAS
 
 
 def size_question(raw: Mapping[str, str]) -> SizeQuestion:
@@ -96,21 +102,28 @@ def size_question(raw: Mapping[str, str]) -> SizeQuestion:
     from components.config.declared import project_name
     from components.config.nodes import GpuNodeSettings
     from components.config.observability import ObservabilitySettings
+    from components.config.ray_service import RayServiceSettings
     from components.config.read import read_config
+    from components.config.serving import deployment_target
     from components.config.workload import WorkloadSettings
     from components.config.zones import RegionSettings
     from serve_app.settings import ServeAppSettings
     from serve_app.stack_keys import from_stack_keys
 
     typed, texts = read_config(raw, project=project_name())
-    app = from_stack_keys(ServeAppSettings, typed, texts).app()
+    app_settings = from_stack_keys(ServeAppSettings, typed, texts)
+    region = typed[RegionSettings.key("region")]
+    ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
     observability = from_stack_keys(ObservabilitySettings, typed, texts)
-    model = known_model(app.model.architecture_key) or read_model_facts(app.model.model_source).architecture
     return SizeQuestion(
         workload=from_stack_keys(WorkloadSettings, typed, texts).workload(),
         targets=Targets(observability.ttft_slo_seconds, observability.tpot_slo_seconds, observability.slo_objective),
-        app=app, model=model, region=typed[RegionSettings.key("region")],
-        disk_gib=from_stack_keys(GpuNodeSettings, typed, texts).disk_gib)
+        # The model facts the plan sizes with: the model's own files where readable, else the shipped ones.
+        app=app_settings.app(), model=read_model_facts(app_settings.model_source).architecture or known_model(
+            app_settings.app().model.architecture_key),
+        region=region, disk_gib=from_stack_keys(GpuNodeSettings, typed, texts).disk_gib,
+        target_on=lambda instance: deployment_target(ray_service, app_settings, instance,
+                                                     node_count=UNBOUNDED_NODES))
 
 
 def accepted_gpu_types() -> list[InstanceType]:
@@ -131,46 +144,32 @@ def accepted_gpu_types() -> list[InstanceType]:
 def size_on(instance: InstanceType, question: SizeQuestion) -> SizeOption:
     """What `question`'s workload needs of `instance` for both phases, or why it cannot."""
     from components.config.nodes import GpuNodeSettings
-    from components.config.workload import refuse_unreachable, unknown_link
+    from components.config.workload import refuse_unreachable, replica_models
     from components.sizing import worker_resources
 
     option = SizeOption(instance.name, instance.gpu_model or "none", instance.gpus,
                         calibration=label_for(instance.gpu_model or ""))
-    spec = gpu_spec(instance.gpu_model)
-    engine = question.app.engine_for("decode")
-    if question.model is None or spec is None:
-        return _refused(option, "no model facts" if question.model is None else "no vendor GPU figures")
-    link = unknown_link(instance)
-    if link is not None:
-        return _refused(option, link)
-    if engine.gpus_per_replica > instance.gpus:
-        return _refused(option, f"a replica takes {engine.gpus_per_replica} GPUs, a node has {instance.gpus}")
     try:
-        worker_resources(instance, question.model.weight_bytes("auto"), GpuNodeSettings.field("instance_type"))
+        model_bytes = question.model.weight_bytes("auto") if question.model else None
+        worker_resources(instance, model_bytes, GpuNodeSettings.field("instance_type"))
+        # The plan's own check and capacity report, so both size a type's replicas alike.
+        checked = check_app(question.app, question.target_on(instance), model=question.model)
     except ConfigError as error:
-        return _refused(option, error.why or error.allowed)
-    report = capacity_report(
-        question.model, instance, dtype=engine.dtype, max_model_len=engine.max_model_len,
-        gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
-        tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
-        kv_cache_dtype=str(engine.extra_engine_kwargs.get("kv_cache_dtype", "auto")),
-        max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
-        quantization=engine.quantization)
-    if report.max_concurrent_sequences < 1:
-        return _refused(option, f"weights + one {engine.max_model_len}-token sequence do not fit "
-                                f"{report.gpus_per_replica} × {report.usable_bytes / 2**30:.1f} GiB")
-    replica = ReplicaModel.from_capacity(report, question.model, spec, engine=engine,
-                                         stream_tick_seconds=question.app.stream_tick_seconds)
+        return _refused(option, f"{error.setting}: {error.why or error.allowed}")
+    models = replica_models(checked, dict.fromkeys(PHASES, instance))
+    if isinstance(models, str):
+        return _refused(option, models)
+    replica = models["decode"]
     try:
         # Every type with this GPU shares the floor: one note for them all.
-        bounds = refuse_unreachable(replica, replica, question.workload, question.targets,
+        bounds = refuse_unreachable(models["prefill"], replica, question.workload, question.targets,
                                     {"prefill": "any type with it", "decode": "any type with it"})
     except ConfigError as error:
         return _refused(option, f"{_flag_for(error.setting)} {error.value:g} is below the floor: {error.allowed}")
     option = replace(option, tpot_floor_seconds=round(bounds.tpot_datasheet_seconds, 4),
                      long_ttft_floor_seconds=round(bounds.long_ttft_datasheet_seconds, 4))
-    per_node = instance.gpus // engine.gpus_per_replica
-    choice = choose_shape(replica, replica, question.workload, question.targets,
+    per_node = checked.nodes["decode"].replicas_per_node
+    choice = choose_shape(models["prefill"], replica, question.workload, question.targets,
                           instance_types={"prefill": instance.name, "decode": instance.name},
                           replicas_per_node={"prefill": per_node, "decode": per_node}, region=question.region,
                           disk_gib=question.disk_gib)
@@ -248,8 +247,11 @@ def size_table(options: list[SizeOption], notes: Footnotes) -> Table:
             f"{option.prefill_replicas}+{option.decode_replicas} → {option.nodes}"
         colocated = "-" if option.colocated_replicas is None else \
             f"{option.colocated_replicas} → {option.colocated_nodes}"
-        table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}", pd, _price(option.cost_per_hour),
-                      colocated, _price(option.colocated_cost_per_hour), option.recommended or "-",
+        # A shape no replica count meets has no price to miss: "-" as its replicas, never "unpriced".
+        table.add_row(option.instance_type, f"{option.gpus_per_node} × {option.gpu}", pd,
+                      "-" if option.prefill_replicas is None else _price(option.cost_per_hour), colocated,
+                      "-" if option.colocated_replicas is None else _price(option.colocated_cost_per_hour),
+                      option.recommended or "-",
                       notes.cite(option.calibration))
     return table
 

@@ -1,10 +1,10 @@
 """Preview-time checks of the PD app against the GPU nodes it will run on. Pure; no ray/vllm import.
 
-`check_app(app, target)` raises `ConfigError` (naming the stack config key) on the first thing that
-would fail on the cluster, or silently crawl, and otherwise returns the `CheckedApp`: the app with
-its serveConfigV2 rendered once and the capacity report of each phase, which the RayService and the
-plan both take from here. It runs before any resource is registered, so a wrong serve config costs
-nothing.
+`check_app(app, target)` (the target: serve_app/targets.py) raises `ConfigError` (naming the stack
+config key) on the first thing that would fail on the cluster, or silently crawl, and otherwise
+returns the `CheckedApp`: the app with its serveConfigV2 rendered once and the capacity report of
+each phase (serve_app/fit.py), which the RayService and the plan both take from here. It runs
+before any resource is registered, so a wrong serve config costs nothing.
 
 The lists below are what Ray 2.60.0 and vLLM 0.29.0 accept, read from their sources (paths given);
 the real-validator tier (tests that import ray and vllm) keeps them honest.
@@ -13,32 +13,29 @@ the real-validator tier (tests that import ray and vllm) keeps them honest.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NoReturn
+from typing import Any
 
 from facts.images import RAY_SERVE_CONFIG_FEATURES, VLLM_ENGINE_FEATURES, version_tuple
-from facts.instances import COMPUTE_CAPABILITY, InstanceType
+from facts.instances import COMPUTE_CAPABILITY
 from facts.models import ModelArchitecture, known_model
 from facts.vllm_engine_args import engine_arg_names
 from facts.vllm_engine_args import versions as engine_args_versions
-from serve_app.capacity import SIZED_KV_CACHE_DTYPES, UCX_ON_EFA_BYTES_PER_SECOND, CapacityReport, capacity_report
+from serve_app.capacity import SIZED_KV_CACHE_DTYPES, UCX_ON_EFA_BYTES_PER_SECOND, CapacityReport
 from serve_app.config import (
     EFA_KV_BACKEND,
     HA_PROXY_FRONT,
-    KV_BACKENDS,
     PHASES,
     ROLES_FOR_PHASE,
-    EngineSettings,
-    HttpFront,
     PDAppConfig,
     Phase,
 )
 from serve_app.errors import ConfigError
+from serve_app.fit import check_capacity, kv_cache_dtype
 from serve_app.render import DIRECT_STREAMING_ENV, HA_PROXY_ENV, serve_config_v2
-from serve_app.settings import ServeAppSettings, engine_setting
-from serve_app.stack_keys import StackField
+from serve_app.settings import ServeAppSettings, engine_setting, refuse_unknown_backends
+from serve_app.targets import DeploymentTarget, NodeGroupTarget, PhaseNodes, phase_nodes
 
 # ray/llm/_internal/serve/serving_patterns/prefill_decode/builder.py PDServingArgs (extra=forbid).
 PD_SERVING_ARGS_KEYS = ("prefill_config", "decode_config", "ingress_cls_config", "ingress_deployment_config")
@@ -53,106 +50,6 @@ LLM_CONFIG_KEYS = (
 
 ACCEPT_UCX_ON_EFA = ServeAppSettings.field("accept_ucx_on_efa")
 DIRECT_STREAMING = ServeAppSettings.field("pd_direct_streaming")
-
-
-@dataclass(frozen=True)
-class NodeGroupSettings:
-    """The settings that set one GPU node group's type and bounds (the configuration layer reads them
-    and hands them here): named in refusals, not read here."""
-
-    instance_type: StackField
-    count: StackField
-    max_count: StackField
-
-
-@dataclass(frozen=True)
-class RuntimeSettings:
-    """The settings that say which Ray the image carries and what answers HTTP in front of the app
-    (the configuration layer reads them and hands them here): named in refusals, not read here."""
-
-    ray_version: StackField
-    http_front: StackField
-
-
-@dataclass(frozen=True)
-class NodeGroupTarget:
-    """One GPU node group: `node_count` nodes of `instance`, growing to `node_max_count` (None:
-    fixed) under the node autoscaler; `efa`: whether its nodes carry EFA interfaces."""
-
-    instance: InstanceType
-    node_count: int
-    efa: bool
-    settings: NodeGroupSettings  # the settings naming its type and bounds
-    node_max_count: int | None = None
-    own_phase: Phase | None = None  # the phase whose own group this is; None: gpuNodeType's, shared
-
-    @property
-    def gpus_per_node(self) -> int:
-        return self.instance.gpus
-
-    @property
-    def max_nodes(self) -> int:
-        return self.node_max_count or self.node_count
-
-    @property
-    def most_nodes_setting(self) -> StackField:
-        """The setting bounding the group at its most: its maximum where it autoscales, else its count."""
-        return self.settings.max_count if self.node_max_count else self.settings.count
-
-
-@dataclass(frozen=True)
-class DeploymentTarget:
-    """The GPU node group the app will run on: `gpu_node_count` nodes, growing to
-    `gpu_node_max_count` (None: fixed) under the node autoscaler; a phase named in
-    `phase_node_groups` runs on a group of its own instead (same AZ and placement group)."""
-
-    gpu_instance: InstanceType
-    gpu_node_count: int
-    efa: bool
-    gpu_node_settings: NodeGroupSettings  # the settings of gpuNodeType's group (the shared one)
-    runtime_settings: RuntimeSettings  # the settings of ray_version and http_front
-    accept_ucx_on_efa: bool = False
-    # The serving stack inside the Ray image: Ray always known, vLLM when the image is one
-    # this project has facts for. None = not checked (tests of other checks).
-    ray_version: str | None = None
-    vllm_version: str | None = None
-    # What answers HTTP in front of the app: Serve's proxy actor or HAProxy.
-    http_front: HttpFront = "serve-proxy"
-    gpu_node_max_count: int | None = None
-    phase_node_groups: Mapping[str, NodeGroupTarget] = field(default_factory=dict)
-
-    @property
-    def shared_node_group(self) -> NodeGroupTarget:
-        return NodeGroupTarget(self.gpu_instance, self.gpu_node_count, self.efa, self.gpu_node_settings,
-                               self.gpu_node_max_count)
-
-    def node_group(self, phase: Phase) -> NodeGroupTarget:
-        """The node group `phase`'s worker pods run on."""
-        return self.phase_node_groups.get(phase) or self.shared_node_group
-
-    def node_groups(self) -> tuple[tuple[NodeGroupTarget, tuple[Phase, ...]], ...]:
-        """Each node group with the phases it holds: the shared one (unless no phase is left on it),
-        then each phase's own."""
-        shared = tuple(phase for phase in PHASES if phase not in self.phase_node_groups)
-        own = tuple((self.phase_node_groups[phase], (phase,)) for phase in PHASES if phase in self.phase_node_groups)
-        return ((self.shared_node_group, shared), *own) if shared else own
-
-
-@dataclass(frozen=True)
-class PhaseNodes:
-    """The GPU nodes one phase's worker group takes at its fewest and most replicas. Each phase has
-    its own worker group whose pods own a whole node, so a node never mixes the two phases."""
-
-    replicas_per_node: int
-    min_nodes: int
-    max_nodes: int
-
-
-def phase_nodes(app: PDAppConfig, phase: Phase, gpus_per_node: int) -> PhaseNodes:
-    """Nodes for `phase` at min and max replicas: as many replicas share a node as its GPUs hold."""
-    per_node = gpus_per_node // app.engine_for(phase).gpus_per_replica
-    replicas = app.phase(phase).replicas
-    return PhaseNodes(per_node, -(-replicas.min_replicas // per_node), -(-replicas.most // per_node))
 
 
 @dataclass(frozen=True)
@@ -183,11 +80,7 @@ def check_kv_backends(backends: tuple[str, ...] | list[str], *, efa: bool, accep
     a 25 Gbps g6.8xlarge, far more on 3,200 Gbps p5); reports put UCX over EFA at ~0.3 GB/s.
     """
     key = ServeAppSettings.key("kv_backends")
-    allowed = f"a non-empty list of distinct names from {list(KV_BACKENDS)}"
-    unknown = [b for b in backends if b not in KV_BACKENDS]
-    if not backends or unknown or len(set(backends)) != len(backends):
-        raise ConfigError(key, list(backends), allowed,
-                          f"unknown NIXL backend {unknown[0]!r}" if unknown else None)
+    refuse_unknown_backends(backends)
     if efa:
         if "UCX" in backends and not accept_ucx_on_efa:
             on_this_node = ""
@@ -441,168 +334,6 @@ def check_engine_kwargs(app: PDAppConfig, vllm_version: str | None) -> tuple[str
     return ()
 
 
-def _kv_cache_dtype(app: PDAppConfig, phase: Phase) -> str:
-    return str(app.engine_for(phase).extra_engine_kwargs.get("kv_cache_dtype", "auto"))
-
-
-def phase_capacity(app: PDAppConfig, phase: Phase, target: DeploymentTarget, model: ModelArchitecture, *,
-                   vision_inputs: bool | None = None) -> CapacityReport:
-    """`phase`'s capacity on its node group; `vision_inputs` overrides the engine's (None: as set)."""
-    engine = app.engine_for(phase)
-    # The KV leaves prefill's node and enters decode's: the slower network of the two bounds it.
-    network = min(target.node_group(p).instance.network_bytes_per_second for p in PHASES)
-    return capacity_report(
-        model, target.node_group(phase).instance, network_bytes_per_second=network,
-        dtype=engine.dtype, max_model_len=engine.max_model_len,
-        gpu_memory_utilization=engine.gpu_memory_utilization, enforce_eager=engine.enforce_eager,
-        tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
-        kv_cache_dtype=_kv_cache_dtype(app, phase),
-        vision_inputs=engine.vision_inputs if vision_inputs is None else vision_inputs,
-        max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
-        fixed_kv_cache=engine.kv_cache_from_plan, vllm_version=target.vllm_version, quantization=engine.quantization,
-    )
-
-
-FULL_PRECISION_DTYPES = ("float32", "float")
-# The highest gpuMemoryUtilization worth suggesting: above it CUDA graphs and the sampler run out.
-MOST_GPU_MEMORY_UTILIZATION = 0.95
-
-
-def _check_paged_start(app: PDAppConfig, phase: Phase, report: CapacityReport,
-                       text_only: CapacityReport | None = None) -> tuple[str, ...]:
-    """A hybrid engine vLLM would refuse to start: fewer blocks than CUDA graphs capture sequences
-    (vLLM 0.26 compilation.py: one Mamba cache block per decoding sequence), or than one maxModelLen
-    sequence takes. Refused when even a restart (warm compile caches, the larger KV cache) cannot start;
-    a warning when only the first start on a new node (the smaller one) cannot. `text_only`: the same
-    engine without its vision encoder, whose blocks say whether turning it off is a way out."""
-    engine = app.engine_for(phase)
-    if report.num_blocks is None or report.blocks_per_sequence is None:
-        return ()
-    per_sequence = report.blocks_per_sequence
-    warm = report.num_blocks_restart if report.num_blocks_restart is not None else report.num_blocks
-    where = f"{phase} on {report.instance_type}'s {report.gpu_model}"
-    # What a restart of the same engine without the encoder holds (None: the encoder is off).
-    without_vision_blocks = None if text_only is None else (
-        text_only.num_blocks_restart if text_only.num_blocks_restart is not None else text_only.num_blocks)
-
-    def or_without_vision(blocks_needed: int) -> str:
-        # The encoder takes most of the blocks on an L4 (17 left of a restart's 173, measured with the default
-        # rotary settings): a user who
-        # just turned it on reads that turning it off is a way out, where the text-only engine has the blocks.
-        if without_vision_blocks is None or without_vision_blocks < blocks_needed:
-            return ""
-        return f", or {engine_setting(app, phase, 'vision_inputs')} false (the vision encoder's memory)"
-
-    if not engine.enforce_eager and warm < engine.max_num_seqs:
-        raise ConfigError(
-            engine_setting(app, phase, "max_num_seqs"), engine.max_num_seqs,
-            f"at most {warm} ({where} holds {warm} KV blocks), or enforceEager true"
-            f"{or_without_vision(engine.max_num_seqs)}",
-            "vLLM captures CUDA graphs only with one Mamba cache block per sequence "
-            f"(\"max_num_seqs ({engine.max_num_seqs}) exceeds available Mamba cache blocks ({warm})\")")
-    if warm < per_sequence:
-        raise ConfigError(
-            engine_setting(app, phase, "max_model_len"), engine.max_model_len,
-            f"a length whose blocks fit: {warm} blocks of {report.block_size} tokens on {where}"
-            f"{or_without_vision(per_sequence)}",
-            f"one {engine.max_model_len}-token sequence takes {per_sequence} blocks; "
-            "lower maxModelLen or raise gpuMemoryUtilization")
-    first, error = report.num_blocks, report.kv_blocks_error
-    needed = max(engine.max_num_seqs if not engine.enforce_eager else 0, per_sequence)
-    if first < needed:
-        return (f"{where}: the first start on a new node (compile caches empty) leaves {first} KV blocks, "
-                f"fewer than {needed} it needs; vLLM would refuse to start until a restart (estimate: "
-                f"{report.reserve_source}). Lower maxNumSeqs or maxModelLen, or set enforceEager true",)
-    # Not at the exact boundary: a start within the plan's own error of it may hold too few.
-    if first * (1 - error) < needed:
-        return (f"{where}: the first start on a new node (compile caches empty) leaves {first} KV blocks by the "
-                f"plan, within its {error:.0%} error of the {needed} it needs: vLLM may refuse to start (estimate: "
-                f"{report.reserve_source}). Lower maxNumSeqs or maxModelLen, or set enforceEager true",)
-    return ()
-
-
-def _check_fixed_kv_cache_fits(app: PDAppConfig, phase: Phase, report: CapacityReport) -> None:
-    """With kv_cache_memory_bytes vLLM does no fit check of its own: refuse a fixed KV cache whose first
-    start (weights, the first start's reserve, the fixed KV cache) would not fit the GPU's memory."""
-    peak, memory = report.first_start_peak_bytes, report.gpu_memory_bytes
-    if peak is None or peak <= memory:
-        return
-    # The fixed size follows gpuMemoryUtilization byte for byte, and so does the peak.
-    most = math.floor((memory - (peak - report.usable_bytes)) / memory * 100) / 100
-    raise ConfigError(
-        engine_setting(app, phase, "kv_cache_from_plan"), True,
-        f"false, or {engine_setting(app, phase, 'gpu_memory_utilization')} at most {most:.2f}",
-        f"{phase}: kv_cache_memory_bytes {report.kv_cache_memory_bytes:,} B puts a new node's first start at "
-        f"{peak / 2**20:,.0f} MiB, over the {report.gpu_model}'s {memory / 2**20:,.0f} MiB, and vLLM does no fit "
-        "check of its own with it set")
-
-
-def _refuse_weights_that_do_not_fit(app: PDAppConfig, phase: Phase, engine: EngineSettings,
-                                    report: CapacityReport) -> NoReturn:
-    """Refuse a phase whose weights leave no room for a KV cache, naming the setting to change."""
-    # A 32-bit dtype doubles a 16-bit checkpoint: then the user's dtype is what to change.
-    if engine.dtype in FULL_PRECISION_DTYPES:
-        raise ConfigError(
-            engine_setting(app, phase, "dtype"), engine.dtype, "bfloat16, float16 or auto",
-            f"{phase}: in {engine.dtype} the weights take {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per "
-            f"GPU of {report.usable_bytes / 2**20:,.0f} MiB usable")
-    # What the engine keeps besides on a restart, where measured (the KV check's own figure).
-    reserve = report.reserve_bytes_per_gpu if report.kv_budget_bytes_restart is None else (
-        report.usable_bytes - report.weight_bytes_per_gpu - report.kv_budget_bytes_restart)
-    needed = (report.weight_bytes_per_gpu + reserve) / report.gpu_memory_bytes
-    if engine.gpu_memory_utilization < needed <= MOST_GPU_MEMORY_UTILIZATION:
-        # The model fits at a utilization the user lowered: that is the setting to change.
-        raise ConfigError(
-            engine_setting(app, phase, "gpu_memory_utilization"), engine.gpu_memory_utilization,
-            f"more than {needed:.2f} for {app.model.model_source} on {report.gpu_model}",
-            f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
-            f"{reserve / 2**20:,.0f} MiB reserve leave no KV cache")
-    raise ConfigError(
-        ServeAppSettings.key("model_source"), app.model.model_source,
-        f"a model whose weights fit {report.gpus_per_replica} × {report.usable_bytes / 2**20:,.0f} MiB "
-        f"(gpuMemoryUtilization × GPU memory), with room for the KV cache",
-        f"{phase}: weights {report.weight_bytes_per_gpu / 2**20:,.0f} MiB per GPU + "
-        f"{reserve / 2**20:,.0f} MiB reserve leave no KV cache; raise "
-        "tensorParallelSize on a bigger GPU node, or pick a smaller model")
-
-
-def _check_capacity(app: PDAppConfig, target: DeploymentTarget,
-                    model: ModelArchitecture) -> tuple[dict[str, CapacityReport], tuple[str, ...]]:
-    reports: dict[str, CapacityReport] = {}
-    warnings: tuple[str, ...] = ()
-    for phase in PHASES:
-        engine = app.engine_for(phase)
-        if model.max_position_embeddings and engine.max_model_len > model.max_position_embeddings:
-            raise ConfigError(engine_setting(app, phase, "max_model_len"), engine.max_model_len,
-                              f"≤ {model.max_position_embeddings} ({model.hf_id} max_position_embeddings)",
-                              "vLLM refuses a longer max_model_len")
-        report = phase_capacity(app, phase, target, model)
-        if phase in target.phase_node_groups and report.sequences_that_can_start < 1:
-            # The type was picked for this phase: a replica it cannot hold is the type's to change.
-            raise target.phase_node_groups[phase].settings.instance_type.refuse(
-                report.instance_type,
-                f"a type whose {report.gpus_per_replica} GPU(s) per {phase} replica hold the weights and one "
-                f"{engine.max_model_len}-token sequence of KV cache",
-                f"{phase}: {report.usable_bytes / 2**20:,.0f} MiB usable per {report.gpu_model} GPU leave a KV budget "
-                f"of {report.kv_budget_bytes / 2**20:,.0f} MiB; one sequence needs "
-                f"{report.transfer_bytes_per_max_prompt / 2**20:,.0f} MiB")
-        if not report.weights_fit:
-            _refuse_weights_that_do_not_fit(app, phase, engine, report)
-        _check_fixed_kv_cache_fits(app, phase, report)
-        text_only = phase_capacity(app, phase, target, model, vision_inputs=False) if engine.vision_inputs else None
-        warnings += _check_paged_start(app, phase, report, text_only)
-        if report.sequences_that_can_start < 1:
-            raise ConfigError(
-                engine_setting(app, phase, "max_model_len"), engine.max_model_len,
-                f"a length whose KV cache fits: {report.kv_tokens:,} tokens fit in {phase}'s KV budget",
-                f"one {engine.max_model_len}-token sequence needs "
-                f"{report.transfer_bytes_per_max_prompt / 2**20:,.0f} MiB "
-                f"of KV{' + state' if report.hybrid else ''}, the budget is {report.kv_budget_bytes / 2**20:,.0f} MiB; "
-                "lower maxModelLen or raise gpuMemoryUtilization")
-        reports[phase] = report
-    return reports, warnings
-
-
 def check_app(app: PDAppConfig, target: DeploymentTarget, *,
               model: ModelArchitecture | None = None) -> CheckedApp:
     """Refuse an app that would fail, or crawl, on `target`; return it checked and rendered.
@@ -629,12 +360,12 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
         return replace(checked, notes=(*checked.notes,
             f"capacity not checked: no architecture facts for {app.model.model_source!r} "
             "(add it to facts/models.py or pass a local config.json)"))
-    unsized = sorted({_kv_cache_dtype(app, phase) for phase in PHASES} - set(SIZED_KV_CACHE_DTYPES))
+    unsized = sorted({kv_cache_dtype(app, phase) for phase in PHASES} - set(SIZED_KV_CACHE_DTYPES))
     if unsized:
         return replace(checked, notes=(*checked.notes,
             f"capacity not checked: kv_cache_dtype {unsized[0]!r} is not sized by serve_app/capacity.py "
             f"(sized: {list(SIZED_KV_CACHE_DTYPES)})"))
-    capacity, warnings = _check_capacity(app, target, checked.model)
+    capacity, warnings = check_capacity(app, target, checked.model)
     fixed = {phase: report.kv_cache_memory_bytes for phase, report in capacity.items()
              if report.kv_cache_memory_bytes is not None}
     # The render again, now with each phase's fixed KV cache, which only the capacity check can size.

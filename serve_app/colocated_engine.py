@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from measure.latency import percentile, poisson_arrival_times
 from serve_app.performance import ReplicaModel
@@ -61,6 +61,10 @@ def run_engine(engine: ReplicaModel, arrivals: list[float], prompt_tokens: int,
     cap = engine.batch_cap(prompt_tokens + output_tokens)
     budget = engine.max_num_batched_tokens or prompt_tokens
     fixed = engine.intake_seconds(prompt_tokens) - engine.prefill_seconds(prompt_tokens)
+    # A step's time depends on its batch and prompt tokens only, which repeat over thousands of steps:
+    # each is worked out once (most of `pdctl size`'s time went to working them out again).
+    decode_seconds = functools.cache(lambda batch: engine.decode_step_seconds(batch, context))
+    prefill_seconds = functools.cache(engine.prefill_seconds)
     waiting: deque[int] = deque()
     to_prefill = [prompt_tokens] * len(arrivals)
     left: dict[int, int] = {}  # running request → output tokens still to come
@@ -74,7 +78,7 @@ def run_engine(engine: ReplicaModel, arrivals: list[float], prompt_tokens: int,
             now = arrivals[arrived]
             continue
         batch = len(left)
-        decode = engine.decode_step_seconds(batch, context) if batch else 0.0
+        decode = decode_seconds(batch) if batch else 0.0
         room, taken = budget - batch, 0
         finished_prefill: list[int] = []
         while waiting and room > 0 and batch + len(finished_prefill) < cap:
@@ -86,7 +90,7 @@ def run_engine(engine: ReplicaModel, arrivals: list[float], prompt_tokens: int,
                 break  # the rest of this prompt rides the next step
             finished_prefill.append(waiting.popleft())
         if taken:
-            steps, step = 1, decode + fixed + engine.prefill_seconds(taken)
+            steps, step = 1, decode + fixed + prefill_seconds(taken)
         else:
             # Decode only, until the next arrival or the next sequence to finish.
             steps = min(left.values())
@@ -116,11 +120,19 @@ def percentiles(times: list[RequestTimes], share: float) -> tuple[float, float]:
             percentile([t.tpot_seconds for t in times], 100 * share))
 
 
-@functools.lru_cache(maxsize=256)
 def colocated_percentiles(engine: ReplicaModel, requests_per_second: float, prompt_tokens: int,
                           output_tokens: int, objective: float) -> tuple[float, float]:
     """(TTFT, TPOT) at the `objective` percentile on one engine that receives `requests_per_second`
     (a replica's share of the traffic), over SIMULATED_REQUESTS seeded Poisson arrivals."""
+    # A colocated engine hands no KV over the network: the types of one GPU (whose networks differ)
+    # share one simulation, which `pdctl size` would otherwise run again for each.
+    return _colocated_percentiles(replace(engine, network_bytes_per_second=0.0), requests_per_second,
+                                  prompt_tokens, output_tokens, objective)
+
+
+@functools.lru_cache(maxsize=256)
+def _colocated_percentiles(engine: ReplicaModel, requests_per_second: float, prompt_tokens: int,
+                           output_tokens: int, objective: float) -> tuple[float, float]:
     return percentiles(run_engine(engine, poisson_arrival_times(requests_per_second, SIMULATED_REQUESTS,
                                                                 ARRIVALS_SEED), prompt_tokens, output_tokens),
                        objective)

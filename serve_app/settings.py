@@ -148,10 +148,7 @@ class ServeAppSettings(StackKeyModel):
     @field_validator("kv_backends")
     @classmethod
     def _known_distinct_backends(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [b for b in value if b not in KV_BACKENDS]
-        if not value or unknown or len(set(value)) != len(value):
-            raise ConfigError(cls.key("kv_backends"), list(value), cls.model_fields["kv_backends"].description or "",
-                              f"unknown NIXL backend {unknown[0]!r}" if unknown else None)
+        refuse_unknown_backends(value)
         return value
 
     @field_validator("extra_engine_kwargs", mode="before")
@@ -212,6 +209,27 @@ class ServeAppSettings(StackKeyModel):
                                   f"0 (fixed) or ≥ {self.key(f'{phase}_replicas')} ({fixed})")
         return self
 
+    @model_validator(mode="after")
+    def _engine_limits_agree(self) -> ServeAppSettings:
+        seqs = f"{self.key('max_num_seqs')} ({self.max_num_seqs})"
+        # vLLM's SchedulerConfig refuses it at the engine's start: a step holds a token of each running sequence.
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ConfigError(self.key("max_num_batched_tokens"), self.max_num_batched_tokens, f"at least {seqs}",
+                              "vLLM refuses to start with fewer tokens per step than sequences")
+        return self
+
+    def refuse_unused_cuda_graphs(self, default_cuda_graph_max_batch_size: str | None) -> None:
+        """A cudaGraphMaxBatchSize raised above maxNumSeqs would be silently ignored (the render captures
+        graphs up to maxNumSeqs only). At its default (Pulumi.yaml's, the caller's to read) it follows a
+        lowered maxNumSeqs down: a user who lowered maxNumSeqs is not told about a setting never written."""
+        if (self.enforce_eager or self.cuda_graph_max_batch_size <= self.max_num_seqs
+                or str(self.cuda_graph_max_batch_size) == default_cuda_graph_max_batch_size):
+            return
+        seqs = f"{self.key('max_num_seqs')} ({self.max_num_seqs})"
+        raise ConfigError(self.key("cuda_graph_max_batch_size"), self.cuda_graph_max_batch_size,
+                          f"at most {seqs}, or a higher {self.key('max_num_seqs')}",
+                          "no batch is larger, so a larger CUDA graph would never run")
+
     def _phase(self, phase: Phase) -> dict[str, Any]:
         most = getattr(self, f"{phase}_max_replicas")
         return {
@@ -249,6 +267,16 @@ class ServeAppSettings(StackKeyModel):
             "decode": self._phase("decode"),
             "ingress": {"api_keys": api_keys},
         })
+
+
+def refuse_unknown_backends(backends: tuple[str, ...] | list[str]) -> None:
+    """kvBackends names NIXL backends, each once: checked where the stack file is read and again where
+    an app built otherwise (the lab's overlays) is checked."""
+    unknown = [b for b in backends if b not in KV_BACKENDS]
+    if not backends or unknown or len(set(backends)) != len(backends):
+        raise ConfigError(ServeAppSettings.key("kv_backends"), list(backends),
+                          ServeAppSettings.model_fields["kv_backends"].description or "",
+                          f"unknown NIXL backend {unknown[0]!r}" if unknown else None)
 
 
 def engine_setting(app: PDAppConfig, phase: Phase, field: str) -> str:

@@ -258,8 +258,17 @@ def hand_over(prefill: ReplicaModel, decode: ReplicaModel, workload: Workload, t
 
 
 def fewest_replicas(meets: Callable[[int], bool]) -> int | None:
-    """The smallest replica count from 1 to MAX_REPLICAS that `meets`, None if none does."""
-    return next((n for n in range(1, MAX_REPLICAS + 1) if meets(n)), None)
+    """The smallest replica count from 1 to MAX_REPLICAS that `meets`, None if none does. More replicas
+    share the same traffic, so a count that meets stays met above it: bisected, because each colocated
+    try simulates an engine (`pdctl size` asks every GPU type, and a linear walk to MAX_REPLICAS took
+    most of its time)."""
+    if not meets(MAX_REPLICAS):
+        return None
+    low, high = 0, MAX_REPLICAS  # meets(high); low: 0 or a count that does not meet
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if meets(middle) else (middle, high)
+    return high
 
 
 def prefill_replicas_needed(prefill: ReplicaModel, decode: ReplicaModel, workload: Workload,

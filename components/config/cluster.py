@@ -3,6 +3,7 @@ documentation placeholders a stack file ships with."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -20,6 +21,10 @@ SUPPORTED_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35")
 # EKS access entries take IAM roles and users (not STS assumed-role session ARNs).
 _IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
 _IAM_POLICY_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:policy/[\w+=,.@/-]{1,512}$")
+
+# The private address ranges (RFC 1918).
+RFC_1918_NETWORKS = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
 
 class ClusterSettings(StackKeyModel):
     """The EKS control plane: version, who administers it, who can reach its API."""
@@ -78,7 +83,14 @@ class ClusterSettings(StackKeyModel):
     @field_validator("api_public_access_cidrs")
     @classmethod
     def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return ipv4_cidrs(value)
+        for cidr in ipv4_cidrs(value):
+            # The public endpoint sees callers' public addresses only, and EKS refuses private ranges in
+            # publicAccessCidrs (documentation ranges are placeholders, judged by a real preview).
+            if any(ipaddress.IPv4Network(cidr).subnet_of(private) for private in RFC_1918_NETWORKS):
+                raise ConfigError(cls.key("api_public_access_cidrs"), list(value),
+                                  "public IPv4 CIDRs (your office or CI egress)",
+                                  f"{cidr} is private; inside the VPC: deployFromInsideVpc")
+        return value
 
     @model_validator(mode="after")
     def _reachable_by_pulumi_up(self) -> ClusterSettings:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                                   "each key once", "YAML would silently keep the last one")
             seen.setdefault(key, line)
         return super().construct_mapping(node, deep)
+
+
+# Booleans as YAML 1.2 and the Pulumi CLI's Go reader take them: true and false only. PyYAML's YAML 1.1
+# would read `deletionProtection: yes` as true where the CLI hands the program the string "yes".
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 def load_yaml_strictly(path: Path) -> Any:

@@ -187,6 +187,7 @@ def offline_api_keys(key_limits_text: str) -> str:
 def api_key_names(text: str, settings: FrontDoorSettings) -> tuple[str, ...]:
     """The key names of the `apiKeys` secret (JSON object name → key), checked without ever naming a key."""
     if not text:
+        _refuse_limits_of_unknown_keys(settings, {})
         return ()
     try:
         keys = json.loads(text)
@@ -203,8 +204,13 @@ def api_key_names(text: str, settings: FrontDoorSettings) -> tuple[str, ...]:
             raise ConfigError(API_KEYS_KEY, "<secret>", allowed,
                               f"the key named {name!r} is shorter than {MIN_KEY_LENGTH} characters "
                               "(make one with: openssl rand -hex 24)")
+    _refuse_limits_of_unknown_keys(settings, keys)
+    return tuple(sorted(keys))
+
+
+def _refuse_limits_of_unknown_keys(settings: FrontDoorSettings, keys: Mapping[str, str]) -> None:
+    """A limit for a key that does not exist limits nobody: a typo in its name, or a key not added yet."""
     unknown = sorted(set(settings.key_limits) - set(keys))
     if unknown:
         raise ConfigError(FrontDoorSettings.key("key_limits"), sorted(settings.key_limits), "names of apiKeys",
-                          f"no key is named {unknown[0]!r}")
-    return tuple(sorted(keys))
+                          f"no key is named {unknown[0]!r}" + ("" if keys else f" (no {API_KEYS_KEY} set)"))

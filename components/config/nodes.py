@@ -16,10 +16,10 @@ from components.node_storage import NodeStorage, node_storage
 from components.scheduling import gpu_node_labels
 from components.sizing import WorkerResources
 from facts.instances import InstanceType
-from serve_app.checks import NodeGroupSettings, NodeGroupTarget
 from serve_app.config import PHASES, Phase
 from serve_app.errors import ConfigError
 from serve_app.stack_keys import StackField, StackKeyModel
+from serve_app.targets import NodeGroupSettings, NodeGroupTarget
 
 # The Ray head pod requests 2 CPU / 8 GiB (limits 3 CPU / 12 GiB) beside the KubeRay operator,
 # CoreDNS and the node's own reservations on these nodes.

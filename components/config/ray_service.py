@@ -18,10 +18,10 @@ from facts.images import (
     serving_stack,
     split_image,
 )
-from serve_app.checks import RuntimeSettings
 from serve_app.config import HTTP_FRONTS, HttpFront
 from serve_app.errors import ConfigError
 from serve_app.stack_keys import StackKeyModel
+from serve_app.targets import RuntimeSettings
 
 # KubeRay's ValidateRayServiceMetadata: at most 47 characters and a DNS-1035 label, because it
 # derives Service and RayCluster names from it.

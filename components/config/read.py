@@ -95,7 +95,9 @@ def _normalized(raw: Mapping[str, str], project: str) -> dict[str, str]:
         if bare in RETIRED_KEYS:
             raise ConfigError(bare, text, "nothing: the setting was removed", RETIRED_KEYS[bare])
         if bare not in known:
-            raise unknown_setting(bare, text, sorted(k for k in known if ":" not in k))
+            # `eks-pd-llm:region` means the provider's `aws:region`: no spelling of the project's keys is it.
+            provider_keys = [key for key in known if ":" in key and key.rpartition(":")[2] == bare]
+            raise unknown_setting(bare, text, provider_keys or sorted(k for k in known if ":" not in k))
         values[bare] = text
     return values
 

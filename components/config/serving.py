@@ -17,11 +17,12 @@ from facts.images import (
     serving_stack,
 )
 from facts.instances import InstanceType
-from serve_app.checks import CheckedApp, DeploymentTarget, NodeGroupTarget, check_app
+from serve_app.checks import CheckedApp, check_app
 from serve_app.config import PHASES, S3_SCHEME, STREAMER_LOAD_FORMATS, HttpFront, KeyedIngress, Phase
 from serve_app.model_facts import ModelFacts, read_model_facts
 from serve_app.settings import ServeAppSettings
 from serve_app.stack_keys import StackField
+from serve_app.targets import DeploymentTarget, NodeGroupTarget
 
 
 @dataclass(frozen=True)
@@ -124,14 +125,9 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
         raise model_setting.refuse(
             app_settings.model_source,
             "a model id on the Hugging Face Hub (org/name), an s3:// mirror or a local directory", model.problem)
-    target = DeploymentTarget(
-        gpu_instance=instance, gpu_node_count=gpu_nodes.count, gpu_node_settings=gpu_node_group_settings(None),
-        runtime_settings=RUNTIME_SETTINGS,
-        gpu_node_max_count=gpu_nodes.max_count if gpu_nodes.autoscaled else None,
-        efa=instance.efa_capable,
-        accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,
-        http_front=ray_service.http_front,
-        vllm_version=image_stack.vllm if image_stack else None, phase_node_groups=phase_groups)
+    target = deployment_target(ray_service, app_settings, instance, node_count=gpu_nodes.count,
+                               node_max_count=gpu_nodes.max_count if gpu_nodes.autoscaled else None,
+                               phase_groups=phase_groups)
     app = check_app(app_settings.app(keyed_ingress), target, model=model.architecture)
     app = _with_model_notes(app, model, model_setting)
     model_bytes = app.model.weight_bytes("auto") if app.model else None
@@ -150,6 +146,21 @@ def serving_settings(ray_service: RayServiceSettings, app_settings: ServeAppSett
         model_gated=model.gated,
         vllm_version=image_stack.vllm if image_stack else None,
     )
+
+
+def deployment_target(ray_service: RayServiceSettings, app_settings: ServeAppSettings, instance: InstanceType, *,
+                      node_count: int, node_max_count: int | None = None,
+                      phase_groups: Mapping[str, NodeGroupTarget] | None = None) -> DeploymentTarget:
+    """What the app is checked against on gpuNodeType `instance`: the image's Ray and vLLM, the HTTP
+    front, EFA as EC2 describes the type. `pdctl size` asks it of every type, so that its replicas are
+    the plan's for the same workload and type."""
+    image_stack = serving_stack(ray_service.image)
+    return DeploymentTarget(
+        gpu_instance=instance, gpu_node_count=node_count, gpu_node_settings=gpu_node_group_settings(None),
+        runtime_settings=RUNTIME_SETTINGS, gpu_node_max_count=node_max_count, efa=instance.efa_capable,
+        accept_ucx_on_efa=app_settings.accept_ucx_on_efa, ray_version=ray_service.ray_version,
+        http_front=ray_service.http_front, vllm_version=image_stack.vllm if image_stack else None,
+        phase_node_groups=phase_groups or {})
 
 
 def _check_compile_cache(app_settings: ServeAppSettings, ray_service: RayServiceSettings, instance: InstanceType,

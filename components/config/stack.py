@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from components.config.charts import ChartSettings
 from components.config.cluster import ClusterSettings, documentation_placeholders
+from components.config.declared import declared_keys
 from components.config.front_door import API_KEYS_KEY, FrontDoor, FrontDoorSettings, api_key_names
 from components.config.names import AVAILABILITY_ZONE
 from components.config.network import NetworkSettings
@@ -93,6 +94,7 @@ def settings_from_config(raw: Mapping[str, str], *, project: str, stack: str,
     charts = from_stack_keys(ChartSettings, typed, texts)
     ray_service = from_stack_keys(RayServiceSettings, typed, texts).resolved(region)
     app_settings = from_stack_keys(ServeAppSettings, typed, texts)
+    app_settings.refuse_unused_cuda_graphs(declared_keys()[ServeAppSettings.key("cuda_graph_max_batch_size")].default)
     workload = from_stack_keys(WorkloadSettings, typed, texts)
     observability = from_stack_keys(ObservabilitySettings, typed, texts)
     front_door = _front_door(from_stack_keys(FrontDoorSettings, typed, texts), texts,

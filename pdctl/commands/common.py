@@ -83,16 +83,17 @@ PROJECT_OPTION = typer.Option(
          f"nearest parent holding this project's Pulumi.yaml; ${PROJECT_ENV} also sets it.")
 
 
-# Piped output (less, a CI log, a file) is read on a screen too: wrapped at this many columns.
-PIPED_WIDTH = 120
+# Text is read on a screen, piped (less, a CI log, a file) or not: wrapped at this many columns, or at
+# a narrower terminal's width. Wider lines, as the plan's were at 120, wrap again in an 100-column pane.
+PIPED_WIDTH = 100
 
 
 def text_console(width: int | None) -> Console:
-    """--width columns when given; the terminal's width on a terminal; otherwise PIPED_WIDTH."""
+    """--width columns when given; else PIPED_WIDTH, or the terminal's width where it is narrower."""
     if width:
         return Console(width=width)
     if sys.stdout.isatty():
-        return console
+        return Console(width=min(console.width, PIPED_WIDTH))
     return Console(width=PIPED_WIDTH)
 
 

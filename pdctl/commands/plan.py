@@ -38,8 +38,8 @@ def plan(
              "the plan, planning the stack as deployed from it (its subnets, GPU and NAT zones, IAM roles "
              "kept, as `pulumi preview` keeps them). Exit status: 0 no change, 3 changed, 2 bad input, 1 failure."),
     width: int | None = typer.Option(
-        None, "--width", min=40, help=f"Wrap text at this many columns (default: the terminal's; {PIPED_WIDTH} when "
-                                      "piped)."),
+        None, "--width", min=40, help=f"Wrap text at this many columns (default: {PIPED_WIDTH}, or the terminal's "
+                                      "width where narrower)."),
     strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on a warning too, e.g. model facts "
                                 "that could not be read (CI runs the plan this way)."),
     project: Path | None = PROJECT_OPTION,

@@ -143,3 +143,25 @@ def test_a_key_set_twice_in_a_stack_file_is_refused_naming_it_and_both_lines(pro
     # The same key in two different mappings is no duplicate.
     (project / "Pulumi.nested.yaml").write_text("config:\n  demo:count: 3\nenvironment:\n  demo:count: 1\n")
     assert stack_config("nested", project)[0]["demo:count"] == "3"
+
+
+@pytest.mark.parametrize("region", ["ap-northeast-3", "af-south-1"])
+def test_a_region_without_offerings_on_record_plans_and_says_what_is_unknown(region):
+    # af-south-1 is an opt-in region: the offline plan cannot know the account opted in, a real preview can.
+    # Neither has offerings on record: the plan says so instead of offering every type silently.
+    run = try_run_offline("dev", overrides={"aws:region": region})
+    assert run.error is None, run.error
+    assert any(f"which AZs of {region} offer g6.8xlarge is not recorded offline" in w for w in run.warnings)
+
+
+def test_a_region_with_offerings_on_record_warns_of_nothing_unrecorded():
+    assert not any("not recorded offline" in w for w in try_run_offline("dev").warnings)
+
+
+def test_an_unrecorded_general_purpose_system_type_plans_as_its_name_says_and_the_plan_says_so():
+    run = try_run_offline("dev", overrides={"systemNodeType": "m6i.xlarge"})
+    assert run.error is None, run.error
+    assert any("m6i.xlarge is not recorded offline" in w and "4 vCPUs, 16 GiB, x86_64" in w for w in run.warnings)
+    # Too small as its name says: refused as EC2's own answer would be.
+    small = try_run_offline("dev", overrides={"systemNodeType": "c6i.large"})
+    assert "2 vCPUs and 4 GiB" in str(small.error)

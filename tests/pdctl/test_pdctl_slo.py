@@ -106,6 +106,25 @@ def test_size_answers_offline_in_seconds_cheapest_first():
     assert {o["gpu"] for o in options} >= {"L4", "A10G", "H100", "H200"}
 
 
+@pytest.mark.parametrize("gpu_node_type", ["g6.8xlarge", "g6e.8xlarge"])
+def test_size_and_the_plan_give_the_same_replicas_for_the_same_workload_and_type(gpu_node_type):
+    # They once sized the decode KV cache apart (7+19 against 7+8): both now take the plan's check.
+    run = run_offline("dev", overrides={"peakRequestsPerSecond": "5", "gpuNodeType": gpu_node_type})
+    plan = build_plan(run, stack="dev", config_region=run.config["aws:region"]).to_dict()
+    options = json.loads(invoke("size", "--rate", "5", "-o", "json").stdout)["options"]
+    sized = next(o for o in options if o["instance_type"] == gpu_node_type)
+    shapes = plan["slo"]["shapes"]
+    assert [sized["prefill_replicas"], sized["decode_replicas"]] == list(shapes["pd"]["replicas"])
+    assert [sized["colocated_replicas"]] == list(shapes["colocated"]["replicas"])
+
+
+def test_a_shape_no_replica_count_meets_has_no_price_to_call_unpriced():
+    # At 30 req/s no count of colocated A10G engines meets the targets; PD does, priced.
+    text = invoke("size", "--rate", "30").stdout
+    a10g = next(line for line in text.splitlines() if "g5.8xlarge" in line)
+    assert "unpriced" not in a10g and "$" in a10g and "│ -" in a10g
+
+
 def test_size_leaves_out_a_gpu_whose_floor_is_above_the_target_and_says_why():
     result = invoke("size", "--tpot", "0.05", "--output", "json")
     assert result.exit_code == 0, result.output
@@ -132,7 +151,8 @@ def test_a_stack_that_autoscales_to_what_the_peak_needs_meets_it_once_scaled(cac
     cached(scaled)
     result = invoke("plan", "--stack", "dev", "--strict")
     assert result.exit_code == 0, result.output
-    assert "meets once scaled to 2" in result.stdout
+    # The verdict's cell wraps in 100 columns: "meets once" over "scaled to 2".
+    assert re.search(r"│ meets once +│\n.*│ scaled to 2 +│", result.stdout)
 
 
 def test_decode_replicas_grow_as_max_num_seqs_shrinks():
@@ -273,8 +293,8 @@ def test_the_plan_prices_pd_and_colocated_and_recommends_one_saying_why(dev_plan
     assert shapes["recommended"] == "colocated"
     assert colocated["tpot_seconds"] <= dev_plan["slo"]["targets"]["tpot_seconds"]
     cached(dev_run)
-    text = invoke("plan", "--stack", "dev").stdout
-    assert "colocated (one engine, both phases)" in text and "recommended: colocated: 1 node at $2.04/h" in text
+    text = " ".join(invoke("plan", "--stack", "dev").stdout.split())  # as read: lines wrap at 100 columns
+    assert "colocated (one engine, both" in text and "recommended: colocated: 1 node at $2.04/h" in text
     # A deployment can measure colocated above the model (its stream flushes): the recommendation says what
     # TTFT and TPOT would be at the worst ratios measured, and whether that still meets the targets.
     ttft, tpot = colocated["ttft_seconds"] * 1.36, colocated["tpot_seconds"] * 1.17

@@ -13,9 +13,10 @@ from components.config.ray_service import RUNTIME_SETTINGS
 from facts.instances import RECORDED_EC2_ANSWERS, InstanceType, instance_type
 from facts.models import KNOWN_MODELS, known_model, load_architecture
 from serve_app.capacity import capacity_report
-from serve_app.checks import DeploymentTarget, check_app
+from serve_app.checks import check_app
 from serve_app.config import EngineSettings, PDAppConfig
 from serve_app.errors import ConfigError
+from serve_app.targets import DeploymentTarget
 
 # The settings a refusal names: gpuNodeType's group, rayVersion and httpFront.
 TARGET_SETTINGS = {"gpu_node_settings": gpu_node_group_settings(None), "runtime_settings": RUNTIME_SETTINGS}

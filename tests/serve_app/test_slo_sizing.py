@@ -28,6 +28,7 @@ from serve_app.slo_sizing import (
     decode_load,
     decode_meets,
     decode_replicas_needed,
+    fewest_replicas,
     floors,
     prefill_replicas_needed,
     ttft_at_percentile,
@@ -338,3 +339,17 @@ def test_hand_overs_arriving_often_stretch_the_decode_step_and_can_starve_it():
     starved = decode_load(replica, workload, targets, 1, hand_overs_per_second=2_000.0)
     assert starved.stall_share >= 1 and not decode_meets(starved, targets)
     assert "never gets to a decode step" in (starved.shortfall() or "")
+
+
+@pytest.mark.parametrize("needed", [1, 2, 23, 63, 64, None])
+def test_the_fewest_replicas_are_found_in_a_few_tries(needed: int | None) -> None:
+    # Each colocated try simulates an engine, and `pdctl size` asks every GPU type: a walk up to 64
+    # replicas made it take seconds per type.
+    tries: list[int] = []
+
+    def meets(replicas: int) -> bool:
+        tries.append(replicas)
+        return needed is not None and replicas >= needed
+
+    assert fewest_replicas(meets) == needed
+    assert len(tries) <= 7
