@@ -480,7 +480,7 @@ def _worker_group(serving: ServingSettings, phase: Phase, role_arn: pulumi.Input
     nodes = serving.app.nodes[phase]
     return {
         "groupName": WORKER_GROUP_NAMES[phase],
-        # One pod per GPU node, as many as the phase's replicas need (serve_app.checks.phase_nodes):
+        # One pod per GPU node, as many as the phase's replicas need (serve_app.targets.phase_nodes):
         # fixed when Serve does not scale the phase, else the Ray autoscaler moves it between the bounds.
         "replicas": nodes.min_nodes,
         "minReplicas": nodes.min_nodes,
