@@ -12,13 +12,14 @@ PARTS=${PARTS:-/tmp/parts}
 SITE=${SITE:-/tmp/site}
 mkdir -p "$OUT"
 if [ ! -f "$SITE/.unpacked" ]; then
-  cat "$PARTS"/part.* > /tmp/bundle.tar.xz || exit 3
-  echo "$(cat "$PARTS/SHA256")  /tmp/bundle.tar.xz" | sha256sum -c - || exit 3
+  cat "$PARTS"/part.* > /tmp/bundle.tar || exit 3
+  echo "$(cat "$PARTS/SHA256")  /tmp/bundle.tar" | sha256sum -c - || exit 3
   mkdir -p "$SITE"
+  # xz or gzip (lab/build-bundle.sh BUNDLE_COMPRESS): tar finds which; Python's tarfile where xz is missing.
   if command -v xz >/dev/null; then
-    xz -dc -T0 /tmp/bundle.tar.xz | tar -x -C "$SITE" || exit 3
+    tar -xf /tmp/bundle.tar -C "$SITE" || exit 3
   else
-    python3 -c "import lzma,tarfile;tarfile.open(fileobj=lzma.open('/tmp/bundle.tar.xz')).extractall('$SITE')" || exit 3
+    python3 -c "import tarfile;tarfile.open('/tmp/bundle.tar').extractall('$SITE')" || exit 3
   fi
   touch "$SITE/.unpacked"
 fi

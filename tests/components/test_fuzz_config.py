@@ -89,6 +89,7 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
     "rayVersion": _one_of("2.58.0", "2.60.0", "2.x", "abc", ""),
     "initializingTimeout": _one_of("30m", "1h", "1h30m", "5m", "0", "forever", "600", "3600", ""),
     "upgradeStrategy": _one_of("None", "NewCluster", "NewClusterWithIncrementalUpgrade", "Blue", ""),
+    "singleProcessEngine": _BOOLS,
     "rayImageCarriesRunaiStreamer": _BOOLS,
     "gcsFaultTolerance": _BOOLS,
     "httpFront": _one_of("serve-proxy", "haproxy", "HAProxy", "nginx", ""),

@@ -223,8 +223,10 @@ def test_the_stack_makes_the_clusters_own_role_and_hands_it_to_eks(each):
 
 def test_every_role_the_stack_creates_sits_under_its_path_without_a_boundary_by_default(each):
     roles = each.all(ROLE)
+    # prod's GPU group may grow (room for a blue/green update's second cluster): the autoscaler's role too.
+    autoscaler = {"cluster-autoscaler-role"} if each.program["settings"].gpu_nodes.autoscaled else set()
     assert {r.name for r in roles} == {"cluster-eks", "cluster-node", "block-storage-ebs-csi",
-                                       "front-door-controller-role"}
+                                       "front-door-controller-role", *autoscaler}
     assert all(r.inputs["path"] == "/eks-pd-llm/" and "permissionsBoundary" not in r.inputs for r in roles)
 
 
@@ -290,14 +292,15 @@ def test_system_node_group(dev, prod):
         assert "networkInterfaces" not in template.inputs  # EKS attaches the cluster security group
 
 
-@pytest.mark.parametrize(("stack", "disk"), [("dev", 200), ("prod", 300)])
-def test_gpu_node_group(stack, disk, dev, prod):
+@pytest.mark.parametrize(("stack", "disk", "most"), [("dev", 200, 2.0), ("prod", 300, 4.0)])
+def test_gpu_node_group(stack, disk, most, dev, prod):
     run = {"dev": dev, "prod": prod}[stack]
     ng = run.one(NODE_GROUP, "gpu-nodes")
     group = ng.inputs
     assert group["amiType"] == "AL2023_x86_64_NVIDIA"
     assert group["instanceTypes"] == ["g6.8xlarge"]
-    assert group["scalingConfig"] == {"desiredSize": 2.0, "minSize": 2.0, "maxSize": 2.0}
+    # prod may grow by a blue/green update's second cluster (two nodes), dev is fixed.
+    assert group["scalingConfig"] == {"desiredSize": 2.0, "minSize": 2.0, "maxSize": most}
     # The Cluster Autoscaler's GPU label: g6.8xlarge holds one L4.
     assert group["labels"] == {"role": "gpu-worker", "k8s.amazonaws.com/accelerator": "nvidia-l4"}
     assert group["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]

@@ -101,6 +101,7 @@ ALTERNATIVES = {
     "rayVersion": "2.60.0",
     "initializingTimeout": "45m",
     "upgradeStrategy": "NewCluster",
+    "singleProcessEngine": "true",
     "rayImageCarriesRunaiStreamer": "true",
     "compileCacheInS3": "true",
     "modelId": "my-model",

@@ -110,7 +110,7 @@ def test_an_engine_argument_change_stops_dev_for_a_restart_and_keeps_prod_servin
     assert any("finish on the old cluster" in text for text in prod.in_flight)
 
 
-@pytest.mark.parametrize("change", ["another model", "the Ray image", "decode replica bounds"])
+@pytest.mark.parametrize("change", ["another model", "the Ray image (", "decode replica bounds"])
 def test_model_image_and_replica_bound_changes_keep_prod_serving(rows, change):
     row = _row(rows, change)
     assert not row.serving["dev"].keeps_serving

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from components.project import PROJECT_ENV
 from facts import durations, prices
 from offline import run_offline
 from pdctl.cli import PIPED_WIDTH, app
@@ -464,8 +465,8 @@ def test_values_the_offline_mock_made_up_are_marked_and_the_stacks_own_are_not(p
 
 def test_resource_options_and_masked_inputs_are_in_the_json(prod_plan):
     ray = next(n for n in _walk(prod_plan["tree"]) if n["type"] == RAY_SERVICE)
-    assert ray["options"] == {"protect": False, "replace_on_changes": ["spec.rayClusterConfig"],
-                              "delete_before_replace": True}
+    # prod updates blue/green: KubeRay's NewCluster takes cluster changes, Pulumi replaces nothing.
+    assert ray["options"] == {"protect": False, "replace_on_changes": [], "delete_before_replace": False}
     assert ray["inputs"]["metadata"]["name"] == "ray-llm"
     provider = next(n for n in _walk(prod_plan["tree"]) if n["type"] == "pulumi:providers:kubernetes")
     assert provider["inputs"]["kubeconfig"] == "[secret]"
@@ -539,7 +540,7 @@ def test_plan_text_with_every_start_path_names_them_and_what_a_first_deploy_comp
                           "their key compiles: 3.0 min more)")
 
 
-def test_a_key_set_as_the_readme_says_still_plans_offline(tmp_path):
+def test_a_key_set_as_the_readme_says_still_plans_offline(tmp_path, monkeypatch):
     """`pulumi config set --secret apiKeys …` leaves a `secure:` value in the stack file that no offline plan
     can decrypt: the plan (make plan, CI's plan job) stands a key table of its shape in for it, with the key
     names apiKeyLimits gives, instead of refusing the key."""
@@ -550,6 +551,8 @@ def test_a_key_set_as_the_readme_says_still_plans_offline(tmp_path):
     stack["config"]["eks-pd-llm:apiKeys"] = {"secure": "v1:GtYJQkxx0eIAAAAAAAAAAA==:bm90IGEgcmVhbCBrZXk="}
     stack["config"]["eks-pd-llm:apiKeyLimits"] = json.dumps({"app-team": {"requestsPerMinute": 60}})
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
+    # `--project` names the project for the rest of the process: the tests after this one plan this checkout.
+    monkeypatch.delenv(PROJECT_ENV, raising=False)
     result = invoke("plan", "--project", tmp_path, "--stack", "dev", "--output", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["outputs"]["apiKeyNames"] == ["app-team"]
