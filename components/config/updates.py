@@ -28,7 +28,6 @@ from components.config.workload import replica_models
 from serve_app.checks import CheckedApp
 from serve_app.config import PHASES
 
-IN_PLACE = "None"
 BLUE_GREEN = "NewCluster"
 # When the plan cannot time the longest stream (no model facts, a GPU without vendor figures): KubeRay
 # keeps the old cluster this long after the switch.
