@@ -551,8 +551,9 @@ def test_a_key_set_as_the_readme_says_still_plans_offline(tmp_path, monkeypatch)
     stack["config"]["eks-pd-llm:apiKeys"] = {"secure": "v1:GtYJQkxx0eIAAAAAAAAAAA==:bm90IGEgcmVhbCBrZXk="}
     stack["config"]["eks-pd-llm:apiKeyLimits"] = json.dumps({"app-team": {"requestsPerMinute": 60}})
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
-    # `--project` names the project for the rest of the process: the tests after this one plan this checkout.
-    monkeypatch.delenv(PROJECT_ENV, raising=False)
+    # `--project` names the project for the rest of the process: set here, monkeypatch takes it away after the
+    # test, and the tests after this one plan this checkout again.
+    monkeypatch.setenv(PROJECT_ENV, str(REPO))
     result = invoke("plan", "--project", tmp_path, "--stack", "dev", "--output", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["outputs"]["apiKeyNames"] == ["app-team"]
