@@ -37,8 +37,8 @@ RAY_SERVICE_TYPE = "kubernetes:ray.io/v1:RayService"
 SERVE_CONFIG_PATH = "spec.serveConfigV2"
 CLUSTER_CONFIG_PATH = "spec.rayClusterConfig"
 
-SERVE_CONFIG, CLUSTER, BLUE_GREEN, GPU_NODE_ROLL, SYSTEM_NODE_ROLL, REPLACED = (
-    "serve config", "Ray cluster", "serve config or cluster, blue/green", "GPU node roll", "system node roll",
+SERVE_CONFIG, BLUE_GREEN, GPU_NODE_ROLL, SYSTEM_NODE_ROLL, REPLACED = (
+    "serve config", "serve config or cluster, blue/green", "GPU node roll", "system node roll",
     "RayService replaced")
 
 
@@ -170,8 +170,10 @@ class ServingImpact:
 
 
 def _ray_service_kinds(resource: Any, blue_green: bool) -> list[str]:
-    if resource.action in ("replace", "create"):
-        return [REPLACED] if resource.action == "replace" else []
+    """In place, a cluster change replaces the RayService (components/inference.py), so only its serve
+    config is updated; blue/green takes either."""
+    if resource.action == "replace":
+        return [REPLACED]
     if resource.action != "update":
         return []
     paths = [change.path for change in resource.changes]
@@ -179,7 +181,7 @@ def _ray_service_kinds(resource: Any, blue_green: bool) -> list[str]:
     cluster = any(p.startswith(CLUSTER_CONFIG_PATH) for p in paths)
     if blue_green and (serve or cluster):
         return [BLUE_GREEN]
-    return ([SERVE_CONFIG] if serve else []) + ([CLUSTER] if cluster else [])
+    return ([SERVE_CONFIG] if serve else []) + ([REPLACED] if cluster else [])
 
 
 def serving_impact(resources: Iterable[Any], head: dict) -> ServingImpact:
@@ -195,7 +197,7 @@ def serving_impact(resources: Iterable[Any], head: dict) -> ServingImpact:
         elif resource.rollout is not None:
             found.append(GPU_NODE_ROLL if resource.rollout.gpu else SYSTEM_NODE_ROLL)
     kinds = tuple(dict.fromkeys(found))
-    chosen = [section["effects"][REPLACED if kind == CLUSTER else kind] for kind in kinds]
+    chosen = [section["effects"][kind] for kind in kinds]
     uses_surge = any(effect["surge"] for effect in chosen)
     return ServingImpact(kinds, sum(effect["seconds"] for effect in chosen),
                          tuple(dict.fromkeys(effect["in_flight"] for effect in chosen)),
