@@ -36,7 +36,9 @@ resource cannot reach AWS on a role that lacks its permissions.
 
 What only AWS can show: that this list is complete for every code path of the providers (a
 missing action fails `pulumi up` with AccessDenied naming it; CloudTrail shows it). The policy
-linter checks that every action, resource and condition key here exists.
+linter checks that every action, resource and condition key here exists;
+`tests/delivery/test_deploy_calls_against_cloudformation.py` checks the list against one this project
+does not write, the permissions AWS's CloudFormation schemas give each type's handlers.
 
 Modules, by concern: `resources` (per type and function, what the providers call), `reference` (AWS's
 Service Authorization Reference), `calls` (`deploy_calls`, caller checks, per-environment scoping),
