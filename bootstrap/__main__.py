@@ -8,7 +8,9 @@ Creates, in the account and region of the AWS credentials running it:
   for that environment's jobs;
 - each deploy role's least-privilege managed policies (EKS limited to its environment's cluster, state
   writes to its environment's stack) and the permissions boundary every role the stack creates must
-  carry (deploy_permissions/), unless `deployWithAdministratorAccess` opts into AdministratorAccess.
+  carry (deploy_permissions/), unless `deployWithAdministratorAccess` opts into AdministratorAccess;
+- each environment's workload policies, which its stack attaches to its workloads' roles (the deploy
+  role writes no policy itself).
 Its outputs are what the repository variables, `pulumi stack init` and the stacks'
 `iamPermissionsBoundaryArn` need.
 """
@@ -24,10 +26,13 @@ from deploy_permissions import (
     ROLE_PATH,
     SERVICE_LINKED_ROLE_PATH,
     STACK_TAG,
+    deploy_model_sources,
     deploy_policies,
     missing_service_linked_role_services,
     service_linked_role_services,
     workload_boundary_policy,
+    workload_policies,
+    workload_policy_name,
 )
 from policies import (
     ADMINISTRATOR_ACCESS_ARN,
@@ -58,6 +63,7 @@ account_id = aws.get_caller_identity().account_id
 preview_trust = preview_subjects(repository)
 deploy_trust = {environment: deploy_subjects(repository, [environment]) for environment in environments}
 clusters = deploy_clusters(cluster_entries, environments)
+model_sources = deploy_model_sources(config.get_object("deployModelSources") or [], environments)
 
 
 def account_service_linked_role_names() -> list[str]:
@@ -172,6 +178,20 @@ boundary = aws.iam.Policy(
     description="Permissions boundary of every IAM role the eks-pd-llm stacks create",
     policy=json.dumps(workload_boundary_policy(partition=partition, model_mirror_buckets=model_mirror_buckets)),
 )
+
+
+# What each environment's workloads may do, made here so that the deploy role only attaches it (by the
+# ARN its stack derives from the cluster's name: deploy_permissions/workload_policies.py).
+for environment in environments:
+    for purpose, document in workload_policies(partition=partition, cluster_name=clusters[environment],
+                                               mirror=model_sources.get(environment)).items():
+        aws.iam.Policy(
+            f"{environment}-{purpose}",
+            name=workload_policy_name(clusters[environment], purpose),
+            path=ROLE_PATH,
+            description=f"The {purpose} of the eks-pd-llm {environment} stack (cluster {clusters[environment]})",
+            policy=json.dumps(document, separators=(",", ":")),
+        )
 
 
 def deploy_policy_arns(environment: str) -> list[pulumi.Input[str]]:

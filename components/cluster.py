@@ -279,6 +279,22 @@ def bounded_role(name: str, *, description: str, assume_role_policy: pulumi.Inpu
     return role, attachments
 
 
+def workload_policy_arn(role_arn: str, cluster_name: str, purpose: str) -> str:
+    """The policy the bootstrap made for `purpose` of `cluster_name`'s workloads, in the partition and account
+    of `role_arn`: `<cluster>-<purpose>` under IAM_ROLE_PATH (bootstrap/deploy_permissions/workload_policies.py).
+    The stack writes no policy of its own: its deploy role may only attach these (and AWS's)."""
+    partition, account_id = role_arn.split(":")[1], role_arn.split(":")[4]
+    return f"arn:{partition}:iam::{account_id}:policy{IAM_ROLE_PATH}{cluster_name}-{purpose}"
+
+
+def attach_workload_policy(name: str, role: aws.iam.Role, cluster_name: str, purpose: str,
+                           opts: pulumi.ResourceOptions) -> aws.iam.RolePolicyAttachment:
+    """`role` given the bootstrap's `purpose` policy of its cluster."""
+    return aws.iam.RolePolicyAttachment(
+        name, role=role.name, policy_arn=role.arn.apply(lambda arn: workload_policy_arn(arn, cluster_name, purpose)),
+        opts=opts)
+
+
 def service_trust(service: str, actions: list[str]) -> str:
     """A trust policy letting one AWS service assume the role."""
     return json.dumps({"Version": "2012-10-17", "Statement": [

@@ -1,21 +1,18 @@
 """The front door's network part: the AWS Load Balancer Controller (pinned Helm chart, its own IRSA
-role with AWS's published policy) and the Service it turns into a Network Load Balancer in front of
-the Serve proxies. Keys, limits and accounting live in the ingress (front_door/, components/inference.py
-mounts them); this component only makes the endpoint reachable. docs/FRONT_DOOR.md.
+role with AWS's published policy, which the bootstrap makes) and the Service it turns into a Network
+Load Balancer in front of the Serve proxies. Keys, limits and accounting live in the ingress (front_door/,
+components/inference.py mounts them); this component only makes the endpoint reachable. docs/FRONT_DOOR.md.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies, helm_release
-from components.cluster import Cluster, bounded_role
+from components.cluster import Cluster, attach_workload_policy, bounded_role
 from components.config.front_door import FrontDoor
 from components.config.serving import ServingSettings
 from components.manifests.front_door import (
@@ -27,13 +24,9 @@ from components.manifests.front_door import (
 from components.storage import irsa_trust_policy
 from facts.charts import AWS_LOAD_BALANCER_CONTROLLER
 
-# The controller's IAM policy as its project publishes it for this release (docs/SOURCES.md#front-door).
-CONTROLLER_POLICY_FILE = Path(__file__).resolve().parents[1] / "facts" / "aws_load_balancer_controller_policy.json"
-
-
-def controller_policy() -> str:
-    """The published policy, compact (an inline role policy holds at most 10,240 characters)."""
-    return json.dumps(json.loads(CONTROLLER_POLICY_FILE.read_text()), separators=(",", ":"))
+# The controller's IAM policy as its project publishes it for this release (docs/SOURCES.md#front-door),
+# made by the bootstrap for each cluster (bootstrap/deploy_permissions/workload_policies.py).
+LOAD_BALANCER_CONTROLLER_POLICY = "load-balancer-controller"
 
 
 @dataclass(frozen=True)
@@ -77,8 +70,8 @@ class FrontDoorNetwork(pulumi.ComponentResource):
                     f"{LOAD_BALANCER_CONTROLLER_SERVICE_ACCOUNT}"))),
             managed_policies=(), permissions_boundary=cluster.permissions_boundary, partition="aws", tags=cluster.tags,
             trusts_the_cluster=True, opts=child)
-        self.policy = aws.iam.RolePolicy(f"{name}-controller-policy", role=self.role.id,
-                                         policy=controller_policy(), opts=child)
+        self.policy = attach_workload_policy(f"{name}-controller-policy", self.role, args.cluster_name,
+                                             LOAD_BALANCER_CONTROLLER_POLICY, child)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
         self.controller = helm_release(
             f"{name}-controller", AWS_LOAD_BALANCER_CONTROLLER, AWS_LOAD_BALANCER_CONTROLLER.default_version,

@@ -15,18 +15,20 @@ Kubernetes API. The trust policy accepts exactly that ServiceAccount in the serv
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from components.cluster import bounded_role
-from components.compile_cache import S3_PREFIX as COMPILE_CACHE_PREFIX
+from components.cluster import attach_workload_policy, bounded_role
 from components.manifests.ray_service import MODEL_READER_SERVICE_ACCOUNT
 from components.storage import irsa_trust_policy
+
+# The bootstrap's policies for a cluster's S3 mirror (bootstrap/deploy_permissions/workload_policies.py):
+# read and list the model's prefix; read, list and write its compile-cache archives (components/compile_cache.py).
+MODEL_READER_POLICY = "model-reader"
+COMPILE_CACHE_POLICY = "compile-cache"
 
 
 def model_reader_subject(namespace: str) -> str:
@@ -34,34 +36,12 @@ def model_reader_subject(namespace: str) -> str:
     return f"system:serviceaccount:{namespace}:{MODEL_READER_SERVICE_ACCOUNT}"
 
 
-def read_policy(bucket: str, prefix: str, *, compile_cache: bool = False) -> dict[str, Any]:
-    """Get the objects under `prefix/` and list that prefix only (the streamer lists the shards); with
-    `compile_cache`, also read, list and write the mirror's compile-cache archives (components/compile_cache.py)."""
-    cache = f"{COMPILE_CACHE_PREFIX}/{prefix}"
-    cache_statements = [
-        {"Sid": "CompileCacheObjects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
-         "Resource": f"arn:aws:s3:::{bucket}/{cache}/*"},
-        {"Sid": "ListCompileCache", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}",
-         "Condition": {"StringLike": {"s3:prefix": [f"{cache}/*"]}}},
-    ] if compile_cache else []
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Sid": "ReadModelObjects", "Effect": "Allow", "Action": "s3:GetObject",
-             "Resource": f"arn:aws:s3:::{bucket}/{prefix}/*"},
-            {"Sid": "ListModelPrefix", "Effect": "Allow", "Action": "s3:ListBucket",
-             "Resource": f"arn:aws:s3:::{bucket}",
-             "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}}},
-            *cache_statements,
-        ],
-    }
-
-
 @dataclass(frozen=True)
 class ModelReadAccessArgs:
     """Inputs of `ModelReadAccess`.
 
     bucket, prefix: the mirror (`modelSource` s3://bucket/prefix, validated).
+    cluster_name: the cluster whose bootstrap-made policies (for this mirror) the role gets.
     namespace: the serving namespace whose model-reader ServiceAccount assumes the role.
     oidc_provider_arn, oidc_issuer: the cluster's IAM OIDC provider and its issuer (host/path).
     permissions_boundary: the boundary of every role the stack creates (iamPermissionsBoundaryArn),
@@ -71,6 +51,7 @@ class ModelReadAccessArgs:
 
     bucket: str
     prefix: str
+    cluster_name: str
     namespace: str
     oidc_provider_arn: pulumi.Input[str]
     oidc_issuer: pulumi.Input[str]
@@ -88,8 +69,8 @@ class ModelReadAccess(pulumi.ComponentResource):
     def __init__(self, name: str, args: ModelReadAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("eks-pd-llm:access:ModelReadAccess", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        # Under the stack's role path and permissions boundary, like every role of the stack; its one
-        # policy is the inline read policy below (no managed policy to attach).
+        # Under the stack's role path and permissions boundary, like every role of the stack; its policies
+        # are the bootstrap's for this cluster's mirror (deployModelSources), which the stack attaches.
         self.role, _ = bounded_role(
             f"{name}-role",
             description=f"Ray pods of {args.namespace}: read s3://{args.bucket}/{args.prefix}",
@@ -98,11 +79,8 @@ class ModelReadAccess(pulumi.ComponentResource):
             managed_policies=(), permissions_boundary=args.permissions_boundary, partition="aws", tags=dict(args.tags),
             trusts_the_cluster=True, opts=child,
         )
-        aws.iam.RolePolicy(
-            f"{name}-read",
-            role=self.role.id,
-            policy=json.dumps(read_policy(args.bucket, args.prefix, compile_cache=args.compile_cache)),
-            opts=child,
-        )
+        attach_workload_policy(f"{name}-read", self.role, args.cluster_name, MODEL_READER_POLICY, child)
+        if args.compile_cache:
+            attach_workload_policy(f"{name}-compile-cache", self.role, args.cluster_name, COMPILE_CACHE_POLICY, child)
         self.role_arn = self.role.arn
         self.register_outputs({"role_arn": self.role_arn})

@@ -13,23 +13,22 @@ instance profile and interruption queue. docs/SOURCES.md#cluster-autoscaler.
 Scope: the release discovers only the Auto Scaling groups of the GPU node groups that can grow (by
 EKS's eks:nodegroup-name tag; a phase's own group, prefillGpuNodeType or decodeGpuNodeType, is one
 more), and its role may change the desired size or terminate instances only of Auto Scaling groups
-tagged with this cluster and those node groups (the read-only Describe calls take no resource
-conditions). Pods reach it through IRSA: the role trusts the cluster's OIDC provider for exactly
-the release's service account. Installed only when a GPU group's max count exceeds its count.
+tagged with this cluster and a GPU node group name it gave (`<cluster>-gpu-…`: only the groups that
+can grow are named so; the read-only Describe calls take no resource conditions). Pods reach it
+through IRSA: the role trusts the cluster's OIDC provider for exactly the release's service account.
+Installed only when a GPU group's max count exceeds its count.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies, helm_release
-from components.cluster import Cluster, bounded_role
+from components.cluster import Cluster, attach_workload_policy, bounded_role
 from components.manifests.helm_values import cluster_autoscaler_values
 from components.scheduling import DEVICE_PLUGIN_NAMESPACE
 from components.storage import irsa_trust_policy
@@ -39,37 +38,10 @@ from facts.charts import CLUSTER_AUTOSCALER
 SERVICE_ACCOUNT = "cluster-autoscaler"
 NAMESPACE = DEVICE_PLUGIN_NAMESPACE  # kube-system, where the chart and the AWS guide put it
 
-# cluster-autoscaler/cloudprovider/aws/README.md (tag cluster-autoscaler-1.35.2), "Full Cluster
-# Autoscaler Features Policy": reads on every resource, writes restricted by tag conditions.
-READ_ACTIONS = (
-    "autoscaling:DescribeAutoScalingGroups",
-    "autoscaling:DescribeAutoScalingInstances",
-    "autoscaling:DescribeLaunchConfigurations",
-    "autoscaling:DescribeScalingActivities",
-    "ec2:DescribeImages",
-    "ec2:DescribeInstanceTypes",
-    "ec2:DescribeLaunchTemplateVersions",
-    "ec2:GetInstanceTypesFromInstanceRequirements",
-    "eks:DescribeNodegroup",
-)
-WRITE_ACTIONS = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
-
-
-def permissions_policy(cluster_name: str, node_group_names: tuple[str, ...]) -> dict[str, Any]:
-    """What the Cluster Autoscaler may do: describe, and resize only the ASGs of the GPU groups that
-    can grow (a list in a StringEquals condition matches any of its values)."""
-    names: str | list[str] = node_group_names[0] if len(node_group_names) == 1 else list(node_group_names)
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Sid": "Describe", "Effect": "Allow", "Action": list(READ_ACTIONS), "Resource": "*"},
-            {"Sid": "ResizeTheGpuNodeGroupOnly", "Effect": "Allow", "Action": list(WRITE_ACTIONS), "Resource": "*",
-             "Condition": {"StringEquals": {
-                 "aws:ResourceTag/eks:cluster-name": cluster_name,
-                 "aws:ResourceTag/eks:nodegroup-name": names,
-             }}},
-        ],
-    }
+# Its policy, made by the bootstrap for each cluster (bootstrap/deploy_permissions/workload_policies.py,
+# from the Cluster Autoscaler's AWS guide): describe anywhere, resize only the cluster's GPU groups that
+# may grow, which the stack names `<cluster>-gpu-…` (components/node_groups.py gpu_node_group_name_prefix).
+CLUSTER_AUTOSCALER_POLICY = "cluster-autoscaler"
 
 
 @dataclass(frozen=True)
@@ -80,8 +52,8 @@ class ClusterAutoscalerArgs:
     cluster_name: its name (the settings'), known at preview.
     region: where the Auto Scaling groups are.
     kubernetes_version: the cluster's minor version; picks the Cluster Autoscaler release.
-    node_group_names: the GPU managed node groups that can grow, the only groups it may scale (their
-        names change when a group is replaced: the policy and the discovery follow).
+    node_group_names: the GPU managed node groups that can grow, the only groups it discovers (their
+        names change when a group is replaced: the discovery follows; the policy's name pattern covers them).
     chart_version: `cluster-autoscaler` chart version (facts/charts.py).
     """
 
@@ -94,7 +66,7 @@ class ClusterAutoscalerArgs:
 
 
 class ClusterAutoscaler(pulumi.ComponentResource):
-    """IAM role (IRSA) + policy scoped to the GPU node group, and the cluster-autoscaler Helm release
+    """IAM role (IRSA) + the bootstrap's policy scoped to the GPU node groups, and the cluster-autoscaler Helm release
     on the system nodes. Pass the system and GPU node groups in `opts.depends_on`."""
 
     role: aws.iam.Role
@@ -115,12 +87,8 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             tags=args.cluster.tags, trusts_the_cluster=True, opts=child,
         )
         names = pulumi.Output.all(*args.node_group_names).apply(tuple)
-        self.policy = aws.iam.RolePolicy(
-            f"{name}-policy",
-            role=self.role.id,
-            policy=names.apply(lambda groups: json.dumps(permissions_policy(args.cluster_name, groups))),
-            opts=child,
-        )
+        self.policy = attach_workload_policy(f"{name}-policy", self.role, args.cluster_name,
+                                             CLUSTER_AUTOSCALER_POLICY, child)
         values = pulumi.Output.all(names, self.role.arn).apply(lambda found: cluster_autoscaler_values(
             cluster_name=args.cluster_name, region=args.region, kubernetes_version=args.kubernetes_version,
             node_group_names=found[0], service_account=SERVICE_ACCOUNT, role_arn=found[1]))

@@ -289,7 +289,8 @@ def _model_access(settings: StackSettings, cluster: Cluster) -> ModelReadAccess 
     """The S3 model mirror's read-only IAM role, when `modelSource` is one."""
     mirror = settings.serving.app.config.model.s3_mirror
     return None if mirror is None else ModelReadAccess(
-        "model-access", ModelReadAccessArgs(bucket=mirror[0], prefix=mirror[1], namespace=settings.namespace,
+        "model-access", ModelReadAccessArgs(bucket=mirror[0], prefix=mirror[1], cluster_name=settings.cluster.name,
+                                            namespace=settings.namespace,
                                             oidc_provider_arn=cluster.oidc_provider_arn,
                                             oidc_issuer=cluster.oidc_issuer,
                                             permissions_boundary=cluster.permissions_boundary,

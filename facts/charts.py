@@ -142,7 +142,7 @@ AWS_LOAD_BALANCER_CONTROLLER = HelmChart(
     source=("github.com/aws/eks-charts stable/aws-load-balancer-controller at commit 5239609 (2026-08-03, "
             "newest): Chart.yaml (version 3.5.0, appVersion v3.5.0) and values.yaml, kept as test data in "
             "tests/data/aws-load-balancer-controller-3.5.0/; its IAM policy is the controller's own install "
-            "guide's iam_policy.json at tag v3.5.0 (facts/aws_load_balancer_controller_policy.json); "
+            "guide's iam_policy.json at tag v3.5.0 (bootstrap/aws_load_balancer_controller_policy.json); "
             "docs/SOURCES.md#front-door."),
     checked="2026-12",
     values_keys=("clusterName", "region", "vpcId", "serviceAccount.name", "serviceAccount.annotations",

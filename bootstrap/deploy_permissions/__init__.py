@@ -27,9 +27,11 @@ resource cannot reach AWS on a role that lacks its permissions.
 - IAM is granted apart, with conditions, so that the deploy role cannot make an administrator:
   it creates and changes roles only under `ROLE_PATH`, only with the workload permissions boundary
   attached (`iam:PermissionsBoundary`), attaches only the AWS managed policies the stack attaches
-  (`iam:PolicyARN`), writes inline policies only on roles with that boundary, passes roles only
-  from that path and only to EKS, and has no action that makes or changes a managed policy or
-  removes a boundary (no CreatePolicy, CreatePolicyVersion, DeleteRolePermissionsBoundary).
+  and its environment's workload policies (`iam:PolicyARN`), passes roles only from that path and
+  only to EKS, and has no action that writes a policy or removes a boundary (no PutRolePolicy,
+  CreatePolicy, CreatePolicyVersion, DeleteRolePermissionsBoundary). The workload policies
+  (`workload_policies`: the Load Balancer Controller's, the Cluster Autoscaler's, the model mirror
+  reader's) are the bootstrap's, one set per environment's cluster.
   The boundary (`workload_boundary_policy`) caps any role so made at what those managed policies
   need, the Cluster Autoscaler's reads and its resizing of EKS managed node groups, and reading the
   S3 model mirror buckets the bootstrap names (`modelMirrorBuckets`).
@@ -42,8 +44,8 @@ does not write, the permissions AWS's CloudFormation schemas give each type's ha
 
 Modules, by concern: `resources` (per type and function, what the providers call), `reference` (AWS's
 Service Authorization Reference), `calls` (`deploy_calls`, caller checks, per-environment scoping),
-`documents` (the managed policies), `boundary` (the workload boundary), `naming` (shared names, ARNs
-and the service-linked roles).
+`documents` (the deploy role's managed policies), `boundary` (the workload boundary), `workload_policies`
+(the stack workloads' policies), `naming` (shared names, ARNs and the service-linked roles).
 """
 
 from __future__ import annotations
@@ -79,14 +81,68 @@ from .resources import (
     aws_resource_types,
     invokes_behind,
 )
+from .workload_policies import (
+    CLUSTER_AUTOSCALER,
+    COMPILE_CACHE,
+    COMPILE_CACHE_PREFIX,
+    LOAD_BALANCER_CONTROLLER,
+    LOAD_BALANCER_CONTROLLER_POLICY_FILE,
+    MODEL_READER,
+    WORKLOAD_POLICY_PURPOSES,
+    ModelMirror,
+    deploy_model_sources,
+    model_mirror,
+    workload_policies,
+    workload_policy_arn,
+    workload_policy_name,
+)
 
 __all__ = [
-    "ATTACHABLE_MANAGED_POLICIES", "BOOTSTRAP_TAG_VALUE", "BOUNDARY_POLICY_NAME", "BOUNDARY_WILDCARDS",
-    "CALLER_CHECKS", "CLUSTER_AUTOSCALER_READ_ACTIONS", "CLUSTER_AUTOSCALER_WRITE_ACTIONS",
-    "DECLINED_DEPENDENT_ACTIONS", "IAM_ROLE_TYPES", "INVOKE_ACTIONS", "LOAD_BALANCER_CONTROLLER_ACTIONS",
-    "REFUSED_BY_BOUNDARY", "RESOURCE_ACTIONS", "ROLE_PATH", "SERVICE_LINKED_ROLES", "SERVICE_LINKED_ROLE_PATH",
-    "STACK_TAG", "Call", "CallerCheck", "aws_resource_types", "boundary_arn", "called_actions", "caller_checks_for",
-    "dependent_actions", "deploy_calls", "deploy_policies", "deploy_policy_statements", "invokes_behind",
-    "missing_service_linked_role_services", "pack_policies", "service_authorization", "service_linked_role_arn",
-    "service_linked_role_services", "workload_boundary_policy",
+    "ATTACHABLE_MANAGED_POLICIES",
+    "BOOTSTRAP_TAG_VALUE",
+    "BOUNDARY_POLICY_NAME",
+    "BOUNDARY_WILDCARDS",
+    "CALLER_CHECKS",
+    "CLUSTER_AUTOSCALER",
+    "CLUSTER_AUTOSCALER_READ_ACTIONS",
+    "CLUSTER_AUTOSCALER_WRITE_ACTIONS",
+    "COMPILE_CACHE",
+    "COMPILE_CACHE_PREFIX",
+    "DECLINED_DEPENDENT_ACTIONS",
+    "IAM_ROLE_TYPES",
+    "INVOKE_ACTIONS",
+    "LOAD_BALANCER_CONTROLLER",
+    "LOAD_BALANCER_CONTROLLER_ACTIONS",
+    "LOAD_BALANCER_CONTROLLER_POLICY_FILE",
+    "MODEL_READER",
+    "REFUSED_BY_BOUNDARY",
+    "RESOURCE_ACTIONS",
+    "ROLE_PATH",
+    "SERVICE_LINKED_ROLES",
+    "SERVICE_LINKED_ROLE_PATH",
+    "STACK_TAG",
+    "WORKLOAD_POLICY_PURPOSES",
+    "Call",
+    "CallerCheck",
+    "ModelMirror",
+    "aws_resource_types",
+    "boundary_arn",
+    "called_actions",
+    "caller_checks_for",
+    "dependent_actions",
+    "deploy_calls",
+    "deploy_model_sources",
+    "deploy_policies",
+    "deploy_policy_statements",
+    "invokes_behind",
+    "missing_service_linked_role_services",
+    "model_mirror",
+    "pack_policies",
+    "service_authorization",
+    "service_linked_role_arn",
+    "service_linked_role_services",
+    "workload_boundary_policy",
+    "workload_policies",
+    "workload_policy_arn",
+    "workload_policy_name",
 ]

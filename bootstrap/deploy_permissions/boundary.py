@@ -66,10 +66,10 @@ EBS_CSI_BOUNDARY_ACTIONS = (
 )
 
 
-# The Cluster Autoscaler's inline policy (components/node_autoscaler.py, from the Cluster Autoscaler's
-# AWS guide), when a stack lets the GPU node group grow: reads anywhere; resizing only of Auto Scaling
-# groups that EKS made for a managed node group (they carry eks:nodegroup-name). The stack's own
-# policy narrows that to its cluster and GPU group.
+# The Cluster Autoscaler's policy (workload_policies.py, from the Cluster Autoscaler's AWS guide's),
+# when a stack lets the GPU node group grow: reads anywhere; resizing only of Auto Scaling groups that
+# EKS made for a managed node group (they carry eks:nodegroup-name). Its own policy narrows that to
+# its cluster's GPU groups.
 CLUSTER_AUTOSCALER_READ_ACTIONS = (
     "autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
     "autoscaling:DescribeLaunchConfigurations", "autoscaling:DescribeScalingActivities", "ec2:DescribeImages",
@@ -79,8 +79,8 @@ CLUSTER_AUTOSCALER_READ_ACTIONS = (
 CLUSTER_AUTOSCALER_WRITE_ACTIONS = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
 
 
-# The AWS Load Balancer Controller's inline policy (components/front_door.py: the policy its project
-# publishes for the release the chart pins, facts/aws_load_balancer_controller_policy.json, which
+# The AWS Load Balancer Controller's policy (workload_policies.py: the policy its project
+# publishes for the release the chart pins, bootstrap/aws_load_balancer_controller_policy.json, which
 # tests/delivery checks this list against): its Elastic Load Balancing, EC2 security group and
 # certificate calls make the front door's NLB. Its conditions (the controller's own
 # elbv2.k8s.aws/cluster tags) stay its own; its iam:CreateServiceLinkedRole is the load balancers'
@@ -127,7 +127,7 @@ REFUSED_BY_BOUNDARY = {
 
 
 def model_mirror_statements(partition: str, buckets: Iterable[str]) -> list[dict]:
-    """What the model reader role's inline policy may grant (components/model_access.py read_policy):
+    """What the model reader's policy may grant (workload_policies.py model_reader_policy):
     objects and listing of the named buckets only; nothing for none."""
     buckets = sorted(set(buckets))
     for bucket in buckets:
@@ -164,7 +164,7 @@ LOAD_BALANCER_CONTROLLER_ONLY = set(LOAD_BALANCER_CONTROLLER_ACTIONS) - set(BOUN
 
 def workload_boundary_policy(*, partition: str, model_mirror_buckets: Iterable[str] = ()) -> dict:
     """The most any role the deploy role creates may do: exactly what the attachable managed policies
-    grant (their conditions are theirs to keep; a boundary only caps), what the stack's inline
+    grant (their conditions are theirs to keep; a boundary only caps), what the workload
     policies may need (the Cluster Autoscaler's; the AWS Load Balancer Controller's, for the front
     door's NLB; reading the model mirror buckets named here). The
     deploy role may attach no other managed policy, so the boundary is the second wall: against a

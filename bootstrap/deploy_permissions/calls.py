@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from .naming import ATTACHABLE_MANAGED_POLICIES, PASS_ROLE_TO, ROLE_PATH, STACK_TAG, boundary_arn, iam_arn
 from .reference import dependent_actions, reference_arns
 from .resources import EC2_TAGS, INVOKE_ACTIONS, RESOURCE_ACTIONS, resource_actions
+from .workload_policies import WORKLOAD_POLICY_PURPOSES, workload_policy_arn
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,10 @@ class Call:
 def _iam_calls(partition: str, account_id: str, cluster_name: str) -> list[Call]:
     role = iam_arn(partition, account_id, f"role{ROLE_PATH}*")
     bounded = {"ArnEquals": {"iam:PermissionsBoundary": boundary_arn(partition, account_id)}}
-    managed = [f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES]
+    # The AWS managed policies the stack attaches, and its environment's workload policies, which the
+    # bootstrap wrote (workload_policies.py): the deploy role writes no policy, so attaching is all it can do.
+    attachable = [f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES] + [
+        workload_policy_arn(partition, account_id, cluster_name, purpose) for purpose in WORKLOAD_POLICY_PURPOSES]
     # Both environments' roles share the path: each role carries its cluster's stack tag, so one
     # environment changes none of the other's (untagged: a role made before the roles were tagged,
     # which its own stack's next update tags).
@@ -41,15 +45,16 @@ def _iam_calls(partition: str, account_id: str, cluster_name: str) -> list[Call]
     tagged_own = {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": cluster_name}}
     return [
         Call("iam:CreateRole", role, {**bounded, **tagged_own}),
+        # No iam:PutRolePolicy: as the cluster's creator the deploy role can run pods under the stack's
+        # IRSA service accounts, so an inline policy it wrote on their roles would reach all the boundary
+        # allows. DeleteRolePolicy only takes away: the first update of a stack made by an earlier release
+        # deletes the inline policies its roles had.
         *(Call(a, role, {**bounded, **own_if_tagged}) for a in (
-            "iam:PutRolePermissionsBoundary",
-            # The model mirror's reader, the Cluster Autoscaler and the Load Balancer Controller have
-            # inline policies; the boundary caps them.
-            "iam:PutRolePolicy", "iam:DeleteRolePolicy")),
-        *(Call(a, role, {"ArnEquals": {**bounded["ArnEquals"], "iam:PolicyARN": managed}, **own_if_tagged})
+            "iam:PutRolePermissionsBoundary", "iam:DeleteRolePolicy")),
+        *(Call(a, role, {"ArnEquals": {**bounded["ArnEquals"], "iam:PolicyARN": attachable}, **own_if_tagged})
           for a in ("iam:AttachRolePolicy", "iam:DetachRolePolicy")),
-        # No iam:UpdateAssumeRolePolicy: with PutRolePolicy it would let the role trust itself into what
-        # it wrote; a stack role whose trust changes is replaced instead (components/cluster.py bounded_role).
+        # No iam:UpdateAssumeRolePolicy: a role could be made to trust the deploy role; a stack role whose
+        # trust changes is replaced instead (components/cluster.py bounded_role).
         *(Call(a, role, own_if_tagged) for a in (
             "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription", "iam:UntagRole")),
         Call("iam:TagRole", role, {**tagged_own, **own_if_tagged}),

@@ -8,8 +8,7 @@ from collections.abc import Iterable
 EC2_TAGS = ("ec2:CreateTags", "ec2:DeleteTags")
 
 # Resource types whose IAM is granted by `_iam_calls`, not by RESOURCE_ACTIONS.
-IAM_ROLE_TYPES = ("aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
-                  "aws:iam/rolePolicy:RolePolicy")
+IAM_ROLE_TYPES = ("aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
 
 RESOURCE_ACTIONS: dict[str, tuple[str, ...]] = {
     # ── network (components/network.py) ──

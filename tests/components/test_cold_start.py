@@ -15,11 +15,12 @@ import yaml
 
 from components.manifests.image_prepull import image_prepull_manifest
 from components.manifests.ray_service import ray_service_manifest
-from components.model_access import model_reader_subject, read_policy
+from components.model_access import model_reader_subject
 from components.node_boot import HUGEPAGES_SYSCTL_FILE, user_data
 from components.node_storage import node_storage
 from facts.instances import RECORDED_EC2_ANSWERS, instance_type
 from offline import run_offline
+from pdctl.preflight import load_deploy_permissions
 from serve_app.render import serve_config_v2
 
 REPO = Path(__file__).resolve().parents[2]
@@ -171,7 +172,9 @@ def test_hugging_face_sources_keep_vllms_default_loader(settings_for):
 
 
 def test_the_role_reads_one_prefix_of_one_bucket():
-    policy = read_policy("acme-models", "mirror/Qwen/Qwen3.5-9B")
+    permissions = load_deploy_permissions()
+    policy = permissions.workload_policies(partition="aws", cluster_name="c", mirror=permissions.model_mirror(
+        "s3://acme-models/mirror/Qwen/Qwen3.5-9B"))[permissions.MODEL_READER]
     actions = {s["Action"]: s for s in policy["Statement"]}
     assert set(actions) == {"s3:GetObject", "s3:ListBucket"}
     assert actions["s3:GetObject"]["Resource"] == "arn:aws:s3:::acme-models/mirror/Qwen/Qwen3.5-9B/*"
@@ -187,9 +190,11 @@ def s3_run():
 
 def test_s3_stack_registers_the_role_and_pods_assume_it(s3_run):
     (role,) = [r for r in s3_run.resources if r.type == "aws:iam/role:Role" and r.name == "model-access-role"]
-    policy = next(r for r in s3_run.resources if r.type == "aws:iam/rolePolicy:RolePolicy"
-                  and r.name == "model-access-read")
-    assert json.loads(policy.inputs["policy"]) == read_policy("acme-models", "mirror/Qwen/Qwen3.5-9B")
+    # The bootstrap's model reader policy of the cluster (deployModelSources), attached by its ARN.
+    [policy] = [r for r in s3_run.resources if r.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+                and r.name.startswith("model-access")]
+    assert policy.name == "model-access-read"
+    assert policy.inputs["policyArn"].endswith(":policy/eks-pd-llm/ray-llm-multinode-model-reader")
     trust = json.loads(role.inputs["assumeRolePolicy"])
     condition = trust["Statement"][0]["Condition"]["StringEquals"]
     (subject,) = [v for k, v in condition.items() if k.endswith(":sub")]

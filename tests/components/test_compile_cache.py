@@ -17,14 +17,16 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from components.compile_cache import CACHE_DIRECTORIES, SIDECAR_NAME, SIDECAR_SCRIPT, cache_key
+from components.compile_cache import CACHE_DIRECTORIES, S3_PREFIX, SIDECAR_NAME, SIDECAR_SCRIPT, cache_key
 from components.manifests.ray_service import phase_compile_cache_key, ray_service_manifest
-from components.model_access import read_policy
+from offline import run_offline
+from pdctl.preflight import load_deploy_permissions
 from serve_app.errors import ConfigError
 
 MIRROR = "s3://acme-models/mirror/Qwen/Qwen3.5-9B"
 S3_STACK = {"modelSource": MIRROR, "rayImageCarriesRunaiStreamer": "true"}
 ROLE = "arn:aws:iam::123456789012:role/model-reader"
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 
 
 def worker_pods(settings_for: Any, **overrides: str) -> dict[str, dict[str, Any]]:
@@ -81,10 +83,20 @@ def test_the_key_changes_with_the_gpu_vllm_model_and_engine_arguments():
 
 
 def test_the_role_may_write_the_compile_caches_beside_the_mirror_only_when_on():
-    assert len(read_policy("acme-models", "mirror/Qwen/Qwen3.5-9B")["Statement"]) == 2
-    statements = read_policy("acme-models", "mirror/Qwen/Qwen3.5-9B", compile_cache=True)["Statement"]
-    [write] = [s for s in statements if "s3:PutObject" in s["Action"]]
+    permissions = load_deploy_permissions()
+    mirror = permissions.model_mirror(MIRROR)
+    assert permissions.COMPILE_CACHE_PREFIX == S3_PREFIX
+    reader = permissions.workload_policies(partition="aws", cluster_name="c", mirror=mirror)[permissions.MODEL_READER]
+    assert not [s for s in reader["Statement"] if "s3:PutObject" in s["Action"]]
+    cache = permissions.workload_policies(partition="aws", cluster_name="c", mirror=mirror)[permissions.COMPILE_CACHE]
+    [write] = [s for s in cache["Statement"] if "s3:PutObject" in s["Action"]]
     assert write["Resource"] == "arn:aws:s3:::acme-models/compile-cache/mirror/Qwen/Qwen3.5-9B/*"
+    # The stack attaches the bootstrap's compile-cache policy only when compileCacheInS3 is on.
+    attached = {a.name: a.inputs["policyArn"] for a in run_offline("dev", overrides={
+        **S3_STACK, "compileCacheInS3": "true"}).all(ATTACHMENT) if a.name.startswith("model-access")}
+    assert {name: arn.rsplit("/", 1)[1] for name, arn in attached.items()} == {
+        "model-access-read": "ray-llm-multinode-model-reader",
+        "model-access-compile-cache": "ray-llm-multinode-compile-cache"}
 
 
 @pytest.mark.parametrize(("overrides", "message"), [

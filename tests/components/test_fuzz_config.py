@@ -153,8 +153,8 @@ VALUES: Mapping[str, st.SearchStrategy[str]] = {
 # What only GCS fault tolerance registers: the store and the Secret with its token.
 GCS_STORE_TYPES = {"eks-pd-llm:gcs:GcsStore", "aws:elasticache/subnetGroup:SubnetGroup",
                    "aws:elasticache/replicationGroup:ReplicationGroup", "kubernetes:core/v1:Secret"}
-# What only the front door registers: its component, the load balancer's Service and its controller's policy.
-FRONT_DOOR_TYPES = {"eks-pd-llm:network:FrontDoor", "kubernetes:core/v1:Service", "aws:iam/rolePolicy:RolePolicy"}
+# What only the front door registers: its component and the load balancer's Service.
+FRONT_DOOR_TYPES = {"eks-pd-llm:network:FrontDoor", "kubernetes:core/v1:Service"}
 
 _setting = st.sampled_from(sorted(VALUES)).flatmap(lambda key: st.tuples(st.just(key), VALUES[key]))
 CONFIGS = st.tuples(st.sampled_from(STACKS),

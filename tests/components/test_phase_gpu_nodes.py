@@ -8,7 +8,7 @@ nodes: 4 replicas share a node's worker pod, so 8 replicas take ceil(8 / 4) = 2 
 
 from __future__ import annotations
 
-import json
+import fnmatch
 from typing import Any
 
 import pytest
@@ -18,6 +18,7 @@ from components.scheduling import GPU_NODE_SELECTOR, PHASE_LABEL
 from facts.prices import HOURS_PER_MONTH, PRICES
 from offline.harness import run_offline, try_run_offline
 from pdctl.plan import build_plan
+from pdctl.preflight import load_deploy_permissions
 from serve_app.errors import ConfigError
 
 HETERO = {"prefillGpuNodeType": "g6.12xlarge", "prefillGpuNodeMaxCount": "2", "prefillMaxReplicas": "8",
@@ -119,10 +120,15 @@ def test_the_cluster_autoscaler_sees_both_groups_and_may_resize_only_them(hetero
     assert values["extraArgs"] == {"node-group-auto-discovery_2": (
         f"asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/{CLUSTER},"
         f"eks:nodegroup-name={prefill}")}
-    (policy,) = [r for r in _of_type(hetero_run, "aws:iam/rolePolicy:RolePolicy").values()
+    # The bootstrap's policy for the cluster resizes both by the name the stack gives a group that can grow.
+    (policy,) = [r for r in _of_type(hetero_run, "aws:iam/rolePolicyAttachment:RolePolicyAttachment").values()
                  if r.name.startswith("cluster-autoscaler")]
-    (resize,) = [s for s in json.loads(policy.inputs["policy"])["Statement"] if "Condition" in s]
-    assert resize["Condition"]["StringEquals"]["aws:ResourceTag/eks:nodegroup-name"] == [shared, prefill]
+    assert policy.inputs["policyArn"].endswith(f":policy/eks-pd-llm/{CLUSTER}-cluster-autoscaler")
+    (resize,) = [s for s in load_deploy_permissions().workload_policies(partition="aws", cluster_name=CLUSTER)[
+        "cluster-autoscaler"]["Statement"] if "Condition" in s]
+    assert resize["Condition"]["StringEquals"] == {"aws:ResourceTag/eks:cluster-name": CLUSTER}
+    pattern = resize["Condition"]["StringLike"]["aws:ResourceTag/eks:nodegroup-name"]
+    assert fnmatch.fnmatchcase(shared, pattern) and fnmatch.fnmatchcase(prefill, pattern)
 
 
 def test_only_the_group_that_can_grow_is_discovered() -> None:

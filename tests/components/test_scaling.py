@@ -8,6 +8,7 @@ takes one worker pod, which takes one node; g6.12xlarge has 4 GPUs, so 4 such re
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,11 @@ from components.manifests.ray_service import (
     ray_service_manifest,
 )
 from components.manifests.serving_namespace import serving_network_policies
-from components.node_autoscaler import SERVICE_ACCOUNT, WRITE_ACTIONS
+from components.node_autoscaler import SERVICE_ACCOUNT
 from facts.charts import CLUSTER_AUTOSCALER, CLUSTER_AUTOSCALER_RELEASE_FOR_KUBERNETES
 from offline.harness import run_offline, try_run_offline
 from pdctl.plan import build_plan
+from pdctl.preflight import load_deploy_permissions
 from serve_app.errors import ConfigError
 from serve_app.render import PHASE_RESOURCE
 
@@ -230,14 +232,19 @@ def test_cluster_autoscaler_identity_is_its_service_account_and_the_gpu_group(sc
     assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
     conditions = statement["Condition"]["StringEquals"]
     assert sorted(conditions.values()) == ["sts.amazonaws.com", "system:serviceaccount:kube-system:cluster-autoscaler"]
-    (policy,) = [r for r in _resources_of(scaling_run, "aws:iam/rolePolicy:RolePolicy")
+    # The bootstrap's policy for the cluster, attached by its ARN: it resizes the GPU group by its name.
+    (policy,) = [r for r in _resources_of(scaling_run, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
                  if r.name.startswith("cluster-autoscaler")]
-    statements = json.loads(policy.inputs["policy"])["Statement"]
-    writes = [s for s in statements if set(s["Action"]) & set(WRITE_ACTIONS)]
+    assert policy.inputs["policyArn"].endswith(":policy/eks-pd-llm/ray-llm-multinode-cluster-autoscaler")
+    permissions = load_deploy_permissions()
+    statements = permissions.workload_policies(partition="aws", cluster_name="ray-llm-multinode")[
+        permissions.CLUSTER_AUTOSCALER]["Statement"]
+    writes = [s for s in statements if set(s["Action"]) & set(permissions.CLUSTER_AUTOSCALER_WRITE_ACTIONS)]
     (group,) = [r for r in _resources_of(scaling_run, "eks:index:ManagedNodeGroup") if r.name == "gpu-nodes"]
     assert len(writes) == 1 and writes[0]["Condition"]["StringEquals"] == {
-        "aws:ResourceTag/eks:cluster-name": "ray-llm-multinode",
-        "aws:ResourceTag/eks:nodegroup-name": group.inputs["nodeGroupName"]}
+        "aws:ResourceTag/eks:cluster-name": "ray-llm-multinode"}
+    assert fnmatch.fnmatchcase(group.inputs["nodeGroupName"],
+                               writes[0]["Condition"]["StringLike"]["aws:ResourceTag/eks:nodegroup-name"])
 
 
 def test_no_node_autoscaler_for_a_fixed_node_group(offline_run: Any) -> None:

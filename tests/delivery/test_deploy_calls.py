@@ -74,9 +74,10 @@ def test_every_simulation_names_a_concrete_resource_and_concrete_values():
     launch = [s for s in calls if s.actions == ("ec2:RunInstances",)]
     assert [c for s in launch for c in s.context] == [
         ("ec2:LaunchTemplate", "string", f"arn:aws:ec2:{REGION}:{ACCOUNT}:launch-template/preflight")]
-    # Each managed policy the stack attaches is its own request; each EKS resource kind too.
+    # Each policy the stack may attach (AWS's, the bootstrap's for its cluster) is its own request; each
+    # EKS resource kind too.
     attaches = [s for s in calls if "iam:AttachRolePolicy" in s.actions]
-    assert len(attaches) == len(permissions.ATTACHABLE_MANAGED_POLICIES)
+    assert len(attaches) == len(permissions.ATTACHABLE_MANAGED_POLICIES) + len(permissions.WORKLOAD_POLICY_PURPOSES)
     eks = {s.resource.split(":")[5].split("/")[0] for s in calls if s.resource and ":eks:" in s.resource}
     assert eks == {"cluster", "nodegroup", "addon", "access-entry"}
 
@@ -116,8 +117,14 @@ def test_a_grant_narrower_than_the_calls_is_caught_on_the_resource_it_misses():
     *((action, f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/prod-node-role",
        {"aws:ResourceTag/eks-pd-llm/cluster": PROD, "iam:PassedToService": "eks.amazonaws.com",
         "iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"})
-      for action in ("iam:DeleteRole", "iam:PutRolePolicy", "iam:DetachRolePolicy", "iam:UntagRole",
+      for action in ("iam:DeleteRole", "iam:DeleteRolePolicy", "iam:DetachRolePolicy", "iam:UntagRole",
                      "iam:PassRole")),
+    # prod's workload policies (the bootstrap's, for prod's cluster) on a role of dev's own.
+    *(("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/dev-model-access-role",
+       {"aws:ResourceTag/eks-pd-llm/cluster": DEV,
+        "iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary",
+        "iam:PolicyARN": permissions.workload_policy_arn("aws", ACCOUNT, PROD, purpose)})
+      for purpose in permissions.WORKLOAD_POLICY_PURPOSES),
     ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/x",
      {"aws:RequestTag/eks-pd-llm/cluster": PROD,
       "iam:PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"}),
@@ -137,6 +144,12 @@ def test_prods_own_resources_are_allowed_to_prods_role():
     assert decision(prod, "logs:DeleteLogGroup",
                     f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/eks/{PROD}/cluster", {}) == "allowed"
     assert decision(prod, "eks:DeleteCluster", f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{PROD}", {}) == "allowed"
+    for purpose in permissions.WORKLOAD_POLICY_PURPOSES:
+        role = f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/prod-model-access-role"
+        assert decision(prod, "iam:AttachRolePolicy", role, {
+            "aws:ResourceTag/eks-pd-llm/cluster": [PROD],
+            "iam:PermissionsBoundary": [f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"],
+            "iam:PolicyARN": [permissions.workload_policy_arn("aws", ACCOUNT, PROD, purpose)]}) == "allowed"
 
 
 def test_every_dependent_action_is_granted_or_declined_with_a_reason():

@@ -2,8 +2,9 @@
 registers and calls: the dev and prod programs run offline, every AWS resource type (pulumi-eks's
 remote components expanded) and every provider function must be covered, and nothing is granted
 for a type no stack registers. The IAM statements must keep the deploy role from making an
-administrator: roles only under the path, only with the boundary, only the stack's managed
-policies; the boundary caps such a role at what those policies grant."""
+administrator: roles only under the path, only with the boundary, only the stack's managed policies
+(AWS's, and the workload policies the bootstrap makes for its cluster), no policy written by the deploy
+role; the boundary caps such a role at what those policies grant."""
 
 from __future__ import annotations
 
@@ -15,29 +16,32 @@ import yaml
 from by_path import load_module
 from iam_evaluation import decision
 
-from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES
+from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES, workload_policy_arn
 from components.discovery import DEPLOYED_STACK_INVOKES, DeployedStack, DeployedSubnet
-from components.front_door import CONTROLLER_POLICY_FILE
-from components.model_access import read_policy
-from components.node_autoscaler import READ_ACTIONS, WRITE_ACTIONS
 from components.storage import EBS_CSI_POLICY
+from facts.aws import OFFLINE_ACCOUNT_ID
 from offline import run_offline
+from serve_app.config import s3_location
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 ACCOUNT = "111122223333"
 ROLE_TYPE = "aws:iam/role:Role"
 ATTACHMENT_TYPE = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+INLINE_POLICY_TYPE = "aws:iam/rolePolicy:RolePolicy"
 # IAM's limit for a managed policy document, whitespace not counted.
 MANAGED_POLICY_MAX_CHARS = 6144
 AWS_DOCS = "https://docs.aws.amazon.com/"
 # The thread where EKS's caller check of the node-group service-linked role was reported and explained.
 TERRAFORM_EKS_THREAD = "https://github.com/terraform-aws-modules/terraform-aws-eks/issues/823"
 DEV_CLUSTER = "ray-llm-multinode"  # Pulumi.dev.yaml clusterName
-# Actions that write a managed policy, lift a boundary or make users: with any of them the deploy
-# role could give a role it creates (or itself) more than the boundary allows. (It may write inline
-# policies on roles that carry the boundary: the boundary still caps them.)
+PROD_CLUSTER = "ray-llm-prod"
+# Actions that write a policy or a trust policy, lift a boundary or make users: with any of them the
+# deploy role could give a role it creates (or itself) more than the stack's policies grant. An inline
+# policy on a stack role is one: as the cluster's creator the deploy role can run pods under the stack's
+# IRSA service accounts, so what it wrote there would reach everything the boundary allows.
 POLICY_WRITES = {
+    "iam:PutRolePolicy", "iam:UpdateAssumeRolePolicy",
     "iam:CreatePolicy", "iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion",
     "iam:DeletePolicyVersion", "iam:DeleteRolePermissionsBoundary", "iam:PutUserPolicy", "iam:AttachUserPolicy",
     "iam:CreateUser", "iam:CreateAccessKey", "iam:PutGroupPolicy", "iam:AttachGroupPolicy",
@@ -48,9 +52,9 @@ POLICY_WRITES = {
 permissions = load_module("bootstrap_deploy_permissions", REPO / "bootstrap" / "deploy_permissions")
 
 
-# Settings neither stack file turns on that add AWS resources: an S3 model mirror (its reader role
-# and inline policy, components/model_access.py) and a GPU node group that may grow (the Cluster
-# Autoscaler's role and inline policy, components/node_autoscaler.py).
+# Settings neither stack file turns on that add AWS resources: an S3 model mirror (its reader role,
+# components/model_access.py) and a GPU node group that may grow (the Cluster Autoscaler's role,
+# components/node_autoscaler.py), each given the bootstrap's policy of its cluster.
 MIRROR_BUCKET = "acme-models"
 OPTIONS = {"modelSource": f"s3://{MIRROR_BUCKET}/mirror/Qwen/Qwen3.5-9B", "rayImageCarriesRunaiStreamer": "true",
            "gpuNodeMaxCount": "4", "decodeMaxReplicas": "3",
@@ -107,9 +111,32 @@ def test_the_deploy_role_grants_exactly_what_reading_the_deployed_stack_asks():
 
 
 def test_the_deploy_role_may_attach_exactly_the_managed_policies_the_stack_attaches(stacks):
-    attached = {a.inputs["policyArn"].split(":policy/", 1)[1] for run in stacks for a in run.all(ATTACHMENT_TYPE)}
-    assert attached == set(permissions.ATTACHABLE_MANAGED_POLICIES) == {
+    attached = {a.inputs["policyArn"] for run in stacks for a in run.all(ATTACHMENT_TYPE)}
+    aws_managed = {arn.split(":policy/", 1)[1] for arn in attached if arn.startswith("arn:aws:iam::aws:policy/")}
+    assert aws_managed == set(permissions.ATTACHABLE_MANAGED_POLICIES) == {
         *CLUSTER_ROLE_POLICIES, *NODE_POLICIES, EBS_CSI_POLICY}
+    # The rest are the bootstrap's workload policies of each stack's own cluster, by the ARN it gives them.
+    for run in stacks:
+        own = {permissions.workload_policy_arn("aws", OFFLINE_ACCOUNT_ID, run.program["settings"].cluster.name, purpose)
+               for purpose in permissions.WORKLOAD_POLICY_PURPOSES}
+        customer = {a.inputs["policyArn"] for a in run.all(ATTACHMENT_TYPE)} - {
+            f"arn:aws:iam::aws:policy/{name}" for name in aws_managed}
+        assert customer and customer <= own, run.stack
+
+
+def test_no_stack_writes_an_inline_role_policy(stacks):
+    """An inline policy would need iam:PutRolePolicy, which the deploy role must not have: the stack's
+    workloads get the bootstrap's managed policies instead."""
+    assert [(run.stack, p.name) for run in stacks for p in run.all(INLINE_POLICY_TYPE)] == []
+
+
+def test_the_deploy_role_writes_no_policy_and_no_trust_policy():
+    """The calls the deploy policy is made from: a policy or trust-policy write coming back is an escalation."""
+    for cluster in (DEV_CLUSTER, PROD_CLUSTER):
+        actions = {c.action for c in permissions.deploy_calls(partition="aws", account_id=ACCOUNT,
+                                                              cluster_name=cluster)}
+        assert actions & POLICY_WRITES == set()
+        assert "iam:AttachRolePolicy" in actions  # what it does instead
 
 
 def test_every_role_the_stack_creates_is_under_the_path_the_deploy_role_may_manage(stacks):
@@ -124,10 +151,11 @@ def test_every_role_the_stack_creates_is_under_the_path_the_deploy_role_may_mana
                for run in stacks for r in run.all(ROLE_TYPE))
 
 
-def test_the_boundary_lets_the_model_reader_read_only_the_named_mirror_buckets(stacks):
-    [inline] = [p for p in stacks[-1].all("aws:iam/rolePolicy:RolePolicy") if p.name == "model-access-read"]
-    granted = json.loads(inline.inputs["policy"])
-    assert granted == read_policy(MIRROR_BUCKET, "mirror/Qwen/Qwen3.5-9B")
+def test_the_boundary_lets_the_model_reader_read_only_the_named_mirror_buckets():
+    mirror = permissions.model_mirror(OPTIONS["modelSource"])
+    assert (mirror.bucket, mirror.prefix) == (MIRROR_BUCKET, "mirror/Qwen/Qwen3.5-9B")
+    granted = permissions.workload_policies(partition="aws", cluster_name=DEV_CLUSTER, mirror=mirror)[
+        permissions.MODEL_READER]
     boundary = permissions.workload_boundary_policy(partition="aws", model_mirror_buckets=[MIRROR_BUCKET])
     allowed = {(a, r) for s in boundary["Statement"] if s["Action"] in ("s3:GetObject", "s3:ListBucket")
                for a in actions_of(s) for r in s["Resource"]}
@@ -169,12 +197,12 @@ def test_the_deploy_policy_grants_no_policy_writing_and_no_wildcard_action(polic
 
 
 def test_the_deploy_role_cannot_make_itself_a_stack_role(policy, stacks):
-    """PutRolePolicy on a stack role plus a trust policy naming the deploy role (UpdateAssumeRolePolicy, or a
-    CreateRole that trusts it) would hand the deploy role everything the boundary allows: it may not change
-    a trust policy, and may not assume a role under the path whatever that role's trust says."""
+    """A policy written on a stack role plus a trust policy naming the deploy role (UpdateAssumeRolePolicy, or
+    a CreateRole that trusts it) would hand the deploy role everything the boundary allows: it writes no
+    policy, may not change a trust policy, and may not assume a role under the path whatever its trust says."""
     role = f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/front-door-controller-role-1a2b3c4"
     boundary = {"iam:PermissionsBoundary": [permissions.boundary_arn("aws", ACCOUNT)]}
-    assert decision(policy["Statement"], "iam:PutRolePolicy", role, boundary) == "allowed"
+    assert decision(policy["Statement"], "iam:PutRolePolicy", role, boundary) == "implicitDeny"
     assert decision(policy["Statement"], "iam:UpdateAssumeRolePolicy", role, boundary) == "implicitDeny"
     for action in ("sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"):
         assert decision(policy["Statement"], action, role, {}) == "explicitDeny"
@@ -190,13 +218,17 @@ def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
     boundary = f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"
     assert permissions.boundary_arn("aws", ACCOUNT) == boundary
     for action in ("iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:AttachRolePolicy", "iam:DetachRolePolicy",
-                   "iam:PutRolePolicy", "iam:DeleteRolePolicy"):
+                   "iam:DeleteRolePolicy"):
         [statement] = statements(policy, action)
         assert statement["Resource"] == f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/*"
         assert statement["Condition"]["ArnEquals"]["iam:PermissionsBoundary"] == boundary
     [attach] = statements(policy, "iam:AttachRolePolicy")
+    # AWS's managed policies the stack attaches, and the bootstrap's workload policies of dev's cluster only.
     assert attach["Condition"]["ArnEquals"]["iam:PolicyARN"] == [
-        f"arn:aws:iam::aws:policy/{name}" for name in permissions.ATTACHABLE_MANAGED_POLICIES]
+        f"arn:aws:iam::aws:policy/{name}" for name in permissions.ATTACHABLE_MANAGED_POLICIES] + [
+        f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/{DEV_CLUSTER}-{purpose}"
+        for purpose in ("load-balancer-controller", "cluster-autoscaler", "model-reader", "compile-cache")]
+    assert not [arn for arn in attach["Condition"]["ArnEquals"]["iam:PolicyARN"] if PROD_CLUSTER in arn]
     [pass_role] = statements(policy, "iam:PassRole")
     assert pass_role["Resource"] == f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/*"
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": ["eks.amazonaws.com"]},
@@ -293,9 +325,11 @@ def test_the_boundary_allows_what_the_stacks_role_policies_grant_less_what_it_re
     recorded = json.loads((FIXTURES / "aws-managed-policies.json").read_text())["policies"]
     assert set(recorded) == set(permissions.ATTACHABLE_MANAGED_POLICIES)
     granted = {a for doc in recorded.values() for s in doc["Statement"] for a in actions_of(s)}
-    controller = {a for s in json.loads(CONTROLLER_POLICY_FILE.read_text())["Statement"] for a in actions_of(s)}
+    workload = permissions.workload_policies(partition="aws", cluster_name=DEV_CLUSTER)
+    controller = {a for s in workload[permissions.LOAD_BALANCER_CONTROLLER]["Statement"] for a in actions_of(s)}
+    autoscaler = {a for s in workload[permissions.CLUSTER_AUTOSCALER]["Statement"] for a in actions_of(s)}
     boundary = permissions.workload_boundary_policy(partition="aws")
-    expected = granted - set(permissions.REFUSED_BY_BOUNDARY) | {*READ_ACTIONS, *WRITE_ACTIONS} | controller
+    expected = granted - set(permissions.REFUSED_BY_BOUNDARY) | autoscaler | controller
     listed = {a for s in boundary["Statement"] for a in actions_of(s)}
     # Each action named once, or by a wildcard of Elastic Load Balancing's Describe reads.
     assert listed - expected == set(permissions.BOUNDARY_WILDCARDS) == {"elasticloadbalancing:Describe*"}
@@ -307,11 +341,11 @@ def test_the_boundary_allows_what_the_stacks_role_policies_grant_less_what_it_re
     assert slr["Condition"] == {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}
 
 
-def test_the_boundary_allows_every_call_of_the_load_balancer_controllers_policy(stacks):
+def test_the_boundary_allows_every_call_of_the_load_balancer_controllers_policy():
     """Without it a stack with iamPermissionsBoundaryArn gets no NLB: the controller's calls are denied."""
-    [inline] = [p for p in stacks[-1].all("aws:iam/rolePolicy:RolePolicy") if p.name == "front-door-controller-policy"]
-    published = json.loads(CONTROLLER_POLICY_FILE.read_text())
-    assert json.loads(inline.inputs["policy"]) == published
+    published = json.loads(permissions.LOAD_BALANCER_CONTROLLER_POLICY_FILE.read_text())
+    assert permissions.workload_policies(partition="aws", cluster_name=DEV_CLUSTER)[
+        permissions.LOAD_BALANCER_CONTROLLER] == published
     assert set(permissions.LOAD_BALANCER_CONTROLLER_ACTIONS) == {
         a for s in published["Statement"] for a in actions_of(s)} - {"iam:CreateServiceLinkedRole"}
     boundary = permissions.workload_boundary_policy(partition="aws")
@@ -331,20 +365,25 @@ def test_the_boundary_fits_iams_limit_on_a_managed_policy():
     assert len(json.dumps(boundary, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS
 
 
-def test_the_boundary_covers_the_cluster_autoscalers_policy_and_resizes_only_managed_node_groups(stacks):
-    [inline] = [p for p in stacks[-1].all("aws:iam/rolePolicy:RolePolicy") if p.name == "cluster-autoscaler-policy"]
-    statements_ = json.loads(inline.inputs["policy"])["Statement"]
-    assert {a for s in statements_ for a in actions_of(s)} == {*READ_ACTIONS, *WRITE_ACTIONS}
-    assert set(permissions.CLUSTER_AUTOSCALER_READ_ACTIONS) == set(READ_ACTIONS)
-    assert set(permissions.CLUSTER_AUTOSCALER_WRITE_ACTIONS) == set(WRITE_ACTIONS)
+def test_the_boundary_covers_the_cluster_autoscalers_policy_and_resizes_only_managed_node_groups():
+    statements_ = permissions.workload_policies(partition="aws", cluster_name=DEV_CLUSTER)[
+        permissions.CLUSTER_AUTOSCALER]["Statement"]
+    writes = set(permissions.CLUSTER_AUTOSCALER_WRITE_ACTIONS)
+    assert {a for s in statements_ for a in actions_of(s)} == {*permissions.CLUSTER_AUTOSCALER_READ_ACTIONS, *writes}
     boundary = permissions.workload_boundary_policy(partition="aws")
     [resize] = [s for s in boundary["Statement"] if "autoscaling:SetDesiredCapacity" in actions_of(s)]
-    assert set(actions_of(resize)) == set(WRITE_ACTIONS)
+    assert set(actions_of(resize)) == writes
     assert resize["Condition"] == {"Null": {"aws:ResourceTag/eks:nodegroup-name": "false"}}
-    # The stack's own policy is narrower still: its cluster's GPU group.
+    # Its own policy is narrower still: its cluster's GPU groups, which the stack names <cluster>-gpu-….
     [own] = [s for s in statements_ if "autoscaling:SetDesiredCapacity" in actions_of(s)]
-    assert set(own["Condition"]["StringEquals"]) == {"aws:ResourceTag/eks:cluster-name",
-                                                     "aws:ResourceTag/eks:nodegroup-name"}
+    assert own["Condition"] == {"StringEquals": {"aws:ResourceTag/eks:cluster-name": DEV_CLUSTER},
+                                "StringLike": {"aws:ResourceTag/eks:nodegroup-name": f"{DEV_CLUSTER}-gpu-*"}}
+    gpu_group = {"aws:ResourceTag/eks:cluster-name": [DEV_CLUSTER],
+                 "aws:ResourceTag/eks:nodegroup-name": [f"{DEV_CLUSTER}-gpu-1a2b3c4d"]}
+    assert decision(statements_, "autoscaling:SetDesiredCapacity", "*", gpu_group) == "allowed"
+    for other in ({**gpu_group, "aws:ResourceTag/eks:nodegroup-name": ["system-nodes-1a2b3c4"]},
+                  {**gpu_group, "aws:ResourceTag/eks:cluster-name": [PROD_CLUSTER]}):
+        assert decision(statements_, "autoscaling:SetDesiredCapacity", "*", other) == "implicitDeny"
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -355,7 +394,7 @@ def test_bootstrap_gives_the_deploy_role_the_derived_policy_and_the_boundary(boo
     expected = {env: permissions.deploy_policies(partition="aws", account_id=ACCOUNT, environment=env,
                                                  cluster_name=cluster) for env, cluster in clusters.items()}
     deploy = {p.inputs["name"]: json.loads(p.inputs["policy"]) for p in policies.values()
-              if p.name != "workload-boundary"}
+              if p.name.startswith("deploy-")}
     assert deploy == expected["dev"] | expected["prod"]
     assert json.loads(policies["workload-boundary"].inputs["policy"]) == permissions.workload_boundary_policy(
         partition="aws")
@@ -374,13 +413,45 @@ def test_bootstrap_gives_the_deploy_role_the_derived_policy_and_the_boundary(boo
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_bootstrap_makes_each_environments_workload_policies_where_its_stack_attaches_them(bootstrap_run):
+    """Under the names and path the stack derives their ARNs from, and the deploy role may attach: the model
+    reader's only for an environment whose S3 mirror the bootstrap is told (deployModelSources)."""
+    source = OPTIONS["modelSource"]
+    run = bootstrap_run(deployModelSources=json.dumps([f"prod={source}"]))
+    made = {p.name: p for p in run.all("aws:iam/policy:Policy") if not p.name.startswith(("deploy-", "workload-"))}
+    clusters = {"dev": DEV_CLUSTER, "prod": PROD_CLUSTER}
+    mirrors = {"dev": None, "prod": permissions.model_mirror(source)}
+    expected = {f"{env}-{purpose}": (cluster, purpose, document) for env, cluster in clusters.items()
+                for purpose, document in permissions.workload_policies(
+                    partition="aws", cluster_name=cluster, mirror=mirrors[env]).items()}
+    assert set(made) == set(expected) == {
+        *(f"{env}-{purpose}" for env in clusters for purpose in ("load-balancer-controller", "cluster-autoscaler")),
+        "prod-model-reader", "prod-compile-cache"}
+    for name, (cluster, purpose, document) in expected.items():
+        policy = made[name]
+        assert json.loads(policy.inputs["policy"]) == document
+        assert len(policy.inputs["policy"]) <= MANAGED_POLICY_MAX_CHARS
+        arn = f"arn:aws:iam::{ACCOUNT}:policy{policy.inputs['path']}{policy.inputs['name']}"
+        assert arn == permissions.workload_policy_arn("aws", ACCOUNT, cluster, purpose) == workload_policy_arn(
+            f"arn:aws:iam::{ACCOUNT}:role/eks-pd-llm/x", cluster, purpose)
+    # Made without a value only `pulumi up` of the stack knows; the stack's mirror parsed as the stack does.
+    assert (mirrors["prod"].bucket, mirrors["prod"].prefix) == s3_location(source)
+    with pytest.raises(Exception, match="deployModelSources"):
+        bootstrap_run(deployModelSources=json.dumps(["staging=" + source]))
+    with pytest.raises(Exception, match="deployModelSources"):
+        bootstrap_run(deployModelSources=json.dumps(["prod=s3://acme-models"]))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_administrator_access_only_when_asked_for(bootstrap_run):
     run = bootstrap_run(deployWithAdministratorAccess="true")
     attached = {a.inputs["role"]: a.inputs["policyArn"] for a in run.all(ATTACHMENT_TYPE)}
     admin = "arn:aws:iam::aws:policy/AdministratorAccess"
     assert attached["github-deploy-dev"] == attached["github-deploy-prod"] == admin
     assert attached["github-preview"] == "arn:aws:iam::aws:policy/ReadOnlyAccess"
-    assert {p.name for p in run.all("aws:iam/policy:Policy")} == {"workload-boundary"}
+    # The stack's workload policies stay: the stack attaches them whoever deploys it.
+    assert {p.name for p in run.all("aws:iam/policy:Policy") if p.name.startswith(("deploy-", "workload-"))} == {
+        "workload-boundary"}
 
 
 def test_the_bootstraps_cluster_names_are_the_stacks():
@@ -396,12 +467,3 @@ def test_the_bootstraps_cluster_names_are_the_stacks():
 def test_a_cluster_list_that_misses_an_environment_is_refused(bootstrap_run):
     with pytest.raises(Exception, match="deployClusters"):
         bootstrap_run(deployClusters=json.dumps(["dev=ray-llm-multinode"]))
-
-
-def test_the_audit_note_counts_what_a_stack_role_may_do_beyond_the_deploy_role(policy):
-    """What the boundary lets a stack role do that the deploy role's own policy does not: the reach an inline
-    policy written on a workload's role has (policy/iam_audit_findings.yaml states the count)."""
-    boundary = permissions.workload_boundary_policy(partition="aws")
-    granted = {a for s in policy["Statement"] if s["Effect"] == "Allow" for a in actions_of(s)}
-    beyond = {a for s in boundary["Statement"] for a in actions_of(s)} - granted
-    assert f"{len(beyond)} its own" in " ".join((REPO / "policy" / "iam_audit_findings.yaml").read_text().split())

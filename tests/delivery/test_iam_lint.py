@@ -79,9 +79,10 @@ def documents(offline_run, bootstrap_run) -> dict[str, dict[str, Any]]:
     for stack in ("dev", "prod"):
         found |= policy_documents(offline_run(stack), f"stack {stack}")
     found |= policy_documents(run_offline("dev", overrides=OPTIONS), "stack dev+options")
-    mirrored = bootstrap_run(modelMirrorBuckets=json.dumps(["acme-models"]))
+    mirrored = bootstrap_run(modelMirrorBuckets=json.dumps(["acme-models"]),
+                             deployModelSources=json.dumps([f"dev={OPTIONS['modelSource']}"]))
     found |= {name: document for name, document in policy_documents(mirrored, "bootstrap+mirror").items()
-              if "workload-boundary" in name}
+              if "workload-boundary" in name or "-model-reader" in name or "-compile-cache" in name}
     return with_known_actions_only(found | policy_documents(bootstrap_run(), "bootstrap"))
 
 
@@ -97,7 +98,8 @@ def explanations(finding: dict[str, Any], entries: list[dict[str, Any]]) -> list
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_every_policy_document_is_linted(documents):
-    """Both stacks' roles, and the bootstrap's roles, inline, managed and bucket policies."""
+    """Both stacks' roles, and the bootstrap's roles, inline, managed (the workload policies among them)
+    and bucket policies."""
     names = set(documents)
     for stack in ("dev", "prod"):
         assert {f"stack {stack}: cluster-{role} assumeRolePolicy" for role in ("eks", "node")} <= names
@@ -105,8 +107,10 @@ def test_every_policy_document_is_linted(documents):
         "deploy-dev policy", "deploy-prod policy", "workload-boundary policy", "pulumi-state policy",
         "github-deploy-dev assumeRolePolicy", "github-deploy-prod assumeRolePolicy", "github-preview assumeRolePolicy",
         "github-deploy-dev-state policy", "github-preview-state policy")} <= names
-    assert {"stack dev+options: model-access-read policy", "stack dev+options: cluster-autoscaler-policy policy",
-            "bootstrap+mirror: workload-boundary policy"} <= names
+    assert {"stack dev+options: model-access-role assumeRolePolicy", "bootstrap+mirror: workload-boundary policy",
+            "bootstrap+mirror: dev-model-reader policy", "bootstrap+mirror: dev-compile-cache policy",
+            *(f"bootstrap: {env}-{purpose} policy" for env in ("dev", "prod")
+              for purpose in ("load-balancer-controller", "cluster-autoscaler"))} <= names
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
