@@ -36,13 +36,13 @@ from components.config.front_door import API_KEYS_KEY, FrontDoor
 from components.config.nodes import GpuNodeGroupSpec
 from components.config.stack import StackSettings
 from components.config.zones import AvailabilityZonePlan
-from components.front_door import FrontDoorArgs, FrontDoorNetwork
+from components.front_door import LOAD_BALANCER_CONTROLLER_POLICY, FrontDoorArgs, FrontDoorNetwork
 from components.gcs_store import GcsStore, GcsStoreArgs
 from components.inference import GcsStoreConnection, InferenceService, InferenceServiceArgs
 from components.manifests.image_prepull import PREPULL_NAMES
-from components.model_access import ModelReadAccess, ModelReadAccessArgs
+from components.model_access import COMPILE_CACHE_POLICY, MODEL_READER_POLICY, ModelReadAccess, ModelReadAccessArgs
 from components.network import Network, NetworkArgs
-from components.node_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from components.node_autoscaler import CLUSTER_AUTOSCALER_POLICY, ClusterAutoscaler, ClusterAutoscalerArgs
 from components.node_groups import (
     GpuFabric,
     GpuNodeGroup,
@@ -283,6 +283,19 @@ def _node_autoscaler(settings: StackSettings, cluster: Cluster, system_nodes: Sy
             chart_version=settings.charts.cluster_autoscaler),
         opts=pulumi.ResourceOptions(depends_on=[system_nodes, *autoscaled]),
     )
+
+
+def workload_policy_purposes(settings: StackSettings) -> tuple[str, ...]:
+    """The bootstrap's workload policies the stack attaches (components/cluster.py workload_policy_arn), which
+    `pdctl preflight` looks for in the account: the Load Balancer Controller's with the front door, the
+    Cluster Autoscaler's where a GPU group may grow, the model reader's with an S3 mirror (and the compile
+    cache's with compileCacheInS3)."""
+    mirrored = settings.serving.app.config.model.s3_mirror is not None
+    return tuple(purpose for purpose, attached in (
+        (LOAD_BALANCER_CONTROLLER_POLICY, settings.front_door.enabled),
+        (CLUSTER_AUTOSCALER_POLICY, any(spec.autoscaled for spec in settings.serving.node_groups)),
+        (MODEL_READER_POLICY, mirrored),
+        (COMPILE_CACHE_POLICY, mirrored and settings.serving.ray_service.compile_cache_in_s3)) if attached)
 
 
 def _model_access(settings: StackSettings, cluster: Cluster) -> ModelReadAccess | None:

@@ -7,6 +7,8 @@ Read-only (IAM policy simulator, Describe/Get/List calls), one line per finding,
   in that request (one simulation per value where a grant allows several), the stack's permissions
   boundary among them; one finding per refused call;
 - the permissions boundary: iamPermissionsBoundaryArn set, and that policy in the account;
+- the workload policies the stack attaches (the bootstrap's, per cluster: the deploy role writes none), in
+  the account;
 - the stack's state (PULUMI_BACKEND_URL an s3:// bucket): every object Pulumi's S3 backend reads and
   writes for the stack during `up`, `refresh` and `destroy`, its lock included, named as Pulumi's source
   names them (not as the bootstrap's policy does), through the same simulator;
@@ -35,6 +37,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from components.model_access import COMPILE_CACHE_POLICY, MODEL_READER_POLICY
+from components.stack import workload_policy_purposes
 from facts.replacements import node_roll_surge
 
 REPO = Path(__file__).resolve().parents[1]
@@ -232,6 +236,23 @@ def boundary_findings(clients: Clients, boundary_arn: str | None, expected_arn: 
     return [Finding("info", f"the permissions boundary {boundary_arn} exists")]
 
 
+def workload_policy_findings(clients: Clients, policies: dict[str, str]) -> list[Finding]:
+    """The bootstrap's workload policies the stack attaches (`policies`: purpose by ARN), present in the account:
+    a missing one means the bootstrap was not updated (or, for the mirror's, not told the stack's modelSource)."""
+    findings = []
+    for arn, purpose in policies.items():
+        try:
+            clients.iam.get_policy(PolicyArn=arn)
+        except clients.iam.exceptions.NoSuchEntityException:
+            hint = (" with deployModelSources naming the stack's modelSource"
+                    if purpose in (MODEL_READER_POLICY, COMPILE_CACHE_POLICY) else "")
+            findings.append(Finding("error", f"{arn} does not exist: the stack attaches it and the deploy role may "
+                                             f"not write it; run `pulumi up` in bootstrap/{hint} first"))
+        else:
+            findings.append(Finding("info", f"the workload policy {arn} exists"))
+    return findings
+
+
 def state_findings(clients: Clients, principal: str, state_url: str, project: str, stack: str) -> list[Finding]:
     """The deploy principal's access to the stack's state in the S3 backend `state_url` (s3://bucket[/prefix])."""
     if not state_url.startswith("s3://"):
@@ -377,6 +398,9 @@ def preflight(settings: Any, clients: Clients, *, principal_arn: str | None = No
     return sorted_findings([
         *permission_findings(clients, principal, requests),
         *boundary_findings(clients, boundary, permissions.boundary_arn(partition, account)),
+        *workload_policy_findings(clients, {
+            permissions.workload_policy_arn(partition, account, settings.cluster.name, purpose): purpose
+            for purpose in workload_policy_purposes(settings)}),
         *(state_findings(clients, principal, state_url, settings.project, settings.stack)
           if state_url is not None else []),
         *quota_findings(clients, node_group_needs(settings, vcpus_of(clients, settings.system_nodes.instance_type))),

@@ -13,6 +13,8 @@ import pytest
 from botocore.stub import ANY, Stubber  # type: ignore[import-untyped]
 from typer.testing import CliRunner
 
+from components.stack import workload_policy_purposes
+from offline import run_offline
 from pdctl import preflight as checks
 from pdctl.cli import app
 
@@ -23,6 +25,8 @@ REGION = "us-west-2"
 QUOTA = {"L-DB2E81BA": 128.0, "L-1216C47A": 512.0}
 BOUNDARY = f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/eks-pd-llm-workload-boundary"
 OFFERED = ["us-west-2a", "us-west-2b"]
+# The workload policy dev attaches (its front door's Load Balancer Controller), as the bootstrap names it.
+CONTROLLER_POLICY = f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/ray-llm-multinode-load-balancer-controller"
 READ_ONLY_PREFIXES = ("Get", "Describe", "List", "Simulate")
 
 
@@ -45,7 +49,8 @@ def clients() -> checks.Clients:
 def answering(c: checks.Clients, *, refused: frozenset[str] = frozenset(), quota: dict[str, float] | None = None,
               offered: list[str] | None = None, missing_roles: frozenset[str] = frozenset(),
               requests: list[checks.Simulation], caller: str | None = None, boundary: str | None = None,
-              boundary_exists: bool = True) -> Iterator[None]:
+              boundary_exists: bool = True, workload_policies: tuple[str, ...] = (CONTROLLER_POLICY,),
+              missing_policies: frozenset[str] = frozenset()) -> Iterator[None]:
     """Stub every call preflight makes for dev, in order, each answered as the arguments say."""
     stubs = {name: Stubber(getattr(c, name)) for name in ("iam", "sts", "ec2", "service_quotas")}
     if caller:
@@ -61,6 +66,12 @@ def answering(c: checks.Clients, *, refused: frozenset[str] = frozenset(), quota
     elif boundary:
         stubs["iam"].add_client_error("get_policy", "NoSuchEntity", http_status_code=404,
                                       expected_params={"PolicyArn": boundary})
+    for policy in workload_policies:
+        if policy in missing_policies:
+            stubs["iam"].add_client_error("get_policy", "NoSuchEntity", http_status_code=404,
+                                          expected_params={"PolicyArn": policy})
+        else:
+            stubs["iam"].add_response("get_policy", {"Policy": {"Arn": policy}}, {"PolicyArn": policy})
     stubs["ec2"].add_response("describe_instance_types", {"InstanceTypes": [
         {"InstanceType": "m7i.xlarge", "VCpuInfo": {"DefaultVCpus": 4}}]}, {"InstanceTypes": ["m7i.xlarge"]})
     for code, value in (quota or QUOTA).items():
@@ -152,6 +163,40 @@ def test_what_the_account_would_refuse_comes_first_one_line_each_and_exits_5(per
     assert any(e.startswith(f"error: iamPermissionsBoundaryArn: {BOUNDARY} does not exist") for e in errors)
     assert len(errors) == 5
     assert checks.exit_status(findings) == 5
+
+
+def test_a_workload_policy_the_bootstrap_has_not_made_is_an_error_naming_the_bootstraps_pulumi_up(
+        permissions, settings_for):
+    """The stack attaches the bootstrap's workload policies by ARN: a bootstrap of an earlier release (or one not
+    told the stack's model mirror) has not made them, and `pulumi up` would stop at the attachment."""
+    c = clients()
+    settings = bounded(settings_for("dev", modelSource="s3://acme-models/mirror/Qwen/Qwen3.5-9B",
+                                    rayImageCarriesRunaiStreamer="true", gpuNodeMaxCount="4", decodeMaxReplicas="3"))
+    policies = tuple(f"arn:aws:iam::{ACCOUNT}:policy/eks-pd-llm/ray-llm-multinode-{purpose}"
+                     for purpose in ("load-balancer-controller", "cluster-autoscaler", "model-reader"))
+    with answering(c, requests=dev_requests(permissions, settings), boundary=BOUNDARY, workload_policies=policies,
+                   missing_policies=frozenset({CONTROLLER_POLICY, policies[2]}), quota={**QUOTA, "L-DB2E81BA": 192.0}):
+        findings = checks.preflight(settings, c, principal_arn=ROLE, permissions=permissions)
+    assert [f.line for f in findings if f.severity == "error"] == [
+        f"error: {CONTROLLER_POLICY} does not exist: the stack attaches it and the deploy role may not write it; "
+        "run `pulumi up` in bootstrap/ first",
+        f"error: {policies[2]} does not exist: the stack attaches it and the deploy role may not write it; "
+        "run `pulumi up` in bootstrap/ with deployModelSources naming the stack's modelSource first"]
+    assert f"info: the workload policy {policies[1]} exists" in [f.line for f in findings]
+
+
+@pytest.mark.parametrize(("stack", "overrides"), [
+    ("dev", {}), ("prod", {}), ("dev", {"frontDoor": "none"}),
+    ("dev", {"modelSource": "s3://acme-models/mirror/Qwen/Qwen3.5-9B", "rayImageCarriesRunaiStreamer": "true",
+             "compileCacheInS3": "true", "gpuNodeMaxCount": "4", "decodeMaxReplicas": "3"}),
+])
+def test_preflight_looks_for_exactly_the_workload_policies_the_stack_attaches(stack, overrides):
+    run = run_offline(stack, overrides=overrides)
+    cluster = run.program["settings"].cluster.name
+    attached = {a.inputs["policyArn"].rsplit("/", 1)[1].removeprefix(f"{cluster}-")
+                for a in run.all("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                if ":policy/eks-pd-llm/" in a.inputs["policyArn"]}
+    assert set(workload_policy_purposes(run.program["settings"])) == attached
 
 
 def test_a_stack_without_a_permissions_boundary_is_an_error(permissions, settings):
