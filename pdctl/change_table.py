@@ -66,12 +66,13 @@ class CommonChange:
 
     @property
     def how(self) -> str:
+        prod = f" (prod also {_settings_text(self.prod_settings)})" if self.prod_settings else ""
         if self.release:
-            return f"`pulumi up` of this checkout on a stack release {self.release} deployed"
+            settings = f" with {_settings_text(self.settings)}" if self.settings else ""
+            return f"`pulumi up` of this checkout on a stack release {self.release} deployed{settings}{prod}"
         if self.program_change:
             return f"the program's `{self.program_change}` plus one"
         base = f" (from {_settings_text(self.base)})" if self.base else ""
-        prod = f" (prod also {_settings_text(self.prod_settings)})" if self.prod_settings else ""
         return _settings_text(self.settings) + base + prod
 
 
@@ -117,6 +118,12 @@ COMMON_CHANGES: tuple[CommonChange, ...] = (
     CommonChange("GCS fault tolerance turned on", {"gcsFaultTolerance": "true"}),
     CommonChange("the previous release → now (2026-12-01)", release="2026-12-01"),
     CommonChange("the last release → now (2026-12-02)", release="2026-12-02"),
+    # Its roles' inline policies (the mirror reader's, the Cluster Autoscaler's) give way to the bootstrap's
+    # managed ones, attached: the deploy role writes no policy (docs/DELIVERY.md, the bootstrap first).
+    CommonChange("a stack with an S3 model mirror and GPU nodes that may grow: the last release → now (2026-12-02)",
+                 {"modelSource": "s3://acme-models/mirror/Qwen/Qwen3.5-9B", "rayImageCarriesRunaiStreamer": "true",
+                  **AUTOSCALED, "decodeMaxReplicas": "3"}, release="2026-12-02",
+                 prod_settings={"gpuNodeMaxCount": "6"}),
 )
 
 
@@ -180,11 +187,12 @@ def _diff(change: CommonChange, stack: str, workdir: Path) -> tuple[PlanDiff, di
     """The update `change` makes to `stack`, and the plan after it."""
     from pdctl.release_update import RELEASES, update_diff
 
+    prod = change.prod_settings if stack == "prod" else {}
     if change.release is not None:
         [release] = [r for r in RELEASES if r.name == change.release]
         # The head plan for its cold-start figures, which what is deployed does not change.
-        return update_diff(stack, release, workdir), _plan({}, stack=stack)
-    prod = change.prod_settings if stack == "prod" else {}
+        settings = {**change.settings, **prod}
+        return update_diff(stack, release, workdir, settings), _plan(settings, stack=stack)
     base = _plan(change.base, stack=stack)
     head = _plan({**change.base, **change.settings, **prod}, change.program_change, deployed_from=base, stack=stack)
     return diff_plans(base, head), head

@@ -35,7 +35,8 @@ def _iam_calls(partition: str, account_id: str, cluster_name: str) -> list[Call]
     role = iam_arn(partition, account_id, f"role{ROLE_PATH}*")
     bounded = {"ArnEquals": {"iam:PermissionsBoundary": boundary_arn(partition, account_id)}}
     # The AWS managed policies the stack attaches, and its environment's workload policies, which the
-    # bootstrap wrote (workload_policies.py): the deploy role writes no policy, so attaching is all it can do.
+    # bootstrap wrote (workload_policies.py): the deploy role writes no policy, so attaching is all it can do
+    # (iam:PolicyARN, docs/SOURCES.md#iam-workload-policies).
     attachable = [f"arn:{partition}:iam::aws:policy/{name}" for name in ATTACHABLE_MANAGED_POLICIES] + [
         workload_policy_arn(partition, account_id, cluster_name, purpose) for purpose in WORKLOAD_POLICY_PURPOSES]
     # Both environments' roles share the path: each role carries its cluster's stack tag, so one

@@ -2,7 +2,8 @@
 cluster and the stack attaches to its IRSA roles by ARN (components/cluster.py `workload_policy_arn`).
 
 Made here, not by the stack, so that the deploy role writes no policy: it may attach these and the AWS
-managed policies of ATTACHABLE_MANAGED_POLICIES, nothing else (iam:PolicyARN). As the cluster's creator
+managed policies of ATTACHABLE_MANAGED_POLICIES, nothing else (iam:PolicyARN,
+docs/SOURCES.md#iam-workload-policies). As the cluster's creator
 it can run pods under the stack's service accounts; a policy it wrote on one of their roles would reach
 everything the workload boundary allows, one of these reaches what that workload has by design.
 
