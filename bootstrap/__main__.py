@@ -189,7 +189,7 @@ for environment in environments:
             f"{environment}-{purpose}",
             name=workload_policy_name(clusters[environment], purpose),
             path=ROLE_PATH,
-            description=f"The {purpose} of the eks-pd-llm {environment} stack (cluster {clusters[environment]})",
+            description=f"What the {purpose} of the eks-pd-llm {environment} stack may do (its stack attaches it)",
             policy=json.dumps(document, separators=(",", ":")),
         )
 

@@ -62,10 +62,12 @@ def deploy_subjects(repository: str, environments: Sequence[str]) -> list[str]:
 def deploy_clusters(entries: Sequence[str], environments: Sequence[str]) -> dict[str, str]:
     """`environment=clusterName` entries (deployClusters) as a map, one for every deploy environment."""
     clusters = dict(entry.partition("=")[::2] for entry in entries)
+    # Each cluster its own: the workload policies the bootstrap makes are named after it.
     if any("=" not in entry for entry in entries) or set(clusters) != set(environments) or len(clusters) != len(
-            entries):
+            entries) or len(set(clusters.values())) != len(clusters):
         raise ValueError(f"deployClusters: got {list(entries)!r}; allowed: one 'environment=clusterName' for each of "
-                         f"deployEnvironments {list(environments)!r} (the stack's clusterName setting)")
+                         f"deployEnvironments {list(environments)!r}, a cluster of its own each (the stack's "
+                         "clusterName setting)")
     return clusters
 
 

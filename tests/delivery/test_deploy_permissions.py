@@ -467,3 +467,6 @@ def test_the_bootstraps_cluster_names_are_the_stacks():
 def test_a_cluster_list_that_misses_an_environment_is_refused(bootstrap_run):
     with pytest.raises(Exception, match="deployClusters"):
         bootstrap_run(deployClusters=json.dumps(["dev=ray-llm-multinode"]))
+    # Two environments on one cluster would share its workload policies' names.
+    with pytest.raises(Exception, match="a cluster of its own each"):
+        bootstrap_run(deployClusters=json.dumps(["dev=ray-llm-multinode", "prod=ray-llm-multinode"]))
