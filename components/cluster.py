@@ -21,6 +21,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons import explicit_dependencies
 from components.config.cluster import ClusterSettings
+from components.config.names import stack_tags
 from components.network import Network
 
 # Every EKS control-plane log type (audit is the one an incident review needs).
@@ -112,7 +113,7 @@ class Cluster(pulumi.ComponentResource):
         partition = aws.get_partition().partition
         child = pulumi.ResourceOptions(parent=self)
         protected = pulumi.ResourceOptions(parent=self, protect=settings.protect)
-        tags = {"eks-pd-llm/cluster": settings.name}
+        tags = stack_tags(settings.name)
         # Every role of the stack carries it: the deploy role changes only its own environment's roles.
         self.tags = tags
 

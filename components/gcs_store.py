@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.config.names import stack_tags
 from components.network import Network
 
 ENGINE = "redis"
@@ -66,7 +67,7 @@ class GcsStore(pulumi.ComponentResource):
     def __init__(self, name: str, args: GcsStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("eks-pd-llm:gcs:GcsStore", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        tags = {"eks-pd-llm/cluster": args.cluster_name}
+        tags = stack_tags(args.cluster_name)
 
         store_group = self._security_groups(name, args, tags, child)
         subnets = aws.elasticache.SubnetGroup(
@@ -110,6 +111,7 @@ class GcsStore(pulumi.ComponentResource):
             from_port=PORT,
             to_port=PORT,
             description="Redis (TLS) from the Ray head nodes",
+            tags=tags,
             opts=child,
         )
         return store_group

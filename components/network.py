@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.config.names import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG, cluster_tag
+from components.config.names import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG, cluster_tag, stack_tags
 from components.config.network import NetworkSettings, SubnetCidrs
 
 
@@ -35,6 +35,12 @@ class NetworkArgs:
     availability_zones: Sequence[str]
     subnet_cidrs: Sequence[SubnetCidrs]
     nat_zones: Sequence[str]
+
+
+def _tags(settings: NetworkSettings, name: str) -> dict[str, str]:
+    """A network resource's tags: its name under the cluster's, and the stack tag, which the deploy
+    role's EC2 grants require (bootstrap/deploy_permissions/)."""
+    return {"Name": f"{settings.cluster_name}-{name}", **stack_tags(settings.cluster_name)}
 
 
 class Network(pulumi.ComponentResource):
@@ -63,7 +69,7 @@ class Network(pulumi.ComponentResource):
             cidr_block=str(settings.vpc_cidr),
             enable_dns_support=True,
             enable_dns_hostnames=True,  # EKS private endpoint and the S3 endpoint need DNS names
-            tags={"Name": f"{settings.cluster_name}-vpc"},
+            tags=_tags(settings, "vpc"),
             opts=pulumi.ResourceOptions(parent=self, protect=settings.protect),
         )
         self.vpc_id = self.vpc.id
@@ -78,7 +84,7 @@ class Network(pulumi.ComponentResource):
             service_name=f"com.amazonaws.{region}.s3",
             vpc_endpoint_type="Gateway",
             route_table_ids=[table.id for table in private_route_tables],
-            tags={"Name": f"{settings.cluster_name}-s3"},
+            tags=_tags(settings, "s3"),
             opts=child,
         )
 
@@ -96,12 +102,12 @@ class Network(pulumi.ComponentResource):
                         ) -> tuple[aws.ec2.InternetGateway, aws.ec2.RouteTable]:
         """The internet gateway and the public subnets' route table through it."""
         internet_gateway = aws.ec2.InternetGateway(
-            f"{name}-igw", vpc_id=self.vpc.id, tags={"Name": f"{settings.cluster_name}-igw"}, opts=child)
+            f"{name}-igw", vpc_id=self.vpc.id, tags=_tags(settings, "igw"), opts=child)
         public_routes = aws.ec2.RouteTable(
             f"{name}-public",
             vpc_id=self.vpc.id,
             routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=internet_gateway.id)],
-            tags={"Name": f"{settings.cluster_name}-public"},
+            tags=_tags(settings, "public"),
             opts=child,
         )
         return internet_gateway, public_routes
@@ -120,7 +126,7 @@ class Network(pulumi.ComponentResource):
                 cidr_block=str(zone_cidrs.public),
                 availability_zone=zone,
                 map_public_ip_on_launch=False,  # only NAT gateways and load balancers live here
-                tags={"Name": f"{settings.cluster_name}-public-{zone}", PUBLIC_ELB_TAG: "1", **shared},
+                tags={**_tags(settings, f"public-{zone}"), PUBLIC_ELB_TAG: "1", **shared},
                 opts=child,
             )
             aws.ec2.RouteTableAssociation(
@@ -131,7 +137,7 @@ class Network(pulumi.ComponentResource):
                 cidr_block=str(zone_cidrs.private),
                 availability_zone=zone,
                 map_public_ip_on_launch=False,
-                tags={"Name": f"{settings.cluster_name}-private-{zone}", INTERNAL_ELB_TAG: "1", **shared},
+                tags={**_tags(settings, f"private-{zone}"), INTERNAL_ELB_TAG: "1", **shared},
                 opts=child,
             )
             public_subnets.append(public)
@@ -145,13 +151,13 @@ class Network(pulumi.ComponentResource):
         for zone in nat_zones:
             public = public_subnet_by_az[zone]
             address = aws.ec2.Eip(
-                f"{name}-nat-{zone}", domain="vpc", tags={"Name": f"{settings.cluster_name}-nat-{zone}"}, opts=child)
+                f"{name}-nat-{zone}", domain="vpc", tags=_tags(settings, f"nat-{zone}"), opts=child)
             nat_gateways[zone] = aws.ec2.NatGateway(
                 f"{name}-nat-{zone}",
                 allocation_id=address.allocation_id,
                 subnet_id=public.id,
                 connectivity_type="public",
-                tags={"Name": f"{settings.cluster_name}-nat-{zone}"},
+                tags=_tags(settings, f"nat-{zone}"),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[internet_gateway]),
             )
         return nat_gateways
@@ -168,7 +174,7 @@ class Network(pulumi.ComponentResource):
                 f"{name}-private-{zone}",
                 vpc_id=self.vpc.id,
                 routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
-                tags={"Name": f"{settings.cluster_name}-private-{zone}"},
+                tags=_tags(settings, f"private-{zone}"),
                 opts=child,
             )
             aws.ec2.RouteTableAssociation(

@@ -74,13 +74,15 @@ def _launch_template(
     *,
     disk_gib: int,
     tags: dict[str, str],
+    stack_tags: dict[str, str],
     parent: pulumi.Resource,
     network_interfaces: Sequence[aws.ec2.LaunchTemplateNetworkInterfaceArgs] | None = None,
     placement_group: pulumi.Input[str] | None = None,
     storage: NodeStorage | None = None,
     security_group_ids: Sequence[pulumi.Input[str]] = (),
 ) -> aws.ec2.LaunchTemplate:
-    """A managed-node-group launch template: IMDSv2, encrypted gp3 root; EFA, placement, node-local
+    """A managed-node-group launch template, tagged `stack_tags` and `tags`, its nodes and their volumes
+    `tags`: IMDSv2, encrypted gp3 root; EFA, placement, node-local
     storage and huge pages (boot user data, the root's IOPS and throughput) and security groups optional
     (security groups named here replace the cluster security group EKS would add, so pass it among
     them)."""
@@ -105,7 +107,9 @@ def _launch_template(
             for kind in ("instance", "volume")
         ],
         update_default_version=True,
-        tags=tags,
+        # The stack tag on the template only: in its tag specifications it would make a new version,
+        # which rolls every node of the group (docs/SOURCES.md#launch-template-versions).
+        tags={**stack_tags, **tags},
         opts=pulumi.ResourceOptions(parent=parent),
     )
 
@@ -248,7 +252,8 @@ class SystemNodeGroup(pulumi.ComponentResource):
         security_groups = (cluster.cluster_security_group_id, *args.extra_security_group_ids) \
             if args.extra_security_group_ids else ()
         self.launch_template = _launch_template(
-            f"{name}-lt", disk_gib=args.disk_gib, tags=tags, parent=self, security_group_ids=security_groups)
+            f"{name}-lt", disk_gib=args.disk_gib, tags=tags, stack_tags=cluster.tags, parent=self,
+            security_group_ids=security_groups)
         self.node_group, _ = _managed_node_group(
             name, cluster=cluster, ami_type=SYSTEM_AMI_TYPE, instance_type=args.settings.instance_type,
             count=args.settings.count, most=args.settings.count, subnet_ids=args.network.private_subnet_ids,
@@ -314,12 +319,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.storage = spec.storage
         self.autoscaled = spec.autoscaled
         tags = {"eks-pd-llm/node-role": GPU_ROLE}
-        self.fabric = args.fabric or self._create_fabric(name, args.network, tags)
+        self.fabric = args.fabric or self._create_fabric(name, args.network, {**cluster.tags, **tags})
 
         self.launch_template = _launch_template(
             f"{name}-lt",
             disk_gib=args.disk_gib,
             tags=tags,
+            stack_tags=cluster.tags,
             parent=self,
             network_interfaces=_efa_interfaces(
                 self.instance, [cluster.cluster_security_group_id, self.fabric.efa_security_group_id]),
@@ -368,6 +374,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 referenced_security_group_id=efa_security_group.id,
                 ip_protocol="-1",
                 description=f"EFA {direction} within the GPU node group",
+                tags=tags,
                 opts=child,
             )
         return GpuFabric(placement_group.name, efa_security_group.id)

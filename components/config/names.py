@@ -46,3 +46,13 @@ INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 
 def cluster_tag(cluster_name: str) -> str:
     return f"kubernetes.io/cluster/{cluster_name}"
+
+
+# Every AWS resource of the stack that takes tags carries it, with the cluster's name, from its create
+# on: each environment's deploy role may change only what carries its own value
+# (bootstrap/deploy_permissions/naming.py STACK_TAG, which must agree).
+STACK_TAG = "eks-pd-llm/cluster"
+
+
+def stack_tags(cluster_name: str) -> dict[str, str]:
+    return {STACK_TAG: cluster_name}
