@@ -169,13 +169,18 @@ class Simulation:
 def _requests_values(condition: dict[str, dict[str, Any]], region: str,
                      overrides: dict[str, str]) -> Iterator[tuple[tuple[str, str, str], ...]]:
     """Each set of values a request the condition allows may carry: one per allowed value of each key
-    (a wildcard made concrete); for a negated operator a value it does not name."""
+    (a wildcard made concrete); for a negated operator a value it does not name; under Null, the key
+    left out ("true") or given a value ("false")."""
     choices = []
     for operator, keys in condition.items():
         negated = "Not" in operator
         kind = "boolean" if operator.startswith("Bool") else "stringList" if operator.startswith("For") else "string"
         for key, value in keys.items():
             values = value if isinstance(value, list) else [value]
+            if operator == "Null":
+                if str(value).lower() == "false":
+                    choices.append([(key, kind, SIMULATED_NAME)])
+                continue
             if key in overrides:
                 values = [overrides[key]]
             elif negated:

