@@ -237,20 +237,23 @@ def _scoped_calls(action: str, partition: str, account_id: str, cluster_name: st
     if "OpenIDConnectProvider" in action:
         # EKS clusters' issuers only: never the GitHub provider the bootstrap made.
         return [Call(action, iam_arn(partition, account_id, "oidc-provider/oidc.eks.*.amazonaws.com/id/*"))]
-    # Changes of tags other than the stack's, on what carries the environment's own value.
-    retag_own = {**_carries_own(cluster_name), "ForAllValues:StringNotEquals": {"aws:TagKeys": [STACK_TAG]}}
+    # On what carries the environment's own value: changes of tags other than the stack's, and the stack
+    # tag set again to that value (the provider does so when its state lacks a tag the resource carries).
+    other_tags = {**_carries_own(cluster_name), "ForAllValues:StringNotEquals": {"aws:TagKeys": [STACK_TAG]}}
+    same_stack_tag = {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": cluster_name,
+                                       f"aws:RequestTag/{STACK_TAG}": cluster_name}}
     if action == "ec2:CreateTags":
         # Tags on what a create call makes, with the environment's own value (each create call named).
         on_create = {"StringEquals": {"ec2:CreateAction": _ec2_tag_on_create_actions(),
                                       f"aws:RequestTag/{STACK_TAG}": cluster_name}}
-        return [Call(action, "*", on_create), Call(action, "*", retag_own)]
+        return [Call(action, "*", condition) for condition in (on_create, other_tags, same_stack_tag)]
     if action == "ec2:DeleteTags":
-        return [Call(action, "*", retag_own)]
+        return [Call(action, "*", other_tags)]
     if action == "elasticache:AddTagsToResource":
-        return [call for condition in (_stack_tag_at_create(cluster_name), retag_own)
+        return [call for condition in (_stack_tag_at_create(cluster_name), other_tags, same_stack_tag)
                 for call in _on_stack_types(action, fill, condition)]
     if action == "elasticache:RemoveTagsFromResource":
-        return _on_stack_types(action, fill, retag_own)
+        return _on_stack_types(action, fill, other_tags)
     if service in STACK_TAGGED_TYPES and service_authorization()[action]["access_level"] in _CHANGING:
         return _by_resource_type(action, fill, cluster_name)
     return [Call(action)]
@@ -284,9 +287,9 @@ def _kms_calls(action: str, partition: str, account_id: str, cluster_name: str) 
     if action == "kms:TagResource":
         # CreateKey with tags needs TagResource on every key (docs/SOURCES.md#kms-tag-on-create); on a key
         # that carries the stack tag, only one with its own value (never the state key or the other's).
-        retag = {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": cluster_name,
-                                  f"aws:RequestTag/{STACK_TAG}": cluster_name}}
-        return [Call(action, keys, _stack_tag_at_create(cluster_name)), Call(action, keys, retag)]
+        same_stack_tag = {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": cluster_name,
+                                           f"aws:RequestTag/{STACK_TAG}": cluster_name}}
+        return [Call(action, keys, _stack_tag_at_create(cluster_name)), Call(action, keys, same_stack_tag)]
     return [Call(action, keys, _carries_own(cluster_name))]
 
 

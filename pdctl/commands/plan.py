@@ -133,6 +133,25 @@ def preflight(stack: str = STACK_OPTION, set_: list[str] = SET_OPTION, principal
     raise typer.Exit(status)
 
 
+def stack_tags(stack: str = STACK_OPTION, state: Path = typer.Option(
+        ..., "--state", metavar="EXPORT.json", help="The stack's `pulumi stack export` (`-` for stdin).")) -> None:
+    """Print the AWS CLI command that adds the stack tag to the stack's EC2 resources created without it:
+    an administrator runs it once, before the first `pulumi up` of a release whose deploy roles change only
+    what carries the stack tag (docs/DELIVERY.md, Updating from the previous release). Reads only the export."""
+    from pdctl.stack_tags import create_tags_command, untagged_ec2_ids
+
+    settings = offline_run(stack, {}).program["settings"]
+    try:
+        export = json.loads(sys.stdin.read() if str(state) == "-" else state.read_text())
+        ids = untagged_ec2_ids(export, settings.cluster.name)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise fail(f"--state {state}: not a `pulumi stack export` document ({error})", 2) from None
+    if not ids:
+        err.print(f"every EC2 resource of {stack} carries {settings.cluster.name}'s stack tag: nothing to tag")
+        return
+    sys.stdout.write(create_tags_command(ids, settings.cluster.name, settings.region) + "\n")
+
+
 def update_check(
     stack: str = STACK_OPTION,
     release: str | None = typer.Option(None, "--release", help="Only this release (its name, e.g. 2026-12-02); "
@@ -173,3 +192,4 @@ def register(app: typer.Typer) -> None:
     app.command("size")(size.size_command)
     app.command()(render)
     app.command()(preflight)
+    app.command("stack-tags")(stack_tags)

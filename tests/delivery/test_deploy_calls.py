@@ -351,12 +351,19 @@ def test_a_create_inside_what_exists_needs_that_to_be_the_roles_own(action, reso
 
 def test_no_ec2_resource_can_be_claimed_by_giving_it_the_stack_tag():
     """The stack tag goes on an EC2 resource only in the request that creates it (ec2:CreateAction): never
-    onto one that exists, untagged or the other's, nor rewritten on the role's own."""
+    onto one that exists untagged or the other's, never removed, never changed on the role's own."""
     for existing in ({}, {TAG: [PROD]}, {TAG: [DEV]}):
-        assert decision(statements(DEV), "ec2:CreateTags", f"{EC2}:vpc/vpc-1", {
-            **existing, "aws:TagKeys": ["eks-pd-llm/cluster"], CREATE_TAG: [DEV]}) == "implicitDeny"
         assert decision(statements(DEV), "ec2:DeleteTags", f"{EC2}:vpc/vpc-1", {
             **existing, "aws:TagKeys": ["eks-pd-llm/cluster"]}) == "implicitDeny"
+    for existing in ({}, {TAG: [PROD]}):
+        assert decision(statements(DEV), "ec2:CreateTags", f"{EC2}:vpc/vpc-1", {
+            **existing, "aws:TagKeys": ["eks-pd-llm/cluster"], CREATE_TAG: [DEV]}) == "implicitDeny"
+    # Its own value set again on its own resource (the first up after an administrator tagged it, with
+    # the tag not yet in the stack's state) passes; another value does not.
+    own_vpc = {TAG: [DEV], "aws:TagKeys": ["eks-pd-llm/cluster"]}
+    assert decision(statements(DEV), "ec2:CreateTags", f"{EC2}:vpc/vpc-1", {**own_vpc, CREATE_TAG: [DEV]}) == "allowed"
+    assert decision(statements(DEV), "ec2:CreateTags", f"{EC2}:vpc/vpc-1", {**own_vpc, CREATE_TAG: [PROD]}) == (
+        "implicitDeny")
     on_create = {"ec2:CreateAction": ["CreateVpc"], "aws:TagKeys": ["eks-pd-llm/cluster", "Name"]}
     new_vpc = f"{EC2}:vpc/vpc-new"
     assert decision(statements(DEV), "ec2:CreateTags", new_vpc, {**on_create, CREATE_TAG: [DEV]}) == "allowed"
