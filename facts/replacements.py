@@ -68,7 +68,7 @@ REPLACE_TRIGGERS: dict[str, ReplaceTriggers] = {
     "aws:iam/role:Role": ReplaceTriggers(
         ("name", "namePrefix", "path"),
         "terraform-provider-aws internal/service/iam/role.go (name, name_prefix and path are ForceNew)",
-        complete=False),
+        complete=False, in_place=("tags",)),
     "aws:ec2/subnet:Subnet": ReplaceTriggers(
         ("availabilityZone", "availabilityZoneId", "cidrBlock", "vpcId", "ipv6Native", "outpostArn"),
         "terraform-provider-aws internal/service/ec2/vpc_subnet.go (ForceNew)"),
@@ -104,10 +104,18 @@ _KUBERNETES_BUILT_IN = ("kubernetes:core/", "kubernetes:apps/", "kubernetes:batc
                         "kubernetes:rbac.authorization.k8s.io/", "kubernetes:storage.k8s.io/")
 
 
+# Any other AWS resource: its tags change in place, by the service's tagging calls; terraform-provider-aws
+# marks no `tags` ForceNew (docs/SOURCES.md#ec2-tag-scoped-grants). Whatever else changes, preview decides.
+_AWS_TAGS_IN_PLACE = ReplaceTriggers(
+    (), "terraform-provider-aws: tags update in place on every resource", complete=False, in_place=("tags",))
+
+
 def replace_triggers(resource_type: str) -> ReplaceTriggers | None:
     """The known replace-triggering inputs of `resource_type`, or None when nothing is known here."""
     if resource_type in REPLACE_TRIGGERS:
         return REPLACE_TRIGGERS[resource_type]
+    if resource_type.startswith("aws:"):
+        return _AWS_TAGS_IN_PLACE
     if not resource_type.startswith("kubernetes:") or resource_type.startswith("kubernetes:helm.sh/"):
         return None
     complete = resource_type in _KUBERNETES_IDENTITY_ONLY or not resource_type.startswith(_KUBERNETES_BUILT_IN)
