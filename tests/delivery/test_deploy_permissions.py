@@ -17,6 +17,7 @@ from by_path import load_module
 from iam_evaluation import decision
 
 from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES, workload_policy_arn
+from components.config.names import STACK_TAG
 from components.discovery import DEPLOYED_STACK_INVOKES, DeployedStack, DeployedSubnet
 from components.storage import EBS_CSI_POLICY
 from facts.aws import OFFLINE_ACCOUNT_ID
@@ -151,6 +152,8 @@ def test_every_role_the_stack_creates_is_under_the_path_the_deploy_role_may_mana
     # Each carries its cluster's stack tag: the other environment's deploy role may not change it.
     assert all(r.inputs["tags"] == {"eks-pd-llm/cluster": run.program["settings"].cluster.name}
                for run in stacks for r in run.all(ROLE_TYPE))
+    # bootstrap/ is its own Pulumi project and keeps its own copy of the key: the two may not drift apart.
+    assert permissions.STACK_TAG == STACK_TAG
 
 
 def test_the_boundary_lets_the_model_reader_read_only_the_named_mirror_buckets():
