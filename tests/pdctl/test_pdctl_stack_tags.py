@@ -53,8 +53,11 @@ def test_the_command_prints_one_create_tags_line_and_refuses_what_is_no_export(o
     result = CliRunner().invoke(app, ["stack-tags", "--stack", "dev", "--state", str(path)])
     assert result.exit_code == 0, result.output
     [line] = result.stdout.splitlines()
-    assert line.startswith("aws ec2 create-tags --region us-west-2 --resources network-vpc-id ")
-    assert line.endswith(f" --tags Key={STACK_TAG},Value={CLUSTER}")
+    command, _, rest = line.partition(" --resources ")
+    resources, _, tags = rest.partition(" --tags ")
+    assert command == "aws ec2 create-tags --region us-west-2"
+    assert {"network-vpc-id", "pg-gpu-nodes-placement", "gpu-nodes-lt-id"} <= set(resources.split())
+    assert tags == f"Key={STACK_TAG},Value={CLUSTER}"
     path.write_text("{}")
     refused = CliRunner().invoke(app, ["stack-tags", "--stack", "dev", "--state", str(path)])
     assert refused.exit_code == 2 and "--state" in refused.output and "pulumi stack export" in refused.output
