@@ -26,6 +26,7 @@ from deploy_permissions import (
     ROLE_PATH,
     SERVICE_LINKED_ROLE_PATH,
     STACK_TAG,
+    compile_cache_archives,
     deploy_model_sources,
     deploy_policies,
     missing_service_linked_role_services,
@@ -59,11 +60,14 @@ model_mirror_buckets = config.get_object("modelMirrorBuckets") or []
 service_linked_roles = config.get_object("serviceLinkedRoles")
 partition = aws.get_partition().partition
 account_id = aws.get_caller_identity().account_id
-# Checked before anything is registered: a bad repository or environment list stops the run here.
+# Checked before anything is registered: a bad repository, environment or mirror list stops the run here.
 preview_trust = preview_subjects(repository)
 deploy_trust = {environment: deploy_subjects(repository, [environment]) for environment in environments}
 clusters = deploy_clusters(cluster_entries, environments)
 model_sources = deploy_model_sources(config.get_object("deployModelSources") or [], environments)
+boundary_document = workload_boundary_policy(
+    partition=partition, model_mirror_buckets=model_mirror_buckets,
+    compile_cache_archives=[compile_cache_archives(partition, mirror) for mirror in model_sources.values()])
 
 
 def account_service_linked_role_names() -> list[str]:
@@ -176,7 +180,7 @@ boundary = aws.iam.Policy(
     name=BOUNDARY_POLICY_NAME,
     path=ROLE_PATH,
     description="Permissions boundary of every IAM role the eks-pd-llm stacks create",
-    policy=json.dumps(workload_boundary_policy(partition=partition, model_mirror_buckets=model_mirror_buckets)),
+    policy=json.dumps(boundary_document),
 )
 
 

@@ -35,8 +35,9 @@ resource cannot reach AWS on a role that lacks its permissions.
   (`workload_policies`: the Load Balancer Controller's, the Cluster Autoscaler's, the model mirror
   reader's) are the bootstrap's, one set per environment's cluster.
   The boundary (`workload_boundary_policy`) caps any role so made at what those managed policies
-  need, the Cluster Autoscaler's reads and its resizing of EKS managed node groups, and reading the
-  S3 model mirror buckets the bootstrap names (`modelMirrorBuckets`).
+  need, the Cluster Autoscaler's reads and its resizing of EKS managed node groups, reading the
+  S3 model mirror buckets the bootstrap names (`modelMirrorBuckets`) and writing exactly the compile
+  caches' prefixes of its environments' mirrors (`deployModelSources`).
 
 What only AWS can show: that this list is complete for every code path of the providers (a
 missing action fails `pulumi up` with AccessDenied naming it; CloudTrail shows it). The policy
@@ -93,6 +94,7 @@ from .workload_policies import (
     MODEL_READER,
     WORKLOAD_POLICY_PURPOSES,
     ModelMirror,
+    compile_cache_archives,
     deploy_model_sources,
     model_mirror,
     workload_policies,
@@ -133,6 +135,7 @@ __all__ = [
     "boundary_arn",
     "called_actions",
     "caller_checks_for",
+    "compile_cache_archives",
     "dependent_actions",
     "deploy_calls",
     "deploy_model_sources",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
+
+from .naming import MANAGED_POLICY_MAX_CHARS
 
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
@@ -143,6 +146,17 @@ def model_mirror_statements(partition: str, buckets: Iterable[str]) -> list[dict
     ]
 
 
+def compile_cache_statements(archives: Iterable[str]) -> list[dict]:
+    """What the compile cache's policy may write (workload_policies.py compile_cache_policy): the objects
+    `archives` names, each an S3 mirror's compile-cache prefix as that policy names it; nothing for none.
+    Its sidecar writes an archive with one PutObject request (components/compile_cache.py), and an upload in
+    parts is authorized as s3:PutObject too (docs/SOURCES.md#compile-cache-s3-calls)."""
+    archives = sorted(set(archives))
+    if not archives:
+        return []
+    return [{"Sid": "WriteTheCompileCaches", "Effect": "Allow", "Action": "s3:PutObject", "Resource": archives}]
+
+
 # IAM's size limit on a managed policy holds the boundary only with the Elastic Load Balancing reads
 # as one wildcard: the managed policies and the controller list 19 of them, all Describe calls; the
 # rest (DescribeAccountLimits, DescribeInstanceHealth, ...) read load balancer metadata too.
@@ -159,25 +173,24 @@ def boundary_actions() -> list[str]:
                    for action in listed})
 
 
-LOAD_BALANCER_CONTROLLER_ONLY = set(LOAD_BALANCER_CONTROLLER_ACTIONS) - set(BOUNDARY_ACTIONS)
-
-
-def workload_boundary_policy(*, partition: str, model_mirror_buckets: Iterable[str] = ()) -> dict:
+def workload_boundary_policy(*, partition: str, model_mirror_buckets: Iterable[str] = (),
+                             compile_cache_archives: Iterable[str] = ()) -> dict:
     """The most any role the deploy role creates may do: exactly what the attachable managed policies
     grant (their conditions are theirs to keep; a boundary only caps), what the workload
     policies may need (the Cluster Autoscaler's; the AWS Load Balancer Controller's, for the front
-    door's NLB; reading the model mirror buckets named here). The
+    door's NLB; reading the model mirror buckets named here; writing the compile caches' objects named
+    here, workload_policies.py `compile_cache_archives`). The
     deploy role may attach no other managed policy, so the boundary is the second wall: against a
     mistake here, or a wider policy attached by hand. In IAM only the load balancers' service-linked
     role, as AmazonEKSClusterPolicy has it.
     """
-    return {
+    # One statement for every unconditioned action, the Load Balancer Controller's among them: a second
+    # one would take 100 of the characters IAM's size limit leaves the mirrors' statements.
+    policy = {
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "WhatTheStacksRolesPoliciesGrant", "Effect": "Allow", "Resource": "*",
-             "Action": [a for a in boundary_actions() if a not in LOAD_BALANCER_CONTROLLER_ONLY]},
-            {"Sid": "WhatOnlyTheLoadBalancerControllersPolicyGrants", "Effect": "Allow", "Resource": "*",
-             "Action": [a for a in boundary_actions() if a in LOAD_BALANCER_CONTROLLER_ONLY]},
+             "Action": boundary_actions()},
             {"Sid": "ClusterAutoscalerResizesManagedNodeGroupsOnly", "Effect": "Allow", "Resource": "*",
              "Action": list(CLUSTER_AUTOSCALER_WRITE_ACTIONS),
              "Condition": {"Null": {"aws:ResourceTag/eks:nodegroup-name": "false"}}},
@@ -185,5 +198,10 @@ def workload_boundary_policy(*, partition: str, model_mirror_buckets: Iterable[s
              "Resource": f"arn:{partition}:iam::*:role/aws-service-role/elasticloadbalancing.amazonaws.com/*",
              "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}},
             *model_mirror_statements(partition, model_mirror_buckets),
+            *compile_cache_statements(compile_cache_archives),
         ],
     }
+    if len(json.dumps(policy, separators=(",", ":"))) > MANAGED_POLICY_MAX_CHARS:
+        raise ValueError(f"modelMirrorBuckets, deployModelSources: the workload boundary naming these mirrors "
+                         f"exceeds IAM's {MANAGED_POLICY_MAX_CHARS:,} characters for a managed policy; name fewer")
+    return policy

@@ -7,10 +7,8 @@ import json
 import re
 
 from .calls import Call, deploy_calls
-from .naming import DEPLOY_POLICY_NAME, ROLE_PATH, iam_arn
+from .naming import DEPLOY_POLICY_NAME, MANAGED_POLICY_MAX_CHARS, ROLE_PATH, iam_arn
 
-# IAM's limit for one managed policy document, whitespace not counted (IAM and STS quotas page).
-MANAGED_POLICY_MAX_CHARS = 6144
 _EMPTY_POLICY = '{"Version":"2012-10-17","Statement":[]}'
 
 

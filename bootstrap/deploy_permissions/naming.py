@@ -1,5 +1,6 @@
 """The names and ARNs the bootstrap, the deploy role and the stack agree on: the roles' path and
-boundary, the managed policies the stack attaches, the stack tag, the service-linked roles."""
+boundary, IAM's size limit on their policies, the managed policies the stack attaches, the stack tag,
+the service-linked roles."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from collections.abc import Iterable
 ROLE_PATH = "/eks-pd-llm/"
 BOUNDARY_POLICY_NAME = "eks-pd-llm-workload-boundary"
 DEPLOY_POLICY_NAME = "eks-pd-llm-deploy"
+# IAM's limit for one managed policy document, whitespace not counted (IAM and STS quotas page): the
+# deploy role's policies are split to fit it, the workload boundary must.
+MANAGED_POLICY_MAX_CHARS = 6144
 # The AWS managed policies the stack attaches to its roles (components/cluster.py, storage.py), by
 # their name under arn:aws:iam::aws:policy/.
 ATTACHABLE_MANAGED_POLICIES = (

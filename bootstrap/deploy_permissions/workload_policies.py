@@ -111,6 +111,12 @@ def model_reader_policy(partition: str, mirror: ModelMirror) -> dict:
     }
 
 
+def compile_cache_archives(partition: str, mirror: ModelMirror) -> str:
+    """The objects holding the mirror's compile-cache archives, one per cache key: what the compile cache's
+    policy reads and writes, and the workload boundary lets be written."""
+    return f"arn:{partition}:s3:::{mirror.bucket}/{COMPILE_CACHE_PREFIX}/{mirror.prefix}/*"
+
+
 def compile_cache_policy(partition: str, mirror: ModelMirror) -> dict:
     """Read, list and write the mirror's compile-cache archives (components/compile_cache.py), for a stack
     with compileCacheInS3."""
@@ -119,7 +125,7 @@ def compile_cache_policy(partition: str, mirror: ModelMirror) -> dict:
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "CompileCacheObjects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
-             "Resource": f"arn:{partition}:s3:::{mirror.bucket}/{cache}/*"},
+             "Resource": compile_cache_archives(partition, mirror)},
             {"Sid": "ListCompileCache", "Effect": "Allow", "Action": "s3:ListBucket",
              "Resource": f"arn:{partition}:s3:::{mirror.bucket}",
              "Condition": {"StringLike": {"s3:prefix": [f"{cache}/*"]}}},

@@ -7,10 +7,12 @@ evaluation logic" and "IAM JSON policy elements: Condition operators", docs/SOUR
 - Action and Resource match with `*` and `?` wildcards (actions case-insensitively);
 - a statement's condition operators, and the keys within one, must all hold; a key's values are ORed;
 - String/Arn/Bool/Null operators, their `IfExists` forms (a missing key holds) and the `ForAllValues:`
-  (a missing key holds) and `ForAnyValue:` prefixes; a negated operator holds for a missing key.
+  (a missing key holds) and `ForAnyValue:` prefixes; a negated operator holds for a missing key;
+- a role with a permissions boundary gets what both its policies and the boundary allow (their
+  intersection), an explicit Deny in either winning (`decision_within_boundary`).
 
-What it leaves out: resource policies, SCPs, session policies and boundaries (the simulator would
-apply them); numeric and date operators (no deploy grant uses one).
+What it leaves out: resource policies, SCPs and session policies (the simulator would apply them);
+numeric and date operators (no deploy grant uses one).
 """
 
 from __future__ import annotations
@@ -83,6 +85,15 @@ def decision(statements: list[dict[str, Any]], action: str, resource: str, conte
     if any(s["Effect"] == "Deny" for s in matching):
         return "explicitDeny"
     return "allowed" if matching else "implicitDeny"
+
+
+def decision_within_boundary(statements: list[dict[str, Any]], boundary: list[dict[str, Any]], action: str,
+                             resource: str, context: dict[str, list[str]]) -> str:
+    """The decision for a role whose policies hold `statements` and whose permissions boundary holds `boundary`."""
+    decisions = {decision(statements, action, resource, context), decision(boundary, action, resource, context)}
+    if "explicitDeny" in decisions:
+        return "explicitDeny"
+    return "allowed" if decisions == {"allowed"} else "implicitDeny"
 
 
 class SimulatingIam:

@@ -8,14 +8,16 @@ role; the boundary caps such a role at what those policies grant."""
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 from by_path import load_module
-from iam_evaluation import decision
+from iam_evaluation import decision, decision_within_boundary
 
+from components import compile_cache
 from components.cluster import CLUSTER_ROLE_POLICIES, IAM_ROLE_PATH, NODE_POLICIES, workload_policy_arn
 from components.config.names import STACK_TAG
 from components.discovery import DEPLOYED_STACK_INVOKES, DeployedStack, DeployedSubnet
@@ -176,6 +178,42 @@ def test_the_boundary_lets_the_model_reader_read_only_the_named_mirror_buckets()
                 if any(a.startswith("s3:") for a in actions_of(s))]
     with pytest.raises(ValueError, match="modelMirrorBuckets"):
         permissions.workload_boundary_policy(partition="aws", model_mirror_buckets=["Not_A_Bucket"])
+
+
+# What IAM authorizes each S3 call of the compile-cache sidecar as (components/compile_cache.py
+# SIDECAR_SCRIPT; docs/SOURCES.md#compile-cache-s3-calls): put_object is one PutObject request.
+SIDECAR_S3_ACTIONS = {"get_object": "s3:GetObject", "list_objects_v2": "s3:ListBucket", "put_object": "s3:PutObject"}
+
+
+def sidecar_s3_calls() -> set[str]:
+    """The methods the sidecar's program calls on its S3 client."""
+    return {node.func.attr for node in ast.walk(ast.parse(compile_cache.SIDECAR_SCRIPT))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "s3"}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_compile_cache_sidecar_restores_and_uploads_within_the_boundary(bootstrap_run):
+    """With compileCacheInS3 the GPU pods' role holds the compile cache's policy under the workload boundary:
+    each call of the sidecar must be allowed by both, and the boundary lets no other object be written."""
+    source = OPTIONS["modelSource"]
+    run = bootstrap_run(deployModelSources=json.dumps([f"prod={source}"]),
+                        modelMirrorBuckets=json.dumps([MIRROR_BUCKET]))
+    documents = {p.name: json.loads(p.inputs["policy"]) for p in run.all("aws:iam/policy:Policy")}
+    granted, boundary = documents["prod-compile-cache"]["Statement"], documents["workload-boundary"]["Statement"]
+    assert sidecar_s3_calls() == set(SIDECAR_S3_ACTIONS)  # a new call needs its action here
+    bucket, mirror_prefix = s3_location(source)
+    cache_prefix = compile_cache.cache_uri(bucket, mirror_prefix).removeprefix(f"s3://{bucket}/")
+    archive = f"arn:aws:s3:::{bucket}/{cache_prefix}/{'0' * 20}.tar"  # the sidecar's `{prefix}/{key}.tar`
+    requests = {"s3:GetObject": (archive, {}), "s3:PutObject": (archive, {}),
+                "s3:ListBucket": (f"arn:aws:s3:::{bucket}", {"s3:prefix": [f"{cache_prefix}/"]})}
+    refused = [method for method, action in SIDECAR_S3_ACTIONS.items()
+               if decision_within_boundary(granted, boundary, action, *requests[action]) != "allowed"]
+    assert refused == []
+    # No wider than the compile cache's policy: the model's objects, another mirror's caches, another bucket.
+    for elsewhere in (f"{bucket}/{mirror_prefix}/model.safetensors", f"{bucket}/{compile_cache.S3_PREFIX}/other/x.tar",
+                      f"other-models/{cache_prefix}/x.tar"):
+        assert decision(boundary, "s3:PutObject", f"arn:aws:s3:::{elsewhere}", {}) == "implicitDeny", elsewhere
 
 
 @pytest.fixture(scope="module")
@@ -368,9 +406,16 @@ def test_the_boundary_allows_every_call_of_the_load_balancer_controllers_policy(
 
 
 def test_the_boundary_fits_iams_limit_on_a_managed_policy():
+    mirrors = [permissions.model_mirror(f"s3://{bucket}/mirror/Qwen/Qwen3.5-9B")
+               for bucket in ("acme-models", "acme-models-mirror-us-west-2")]
     boundary = permissions.workload_boundary_policy(
-        partition="aws", model_mirror_buckets=["acme-models", "acme-models-mirror-us-west-2"])
+        partition="aws", model_mirror_buckets=[m.bucket for m in mirrors],
+        compile_cache_archives=[permissions.compile_cache_archives("aws", m) for m in mirrors])
     assert len(json.dumps(boundary, separators=(",", ":"))) <= MANAGED_POLICY_MAX_CHARS
+    # More mirrors than fit: refused before IAM would refuse the bootstrap's update.
+    with pytest.raises(ValueError, match=r"^modelMirrorBuckets, deployModelSources: .* name fewer$"):
+        permissions.workload_boundary_policy(partition="aws",
+                                             model_mirror_buckets=[f"acme-models-{n}" for n in range(30)])
 
 
 def test_the_boundary_covers_the_cluster_autoscalers_policy_and_resizes_only_managed_node_groups():
