@@ -5,6 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from facts import prices as price_data
+from facts.replacements import NODE_GROUP_TYPES
+from pdctl.resources import (
+    CLUSTER_TYPES,
+    HELM_RELEASE_TYPE,
+    LAUNCH_TEMPLATE_TYPE,
+    NAT_GATEWAY_TYPE,
+    REPLICATION_GROUP_TYPE,
+    SERVICE_TYPE,
+    lookup,
+)
 
 
 @dataclass(frozen=True)
@@ -141,3 +151,78 @@ def hourly_cost(inputs: CostInputs, prices: dict[str, price_data.RegionPrices] |
             missing.append(f"ElastiCache {node_type} in {inputs.region}")
         lines.append(CostLine(f"ElastiCache {node_type} (GCS store)", count, "node", price))
     return CostEstimate(region=inputs.region, lines=lines, missing=missing)
+
+
+# EKS gives a managed node group without a launch-template disk a 20 GiB root volume.
+EKS_DEFAULT_DISK_GIB = 20.0
+
+
+def cost_inputs(resources: list, region: str, size: str = "desiredSize") -> CostInputs:
+    """What the stack bills for, with each node group at `size` (desiredSize: as created, which is
+    its minimum; maxSize: as far as the node autoscaler may grow it)."""
+    by_urn = {r.urn: r for r in resources}
+    groups = []
+    for r in sorted(resources, key=lambda r: (r.name, r.type)):
+        if r.type not in NODE_GROUP_TYPES:
+            continue
+        template = next((by_urn[d] for d in r.dependencies
+                         if d in by_urn and by_urn[d].type == LAUNCH_TEMPLATE_TYPE), None)
+        template_inputs = template.inputs if template else {}
+        instance_type = (lookup(r.inputs, "instanceTypes.0")
+                         or template_inputs.get("instanceType") or "unknown")
+        disks = lookup(template_inputs, "blockDeviceMappings.*.ebs") or []
+        disk_gib = sum(float(d.get("volumeSize", 0)) for d in disks)
+        volume_type = disks[0].get("volumeType", "gp3") if disks else "gp3"
+        if not disk_gib:
+            disk_gib = float(r.inputs.get("diskSize") or EKS_DEFAULT_DISK_GIB)
+        groups.append(NodeGroupCost(
+            name=r.name, instance_type=instance_type,
+            count=int(lookup(r.inputs, f"scalingConfig.{size}") or 0),
+            disk_gib=disk_gib, volume_type=volume_type,
+        ))
+    clusters = sum(1 for r in resources if r.type == CLUSTER_TYPES[0]) or sum(
+        1 for r in resources if r.type == CLUSTER_TYPES[1])
+    cache_nodes: dict[str, int] = {}
+    for r in resources:
+        if r.type == REPLICATION_GROUP_TYPE:
+            node_type = r.inputs.get("nodeType", "unknown")
+            cache_nodes[node_type] = cache_nodes.get(node_type, 0) + int(r.inputs.get("numCacheClusters") or 1)
+    return CostInputs(
+        region=region, node_groups=groups,
+        nat_gateways=sum(1 for r in resources if r.type == NAT_GATEWAY_TYPE),
+        eks_clusters=clusters,
+        volumes=prometheus_volumes(resources),
+        cache_nodes=cache_nodes,
+        # A LoadBalancer Service is an NLB the AWS Load Balancer Controller creates (components/front_door.py).
+        load_balancers=sum(1 for r in resources if r.type == SERVICE_TYPE
+                           and (r.inputs.get("spec") or {}).get("type") == "LoadBalancer"),
+    )
+
+
+# Where kube-prometheus-stack's values claim Prometheus's volume (components/manifests/helm_values.py).
+PROMETHEUS_CLAIM = "values.prometheus.prometheusSpec.storageSpec.volumeClaimTemplate.spec"
+
+
+def prometheus_volumes(resources: list) -> list[VolumeCost]:
+    """The Prometheus volume each kube-prometheus-stack release claims (all gp3: the stack's class)."""
+    volumes = []
+    for r in resources:
+        if r.type != HELM_RELEASE_TYPE or r.inputs.get("chart") != "kube-prometheus-stack":
+            continue
+        claim = lookup(r.inputs, PROMETHEUS_CLAIM) or {}
+        size = str(lookup(claim, "resources.requests.storage") or "")
+        if size.endswith("Gi"):
+            volumes.append(VolumeCost(name=f"{r.name} Prometheus", gib=float(size[:-2])))
+    return volumes
+
+
+def node_group_costs(at_min: CostInputs, at_max: CostInputs) -> dict[str, dict[str, float | None]]:
+    """Each node group's own hourly cost (its instances and root volumes) at its min and max size,
+    by its resource name; None where its type has no price."""
+    def alone(inputs: CostInputs, group: NodeGroupCost) -> float | None:
+        return hourly_cost(CostInputs(region=inputs.region, node_groups=[group], nat_gateways=0,
+                                      eks_clusters=0)).per_hour
+
+    maxima = {group.name: group for group in at_max.node_groups}
+    return {group.name: {"min": alone(at_min, group), "max": alone(at_max, maxima[group.name])}
+            for group in at_min.node_groups}

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# The fields pdctl.plan.resource_tree reads; a release's harness that lacks one gets the default.
+# The fields pdctl.resource_tree.resource_tree reads; a release's harness that lacks one gets the default.
 FIELDS: dict[str, Any] = {"type": None, "name": None, "urn": None, "parent": None, "inputs": {},
                           "secret_paths": [], "protect": False, "replace_on_changes": [],
                           "delete_before_replace": False}

@@ -31,8 +31,8 @@ import yaml
 
 from facts.replacements import NODE_GROUP_TYPES
 from offline.mock_cloud import launch_template_version
-from pdctl.plan import resource_tree
 from pdctl.plan_diff import LAUNCH_TEMPLATE_TYPE, PlanDiff, ResourceChange, diff_plans, summary_lines
+from pdctl.resource_tree import resource_tree
 from pdctl.update_traffic import serving_lines
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from pdctl.plan import RAY_SERVICE_TYPE, canonical
+from pdctl.resources import RAY_SERVICE_TYPE, canonical
 
 MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec")
 NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"

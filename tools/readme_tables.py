@@ -184,8 +184,8 @@ def stack_costs() -> str:
     """The hourly estimate `pdctl plan` prints for each shipped stack, from its offline run."""
     from facts import prices
     from offline import run_offline
-    from pdctl.cost import hourly_cost
-    from pdctl.plan import cost_inputs, region_of
+    from pdctl.cost import cost_inputs, hourly_cost
+    from pdctl.plan import region_of
 
     rows = ["| stack | region | per hour | per 730-hour month | the largest item |", "|---|---|---|---|---|"]
     for stack in COST_STACKS:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pdctl.plan import canonical
+from pdctl.resources import canonical
 from policy import rules
 
 REPO = Path(__file__).resolve().parents[2]
