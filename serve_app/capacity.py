@@ -337,7 +337,7 @@ def capacity_report(
     restart_budget = None if restart_reserve is None else usable - weights_per_gpu - position_table - restart_reserve
     fixed: dict = {}
     if fixed_kv_cache:
-        off = _why_not_fixed(model, instance, gpus, vllm_version, max_num_seqs, max_num_batched_tokens)
+        off = _why_not_fixed(model, instance, gpus, vllm_version, max_num_seqs, max_num_batched_tokens, quantization)
         if off is None and restart_budget is not None and restart_budget <= FIXED_KV_CACHE_MARGIN_BYTES:
             off = "a restart leaves no KV cache beyond vLLM's margin"
         if off is None and restart_budget is not None and paging is not None:
@@ -364,11 +364,15 @@ def capacity_report(
 
 
 def _why_not_fixed(model: ModelArchitecture, instance: InstanceType, gpus: int, vllm_version: str | None,
-                   max_num_seqs: int | None, max_num_batched_tokens: int | None) -> str | None:
+                   max_num_seqs: int | None, max_num_batched_tokens: int | None, quantization: str) -> str | None:
     """Why a restart's KV bytes are not known for this engine (None: they are, as measured)."""
     measured = measured_reserve(model.hf_id)
     if measured is None:
         return f"no restart measured for {model.hf_id} (facts/engine_memory.py)"
+    # FP8's restart was measured (docs/PROVEN.md#first-start), but no first start at a fixed size under a full
+    # load: its planned peak is the arithmetic's alone, so vLLM's profiling sizes the first start instead.
+    if quantization == "fp8":
+        return "no first start with FP8 weights at a fixed KV cache measured; vLLM's profiling sizes it"
     if gpus != 1:
         return "measured for one GPU per replica only"
     if instance.gpu_model != measured.gpu_model:

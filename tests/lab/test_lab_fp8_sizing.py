@@ -73,6 +73,8 @@ def test_sizing_md_quotes_the_plans_fp8_figures_and_the_measured_ones():
     blocks = planned["kv_cache_bytes"] // block_bytes
     assert f"| `kvCacheFromPlan` (a restart less {FIXED_KV_CACHE_MARGIN_BYTES // 2**20} MiB) | {blocks} |" in section
     assert f"({planned['kv_cache_bytes']:,} B, {blocks} blocks of 528 tokens: {blocks // 11} sequences" in section
+    # Not rendered: vLLM's profiling sizes the first start (tests/serve_app/test_serve_checks.py).
+    assert f"({planned['first_start_blocks']} blocks: {planned['first_start_blocks'] // 11} such sequences" in section
     bf16 = json.loads(FP8_RESULTS.with_name(FP8_RESULTS.name.replace("-fp8-", "-bf16-")).read_text())
     [bf16_restart] = [p for p in bf16["probes"] if p["name"] == "as-rendered-warm"]
     assert (f"on a restart: {measured['fp8-warm']['load']['seconds']} s against bf16's "

@@ -440,16 +440,19 @@ def test_no_fixed_kv_cache_away_from_the_measured_engine_limits():
 
 # ── FP8 weights: sized, rendered, refused where the GPU cannot run them ───────────────────────────
 
-def test_fp8_weights_are_rendered_and_the_fixed_kv_cache_is_sized_from_them():
-    # The FP8 weights (10.23 GiB) leave a restart 9.1 GiB of KV cache on the L4's budget: 563 blocks fixed,
-    # where the bf16 weights leave 163 (the lab's FP8 restart held 571: tests/lab/test_lab_fp8_sizing.py).
+def test_fp8_weights_are_rendered_and_vllms_profiling_sizes_their_first_start():
+    # The FP8 weights (10.23 GiB) would leave a restart 9.1 GiB of KV cache on the L4's budget (563 blocks fixed),
+    # but no first start at that fixed size was measured under a full load: the KV cache is left to vLLM's
+    # profiling, 461 blocks on a first start (the lab's held 462) and 567 on a restart (571).
     checked = check_app(from_stack(quantization="fp8"), REFERENCE_TARGET)
     for phase in ("prefill", "decode"):
         assert checked.pd_serving_args[f"{phase}_config"]["engine_kwargs"]["quantization"] == "fp8"
-    assert _rendered_kv_cache_bytes(checked) == {"prefill": 9_751_293_645, "decode": 9_751_293_645}
+    assert _rendered_kv_cache_bytes(checked) == {"prefill": None, "decode": None}
     decode = checked.capacity["decode"]
-    assert (decode.num_blocks, decode.num_blocks_profiled_first_start) == (563, 461)
+    assert (decode.num_blocks, decode.num_blocks_restart) == (461, 567)
     assert "Weights in FP8 (linear layers): 10.23 GiB" in decode.render_text()
+    assert ("KV cache not fixed: no first start with FP8 weights at a fixed KV cache measured; vLLM's profiling "
+            "sizes it") in decode.render_text()
     assert checked.warnings == ()
 
 
