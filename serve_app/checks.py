@@ -50,6 +50,7 @@ LLM_CONFIG_KEYS = (
 
 ACCEPT_UCX_ON_EFA = ServeAppSettings.field("accept_ucx_on_efa")
 DIRECT_STREAMING = ServeAppSettings.field("pd_direct_streaming")
+SINGLE_PROCESS_ENGINE = ServeAppSettings.field("single_process_engine")
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,22 @@ def _check_quantization(app: PDAppConfig, target: DeploymentTarget) -> tuple[str
     return tuple(dict.fromkeys(warnings))
 
 
+def _single_process_engine_notes(app: PDAppConfig, target: DeploymentTarget) -> tuple[str, ...]:
+    """Where singleProcessEngine is on but a phase's engines start as Ray Serve LLM starts them: the
+    subclass applies to one GPU per engine on a node of one GPU only (front_door/engine.py)."""
+    if not app.single_process_engine:
+        return ()
+    notes = []
+    for phase in PHASES:
+        engine, instance = app.engine_for(phase), target.node_group(phase).instance
+        why = (f"its engine takes {engine.gpus_per_replica} GPUs" if engine.gpus_per_replica != 1
+               else f"its {instance.name} node has {instance.gpus} GPUs" if instance.gpus > 1 else None)
+        if why:
+            notes.append(f"{SINGLE_PROCESS_ENGINE.key}: {phase} starts as Ray Serve LLM starts it, in four "
+                         f"processes: {why}; the single-process start needs one GPU per engine on a one-GPU node")
+    return tuple(notes)
+
+
 def _check_kv_transfer(app: PDAppConfig, target: DeploymentTarget) -> None:
     """The KV transfer crosses from prefill's nodes to decode's: both have EFA or neither (the
     backend is one for both), and it runs at the slower end's rate."""
@@ -354,7 +371,7 @@ def check_app(app: PDAppConfig, target: DeploymentTarget, *,
     quantization_warnings = _check_quantization(app, target)
     nodes = _check_parallelism_and_replicas(app, target)
     notes = (*_check_image_supports_the_render(app, target), *check_engine_kwargs(app, target.vllm_version),
-             *quantization_warnings)
+             *quantization_warnings, *_single_process_engine_notes(app, target))
     checked = replace(checked, nodes=nodes, notes=notes, warnings=(*checked.warnings, *quantization_warnings))
     if checked.model is None:
         return replace(checked, notes=(*checked.notes,

@@ -187,6 +187,27 @@ def test_tensor_parallel_fits_a_four_gpu_node():
     assert result.capacity["prefill"].gpus_per_replica == 2
 
 
+def _single_process_notes(target: DeploymentTarget, **keys: str) -> list[str]:
+    return [note for note in check_app(from_stack(singleProcessEngine="true", **keys), target).notes
+            if note.startswith("singleProcessEngine")]
+
+
+def test_the_single_process_engine_applies_silently_on_a_one_gpu_node():
+    assert _single_process_notes(REFERENCE_TARGET) == []
+
+
+@pytest.mark.parametrize(("keys", "why"), [
+    ({}, "its g6.12xlarge node has 4 GPUs"),
+    ({"tensorParallelSize": "2"}, "its engine takes 2 GPUs"),
+])
+def test_the_preview_says_where_the_single_process_engine_cannot_apply(keys, why):
+    # front_door/engine.py starts one GPU per engine on a one-GPU node only; elsewhere Ray Serve LLM's start.
+    target = DeploymentTarget(recorded("g6.12xlarge"), 2, efa=True, **TARGET_SETTINGS)
+    assert _single_process_notes(target, **keys) == [
+        f"singleProcessEngine: {phase} starts as Ray Serve LLM starts it, in four processes: {why}; the "
+        "single-process start needs one GPU per engine on a one-GPU node" for phase in ("prefill", "decode")]
+
+
 @pytest.mark.parametrize(("settings", "key"), [
     ({"prefillReplicas": "2"}, "prefillReplicas"),
     ({"decodeReplicas": "2"}, "decodeReplicas"),
