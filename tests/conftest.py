@@ -30,6 +30,7 @@ unless a test fills a cache.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import gzip
 import importlib
@@ -57,6 +58,10 @@ from components.config.declared import project_name
 from components.config.stack import StackSettings, settings_from_config
 from facts.instances import Ec2Gpu, Ec2InstanceType
 from offline import OfflineRun, ask_recorded_cloud, run_offline, stack_config
+
+# The empty Hugging Face home above is one per test process (each xdist worker imports this file): gone
+# when that process ends.
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
 
 REPO = Path(__file__).resolve().parents[1]
 KUBERAY_DIR = Path(__file__).resolve().parent / "data" / "kuberay-v1.7.0"
