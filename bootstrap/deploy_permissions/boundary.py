@@ -8,7 +8,8 @@ from collections.abc import Iterable
 
 from .naming import MANAGED_POLICY_MAX_CHARS
 
-_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+# S3 bucket names (S3 user guide, bucket naming rules): also what deployModelSources names.
+S3_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
 # What the attachable managed policies grant (docs/SOURCES.md#aws-managed-eks-policies;
@@ -134,7 +135,7 @@ def model_mirror_statements(partition: str, buckets: Iterable[str]) -> list[dict
     objects and listing of the named buckets only; nothing for none."""
     buckets = sorted(set(buckets))
     for bucket in buckets:
-        if not _BUCKET_NAME.fullmatch(bucket):
+        if not S3_BUCKET_NAME.fullmatch(bucket):
             raise ValueError(f"modelMirrorBuckets: {bucket!r} is not an S3 bucket name")
     if not buckets:
         return []

@@ -57,9 +57,8 @@ def _iam_calls(partition: str, account_id: str, cluster_name: str) -> list[Call]
     # environment changes none of the other's (untagged: a role made before the roles were tagged,
     # which its own stack's next update tags).
     own_if_tagged = {"StringEqualsIfExists": {f"aws:ResourceTag/{STACK_TAG}": cluster_name}}
-    tagged_own = {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": cluster_name}}
     return [
-        Call("iam:CreateRole", role, {**bounded, **tagged_own}),
+        Call("iam:CreateRole", role, {**bounded, **_sets_own(cluster_name)}),
         # No iam:PutRolePolicy: as the cluster's creator the deploy role can run pods under the stack's
         # IRSA service accounts, so an inline policy it wrote on their roles would reach all the boundary
         # allows. DeleteRolePolicy only takes away: the first update of a stack made by an earlier release
@@ -72,7 +71,7 @@ def _iam_calls(partition: str, account_id: str, cluster_name: str) -> list[Call]
         # trust changes is replaced instead (components/cluster.py bounded_role).
         *(Call(a, role, own_if_tagged) for a in (
             "iam:DeleteRole", "iam:UpdateRole", "iam:UpdateRoleDescription", "iam:UntagRole")),
-        Call("iam:TagRole", role, {**tagged_own, **own_if_tagged}),
+        Call("iam:TagRole", role, {**_sets_own(cluster_name), **own_if_tagged}),
         *(Call(a, role) for a in (
             "iam:GetRole", "iam:ListRolePolicies", "iam:GetRolePolicy", "iam:ListAttachedRolePolicies",
             "iam:ListInstanceProfilesForRole")),
@@ -200,6 +199,12 @@ def _sets_own(cluster_name: str) -> dict:
     return {"StringEquals": {f"aws:RequestTag/{STACK_TAG}": cluster_name}}
 
 
+def _keeps_own(cluster_name: str) -> dict:
+    """The condition of the stack tag set again: the resource carries the environment's value and the request
+    sets that same value (the provider does so when its state lacks a tag the resource carries)."""
+    return {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": cluster_name, f"aws:RequestTag/{STACK_TAG}": cluster_name}}
+
+
 def _by_resource_type(action: str, fill: dict[str, str], cluster_name: str) -> list[Call]:
     """`action` on each resource type the reference lists for it that the deploy names: what the stack tags
     with its condition (set by the request for the types the call makes, carried for the others), what
@@ -238,10 +243,9 @@ def _scoped_calls(action: str, partition: str, account_id: str, cluster_name: st
         # EKS clusters' issuers only: never the GitHub provider the bootstrap made.
         return [Call(action, iam_arn(partition, account_id, "oidc-provider/oidc.eks.*.amazonaws.com/id/*"))]
     # On what carries the environment's own value: changes of tags other than the stack's, and the stack
-    # tag set again to that value (the provider does so when its state lacks a tag the resource carries).
+    # tag set again to that value.
     other_tags = {**_carries_own(cluster_name), "ForAllValues:StringNotEquals": {"aws:TagKeys": [STACK_TAG]}}
-    same_stack_tag = {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": cluster_name,
-                                       f"aws:RequestTag/{STACK_TAG}": cluster_name}}
+    same_stack_tag = _keeps_own(cluster_name)
     if action == "ec2:CreateTags":
         # Tags on what a create call makes, with the environment's own value (each create call named).
         on_create = {"StringEquals": {"ec2:CreateAction": _ec2_tag_on_create_actions(),
@@ -287,9 +291,7 @@ def _kms_calls(action: str, partition: str, account_id: str, cluster_name: str) 
     if action == "kms:TagResource":
         # CreateKey with tags needs TagResource on every key (docs/SOURCES.md#kms-tag-on-create); on a key
         # that carries the stack tag, only one with its own value (never the state key or the other's).
-        same_stack_tag = {"StringEquals": {f"aws:ResourceTag/{STACK_TAG}": cluster_name,
-                                           f"aws:RequestTag/{STACK_TAG}": cluster_name}}
-        return [Call(action, keys, _stack_tag_at_create(cluster_name)), Call(action, keys, same_stack_tag)]
+        return [Call(action, keys, _stack_tag_at_create(cluster_name)), Call(action, keys, _keeps_own(cluster_name))]
     return [Call(action, keys, _carries_own(cluster_name))]
 
 

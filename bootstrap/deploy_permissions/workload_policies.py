@@ -16,19 +16,18 @@ forces a new group), so its resizing is granted by that name pattern on its own 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .boundary import CLUSTER_AUTOSCALER_READ_ACTIONS, CLUSTER_AUTOSCALER_WRITE_ACTIONS
+from .boundary import CLUSTER_AUTOSCALER_READ_ACTIONS, CLUSTER_AUTOSCALER_WRITE_ACTIONS, S3_BUCKET_NAME
 from .naming import ROLE_PATH, iam_arn
 
 # The AWS Load Balancer Controller's policy as its project publishes it for the release the chart pins
 # (facts/charts.py AWS_LOAD_BALANCER_CONTROLLER; docs/SOURCES.md#front-door), kept unmodified.
 LOAD_BALANCER_CONTROLLER_POLICY_FILE = Path(__file__).resolve().parents[1] / "aws_load_balancer_controller_policy.json"
 
-# What each policy is for; its name is `<cluster>-<purpose>` (components/cluster.py WORKLOAD_POLICIES).
+# What each policy is for; its name is `<cluster>-<purpose>` (components/cluster.py workload_policy_arn).
 LOAD_BALANCER_CONTROLLER = "load-balancer-controller"
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
 MODEL_READER = "model-reader"
@@ -37,7 +36,6 @@ WORKLOAD_POLICY_PURPOSES = (LOAD_BALANCER_CONTROLLER, CLUSTER_AUTOSCALER, MODEL_
 
 # Under the model mirror's bucket, beside the model's prefix (components/compile_cache.py S3_PREFIX).
 COMPILE_CACHE_PREFIX = "compile-cache"
-_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,8 @@ class ModelMirror:
 def model_mirror(source: str) -> ModelMirror:
     """`s3://bucket/prefix` (the prefix's slashes at either end dropped); ValueError naming the setting."""
     bucket, _, prefix = source.removeprefix("s3://").partition("/")
-    if not source.startswith("s3://") or not _S3_BUCKET.fullmatch(bucket) or ".." in bucket or not prefix.strip("/"):
+    named = source.startswith("s3://") and S3_BUCKET_NAME.fullmatch(bucket) and ".." not in bucket
+    if not named or not prefix.strip("/"):
         raise ValueError(f"deployModelSources: {source!r} is not s3://<bucket>/<prefix> (the stack's modelSource)")
     return ModelMirror(bucket, prefix.strip("/"))
 
