@@ -249,6 +249,9 @@ def _weight_load(serving: ServingSettings) -> WeightLoad:
 HEAD_START = Step("Ray head pod starts on a system node (its image pre-pulled there)", durations.RAY_HEAD_START)
 SERVE_REPLICA = Step("Ray Serve LLM starts the replica (its processes and engine-config tasks)",
                      durations.SERVE_REPLICA_START)
+# A node's first replica start: the image has no bytecode; later starts read what this one kept on the node.
+FIRST_BYTECODE = Step("Python's bytecode compiled by the node's first replica (kept on the node)",
+                      durations.BYTECODE_COMPILE_ON_NEW_NODE)
 COLD_ENGINE_INIT = Step("vLLM engine init, compile caches empty", durations.ENGINE_INIT_COLD)
 RESTORED_ENGINE_INIT = Step("vLLM engine init, compile caches restored from S3", durations.ENGINE_INIT_CACHED)
 
@@ -279,7 +282,8 @@ def cold_start(serving: ServingSettings) -> ColdStart:
     engine_start = RESTORED_ENGINE_INIT if restored else COLD_ENGINE_INIT
     image, deploy_image, image_path = _image(serving)
     pod, first = Step("Ray worker pod starts", durations.RAY_POD_START), _first_weights(serving)
-    new_node = Figure("new GPU node → serving", (*NODE_JOIN, image, pod, first, SERVE_REPLICA, engine_start),
+    new_node = Figure("new GPU node → serving",
+                      (*NODE_JOIN, image, pod, first, FIRST_BYTECODE, SERVE_REPLICA, engine_start),
                       target_seconds=NEW_NODE_TARGET_SECONDS)
     restart = Figure("pod restart → serving",
                      (pod, _restart_weights(serving, load), SERVE_REPLICA, _engine_restart(compile_cached)),
@@ -287,9 +291,9 @@ def cold_start(serving: ServingSettings) -> ColdStart:
     return ColdStart(load_path=load_path, image_path=image_path, storage=serving.storage.summary,
                      compile_caches=caches, new_node=new_node, pod_restart=restart, weight_load=load,
                      image=deploy_image,
-                     ray_service=(HEAD_START, pod, first, SERVE_REPLICA, engine_start),
+                     ray_service=(HEAD_START, pod, first, FIRST_BYTECODE, SERVE_REPLICA, engine_start),
                      moved_pod=Figure("worker pod moved to a joined GPU node → serving",
-                                      (pod, first, SERVE_REPLICA, engine_start)))
+                                      (pod, first, FIRST_BYTECODE, SERVE_REPLICA, engine_start)))
 
 
 # A GPU node the Cluster Autoscaler adds, until its GPU is advertised (docs/SOURCES.md#node-join).

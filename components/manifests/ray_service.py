@@ -78,6 +78,7 @@ SHM_MOUNT = "/dev/shm"
 NODE_CACHE_MOUNT = "/mnt/node-cache"
 NODE_HF_HOME = f"{NODE_CACHE_MOUNT}/huggingface"
 NODE_VLLM_CACHE_ROOT = f"{NODE_CACHE_MOUNT}/vllm"
+NODE_BYTECODE_CACHE = f"{NODE_CACHE_MOUNT}/bytecode"
 NODE_CACHE_INIT_CONTAINER = "prepare-node-cache"
 
 # The S3 mirror's identity (components/model_access.py): the pods run as this ServiceAccount and
@@ -368,12 +369,27 @@ def _compile_cache_sidecars(serving: ServingSettings, phase: Phase,
         volume_mounts=[{"name": "node-cache", "mountPath": NODE_CACHE_MOUNT}, *_model_reader_mounts(role_arn)])]
 
 
+def bytecode_cache_dir(image: str) -> str:
+    """The worker's Python bytecode cache on the node, one per image: a new image never reads bytecode
+    compiled from another's sources, even where both sources carry the same size and time."""
+    return f"{NODE_BYTECODE_CACHE}/{hashlib.sha256(image.encode()).hexdigest()[:16]}"
+
+
+def _bytecode_cache_env(serving: ServingSettings) -> list[dict[str, Any]]:
+    # The Ray LLM image ships no bytecode and sets PYTHONDONTWRITEBYTECODE (docs/SOURCES.md#ray-llm-dlc-image),
+    # so each of a replica's processes compiles the serving stack from source again, 3-9 s each
+    # (docs/PROVEN.md#serve-replica-start). Written once per node and image into the node cache instead
+    # (an empty value lets Python write), every later process and restart on the node reads it.
+    return [{"name": "PYTHONDONTWRITEBYTECODE", "value": ""},
+            {"name": "PYTHONPYCACHEPREFIX", "value": bytecode_cache_dir(serving.image)}]
+
+
 def _node_cache_init_container(serving: ServingSettings) -> dict[str, Any]:
     # The kubelet creates the host directory root-owned 0755; the image's user (not verified for the
     # default image) must write there. Sticky and world-writable, like /tmp: only root on the node
     # and pods of the serving namespace (the only one Pod Security lets mount a host path) reach it.
     # The Ray image itself, already on the node, so nothing more is pulled.
-    directories = [NODE_HF_HOME, NODE_VLLM_CACHE_ROOT]
+    directories = [NODE_HF_HOME, NODE_VLLM_CACHE_ROOT, bytecode_cache_dir(serving.image)]
     if serving.ray_service.compile_cache_in_s3:
         directories += [f"{NODE_CACHE_MOUNT}/{d}" for d in compile_cache.CACHE_DIRECTORIES.values()
                         if f"{NODE_CACHE_MOUNT}/{d}" not in directories]
@@ -424,6 +440,7 @@ def _worker_container(serving: ServingSettings, sizing: WorkerResources,
         # vLLM/NIXL advertise this address to the peer engine; the pod IP is the one EFA can reach.
         {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "HF_HOME", "value": NODE_HF_HOME},
+        *_bytecode_cache_env(serving),
         *_compile_cache_env(serving, sizing),
     ]
     if serving.hybrid_model:

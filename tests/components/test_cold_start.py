@@ -7,6 +7,9 @@ from __future__ import annotations
 import base64
 import email
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,7 @@ import pytest
 import yaml
 
 from components.manifests.image_prepull import image_prepull_manifest
-from components.manifests.ray_service import ray_service_manifest
+from components.manifests.ray_service import NODE_CACHE_MOUNT, bytecode_cache_dir, ray_service_manifest
 from components.model_access import model_reader_subject
 from components.node_boot import HUGEPAGES_SYSCTL_FILE, user_data
 from components.node_storage import node_storage
@@ -101,12 +104,51 @@ def test_worker_cache_is_on_the_node_and_prepared_for_the_images_user(settings_f
     assert prefill["template"]["spec"] == decode["template"]["spec"]  # both phases' pods alike
     spec = decode["template"]["spec"]
     (init,) = spec["initContainers"]
-    assert init["command"] == ["mkdir", "-p", "-m", "1777", "/mnt/node-cache/huggingface", "/mnt/node-cache/vllm"]
+    assert init["command"] == ["mkdir", "-p", "-m", "1777", "/mnt/node-cache/huggingface", "/mnt/node-cache/vllm",
+                               bytecode_cache_dir(settings_for("dev").serving.image)]
     assert init["securityContext"]["allowPrivilegeEscalation"] is False
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
     # One GPU per g6.8xlarge node: one engine, so vLLM's compile cache is kept on the node.
     assert env["VLLM_CACHE_ROOT"] == "/mnt/node-cache/vllm" and "VLLM_DISABLE_COMPILE_CACHE" not in env
     assert "serviceAccountName" not in spec  # no S3 mirror, no AWS identity
+
+
+def _import_in_worker(env: dict[str, str], site: Path, node_cache: Path) -> str:
+    """A fresh Python importing `site`'s package as a worker process would: the image's own environment
+    (the Ray LLM image sets PYTHONDONTWRITEBYTECODE), the container's env over it, the node cache mounted."""
+    environ = {"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(site),
+               **{k: v.replace(NODE_CACHE_MOUNT, str(node_cache)) for k, v in env.items()}}
+    done = subprocess.run([sys.executable, "-v", "-c", "import servingstack.engine"], env=environ,
+                          capture_output=True, text=True, check=True)
+    return done.stderr
+
+
+def test_a_worker_process_compiles_the_images_python_once_per_node_and_image(settings_for, tmp_path):
+    serving = settings_for("dev").serving
+    body = ray_service_manifest(serving)
+    container = body["spec"]["rayClusterConfig"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"] if "BYTECODE" in e["name"] or "PYCACHE" in e["name"]}
+    assert env == {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": bytecode_cache_dir(serving.image)}
+    site = tmp_path / "site-packages"
+    (site / "servingstack").mkdir(parents=True)
+    (site / "servingstack" / "__init__.py").write_text("")
+    (site / "servingstack" / "engine.py").write_text("ENGINE = 'vllm'\n")
+    node_cache = tmp_path / "node"
+    cache = Path(env["PYTHONPYCACHEPREFIX"].replace(NODE_CACHE_MOUNT, str(node_cache)))
+
+    # The image alone: every process compiles from source and keeps nothing.
+    _import_in_worker({}, site, node_cache)
+    assert not list(site.rglob("*.pyc")) and not node_cache.exists()
+    # The worker's env: the first process writes the bytecode into the node cache, never into the image.
+    _import_in_worker(env, site, node_cache)
+    written = sorted(p.name.split(".")[0] for p in cache.joinpath(*site.parts[1:]).rglob("*.pyc"))
+    assert written == ["__init__", "engine"]
+    assert not list(site.rglob("*.pyc"))
+    # A later process (the replica's next one, a restarted pod) reads it instead of compiling.
+    second = _import_in_worker(env, site, node_cache)
+    assert f"code object from '{cache}" in second and "matches" in second
+    # Another image compiles into a cache of its own.
+    assert bytecode_cache_dir(serving.image + "-patched") != env["PYTHONPYCACHEPREFIX"]
 
 
 def test_several_engines_per_node_do_not_share_a_compile_cache(settings_for):

@@ -91,7 +91,7 @@ def test_a_restart_on_the_hugging_face_path_reads_the_node_cache_with_the_defaul
     assert restart.verdict.text == f"goal ≤ 60 s: MISSED by {restart.seconds - 60:.0f} s"
     assert restart.to_dict()["target"] == {"at_most": 60.0, "unit": "s", "met": False,
                                            "missed_by": round(restart.seconds - 60, 1)}
-    assert start.new_node.verdict.text == "goal ≤ 180 s: MISSED by 547 s"
+    assert start.new_node.verdict.text == "goal ≤ 180 s: MISSED by 556 s"
 
 
 def test_the_streamer_is_an_opt_in_on_the_hugging_face_path_that_meets_the_share_target(settings_for):
@@ -132,7 +132,7 @@ def test_a_new_node_with_the_mirror_and_restored_compile_caches_is_labelled_step
     hub = cold_start(settings_for("dev").serving).new_node
     mirror = cold_start(settings_for("dev", **S3_STACK).serving)
     restored = cold_start(settings_for("dev", compileCacheInS3="true", **S3_STACK).serving)
-    assert [round(f.seconds) for f in (hub, mirror.new_node, restored.new_node)] == [727, 591, 412]
+    assert [round(f.seconds) for f in (hub, mirror.new_node, restored.new_node)] == [736, 600, 421]
     assert [(s.name, s.duration.source) for s in restored.new_node.steps] == [
         ("Cluster Autoscaler asks for a node (its scan of unschedulable pods)", "reference timing"),
         ("GPU instance launched, joins, and its device plugin advertises the GPU", "reference timing"),
@@ -140,11 +140,12 @@ def test_a_new_node_with_the_mirror_and_restored_compile_caches_is_labelled_step
          "estimate"),
         ("Ray worker pod starts", "estimate"),
         ("weights streamed from the S3 mirror (Run:ai streamer)", "reference timing"),
+        ("Python's bytecode compiled by the node's first replica (kept on the node)", "measured"),
         ("Ray Serve LLM starts the replica (its processes and engine-config tasks)", "measured"),
         ("vLLM engine init, compile caches restored from S3", "measured"),
     ]
-    assert restored.new_node.shares_text == "32% measured, 27% sourced, 41% estimated"
-    assert restored.new_node.verdict.text == "goal ≤ 180 s: MISSED by 232 s"
+    assert restored.new_node.shares_text == "34% measured, 26% sourced, 40% estimated"
+    assert restored.new_node.verdict.text == "goal ≤ 180 s: MISSED by 241 s"
     assert restored.compile_caches == (
         "restored from s3://acme-models/compile-cache/mirror/Qwen/Qwen3.5-9B on a new node, per phase and key "
         "(compileCacheInS3)")
@@ -166,13 +167,13 @@ def test_with_the_image_on_a_snapshot_volume_ray_serve_llms_replica_start_is_wha
     assert start.image_path.startswith(f"in containerd's store on a volume restored from {SNAPSHOT} "
                                        "(gpuImageSnapshotId): nothing pulled; seconds only with fast snapshot restore")
     assert f"containerd's images on a gp3 volume restored from {SNAPSHOT}" in start.storage
-    # Everything this stack can configure: 93% measured or sourced, and still 87 s over, Ray Serve LLM's
+    # Everything this stack can configure: 92% measured or sourced, and still 96 s over, Ray Serve LLM's
     # replica start (measured, 106.1 s) the largest step.
     figure = start.new_node
-    assert round(figure.seconds) == 267
-    assert figure.shares_text == "50% measured, 43% sourced, 7% estimated"
+    assert round(figure.seconds) == 276
+    assert figure.shares_text == "51% measured, 41% sourced, 7% estimated"
     assert figure.share("measured") + figure.share("reference timing") >= 0.6
-    assert figure.verdict.text == "goal ≤ 180 s: MISSED by 87 s"
+    assert figure.verdict.text == "goal ≤ 180 s: MISSED by 96 s"
     assert max(figure.steps, key=lambda step: step.duration.seconds).duration == durations.SERVE_REPLICA_START
     # What the deploy's critical path charges the pre-pull DaemonSet after the GPU node group is Ready: the
     # image, or the device plugins' registration beside it (an estimate), whichever is longer.
@@ -210,11 +211,12 @@ def test_the_step_figures_docs_plan_md_quotes_are_the_plans(settings_for):
     everything = cold_start(settings_for("dev", compileCacheInS3="true", gpuImageSnapshotId=SNAPSHOT,
                                          **S3_STACK).serving).new_node
     seconds = {step.name: step.duration.seconds for step in everything.steps}
-    scan, join, image, pod, stream, replica, engine = seconds.values()
+    scan, join, image, pod, stream, bytecode, replica, engine = seconds.values()
     assert (f"the Cluster Autoscaler's {scan:.0f} s scan, then {join:.0f} s from the GPU instance's launch until "
             "its device plugin advertised the GPU") in text
     assert f"the image's {image:.0f} s from the snapshot volume" in text
     assert f"the pod start ({pod:.0f} s, an estimate) and the S3 stream ({stream:.0f} s" in text
+    assert f"the node's first compile of the image's Python, {bytecode:.1f} s" in text
     assert f"**Ray Serve LLM's replica start, {replica:.1f} s**" in text
     assert f"under Ray Serve LLM on compile caches at their key, {engine:.1f} s" in text
     assert f"it is {replica / everything.seconds:.0%} of the new node's {everything.seconds:.0f} s" in text
