@@ -282,8 +282,9 @@ def cold_start(serving: ServingSettings) -> ColdStart:
     engine_start = RESTORED_ENGINE_INIT if restored else COLD_ENGINE_INIT
     image, deploy_image, image_path = _image(serving)
     pod, first = Step("Ray worker pod starts", durations.RAY_POD_START), _first_weights(serving)
-    new_node = Figure("new GPU node → serving",
-                      (*NODE_JOIN, image, pod, first, FIRST_BYTECODE, SERVE_REPLICA, engine_start),
+    # On a node that has not served yet, once its image is there: a new node, a moved pod and the deploy alike.
+    on_unserved_node = (pod, first, FIRST_BYTECODE, SERVE_REPLICA, engine_start)
+    new_node = Figure("new GPU node → serving", (*NODE_JOIN, image, *on_unserved_node),
                       target_seconds=NEW_NODE_TARGET_SECONDS)
     restart = Figure("pod restart → serving",
                      (pod, _restart_weights(serving, load), SERVE_REPLICA, _engine_restart(compile_cached)),
@@ -291,9 +292,8 @@ def cold_start(serving: ServingSettings) -> ColdStart:
     return ColdStart(load_path=load_path, image_path=image_path, storage=serving.storage.summary,
                      compile_caches=caches, new_node=new_node, pod_restart=restart, weight_load=load,
                      image=deploy_image,
-                     ray_service=(HEAD_START, pod, first, FIRST_BYTECODE, SERVE_REPLICA, engine_start),
-                     moved_pod=Figure("worker pod moved to a joined GPU node → serving",
-                                      (pod, first, FIRST_BYTECODE, SERVE_REPLICA, engine_start)))
+                     ray_service=(HEAD_START, *on_unserved_node),
+                     moved_pod=Figure("worker pod moved to a joined GPU node → serving", on_unserved_node))
 
 
 # A GPU node the Cluster Autoscaler adds, until its GPU is advertised (docs/SOURCES.md#node-join).
