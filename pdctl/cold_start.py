@@ -215,14 +215,20 @@ def _restart_weights(serving: ServingSettings, load: WeightLoad) -> Step:
         return _from_s3(serving, size, "weights streamed again from the S3 mirror (nothing cached on the node)")
     disk, share = _disk_read(serving.storage), load.disk_share
     rate = disk.value * share.value
-    where = (f"{size / 1e9:.1f} GB at {rate / 1e9:.2f} GB/s: {load.loader} at {share.value:.0%} of a disk's "
-             f"sequential read ({share.source}) × {disk.value / 1e9:.2f} GB/s ({disk.source}: {disk.where})")
+    from_disk = (f"{size / rate:.0f} s from the disk ({size / 1e9:.1f} GB at {rate / 1e9:.2f} GB/s: {load.loader} at "
+                 f"{share.value:.0%} of a disk's sequential read ({share.source}) × {disk.value / 1e9:.2f} GB/s "
+                 f"({disk.source}: {disk.where}))")
     if load.warm_gb_per_s is not None:
-        where += (f"; ~{size / (load.warm_gb_per_s * 1e9):.0f} s while the page cache still holds it "
-                  f"({load.warm_gb_per_s:.2f} GB/s in the lab)")
-    # The step is as good as its weaker input, the disk figure (the share is measured).
-    return Step("weights read from the node's cache (0 bytes downloaded), page cache cold",
-                StepDuration(size / rate, disk.source, where))
+        # The old pod's page cache outlives it (docs/SOURCES.md#page-cache-across-pods).
+        return Step("weights read from the node's page cache (0 bytes downloaded)",
+                    StepDuration(size / (load.warm_gb_per_s * 1e9), MEASURED,
+                                 f"{size / 1e9:.1f} GB at {load.warm_gb_per_s:.2f} GB/s: {load.loader} with the "
+                                 f"checkpoint in the page cache ({durations.WEIGHT_LOAD_MEASURED}), which outlives "
+                                 "the pod that read it (docs/SOURCES.md#page-cache-across-pods); after memory "
+                                 f"pressure or a reboot, {from_disk}"))
+    # The streamer gains nothing from the page cache; the step is as good as its weaker input, the disk figure.
+    return Step("weights read from the node's cache (0 bytes downloaded)",
+                StepDuration(size / rate, disk.source, from_disk))
 
 
 def _weight_load(serving: ServingSettings) -> WeightLoad:

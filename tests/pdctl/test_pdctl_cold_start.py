@@ -74,12 +74,14 @@ def test_a_restart_on_the_hugging_face_path_reads_the_node_cache_with_the_defaul
                                                 "tasks)", durations.SERVE_REPLICA_START)
     assert engine.duration == durations.ENGINE_INIT_CACHED and engine.duration.seconds == pytest.approx(26.7)
     assert durations.ENGINE_START_MEASURED in engine.duration.where
-    # The default loader's measured 49% of the disk's read, times the lab disk standing in for the
-    # node's NVMe: an estimate, because the disk figure is one. The case is said: page cache cold.
-    assert weights.duration.seconds == pytest.approx(QWEN_BYTES / (0.88 / 1.781 * 1.781e9))
-    assert weights.duration.source == "estimate" and "page cache cold" in weights.name
+    # The checkpoint the old pod read is still in the node's page cache (the kernel keeps a file's pages past
+    # the cgroup that read them): the default loader's measured warm rate, with the cold case said beside it.
+    assert weights.duration.seconds == pytest.approx(QWEN_BYTES / 6.988e9) and round(weights.duration.seconds) == 3
+    assert weights.duration.source == "measured" and "page cache" in weights.name
+    assert "docs/SOURCES.md#page-cache-across-pods" in weights.duration.where
+    cold = QWEN_BYTES / (0.88 / 1.781 * 1.781e9)
+    assert f"after memory pressure or a reboot, {cold:.0f} s from the disk" in weights.duration.where
     assert "49% of a disk's sequential read (measured)" in weights.duration.where
-    assert "~3 s while the page cache still holds it" in weights.duration.where
     assert "no sourced figure for the node's instance-store NVMe" in weights.duration.where
     load = start.weight_load
     assert (load.loader, load.disk_share.source) == ("vLLM's default loader", "measured")
@@ -110,9 +112,11 @@ def test_a_node_without_nvme_reads_the_checkpoint_back_from_its_gp3_root(bare_gp
     raw["gpuNodeType"] = bare_gpu_type.name
     settings = settings_from_config(raw, project=project_name(), stack="dev", ask_cloud=lambda query: (
         ask_recorded_cloud(query, mocks=CloudMocks(query.region, instance_types={bare_gpu_type.name: bare_gpu_type}))))
-    (weights,) = [s for s in cold_start(settings.serving).pod_restart.steps if "node's cache" in s.name]
-    # gp3's 1,000 MiB/s ceiling, which node_storage provisions on such a type.
-    assert weights.duration.seconds == pytest.approx(QWEN_BYTES / (0.88 / 1.781 * 1000 * 2**20))
+    (weights,) = [s for s in cold_start(settings.serving).pod_restart.steps if s.name.startswith("weights")]
+    # Once the page cache has lost the checkpoint: gp3's 1,000 MiB/s ceiling, which node_storage provisions on
+    # such a type.
+    cold = QWEN_BYTES / (0.88 / 1.781 * 1000 * 2**20)
+    assert f"after memory pressure or a reboot, {cold:.0f} s from the disk" in weights.duration.where
     assert "gp3 root's provisioned 1000 MiB/s" in weights.duration.where
 
 
