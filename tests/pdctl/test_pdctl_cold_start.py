@@ -4,6 +4,7 @@ measurements (copies in tests/data/lab-results/), and where the start-time targe
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -194,6 +195,10 @@ def test_the_cold_start_figures_docs_plan_md_quotes_are_the_plans(settings_for):
             f"{hub.new_node.share('reference timing'):.0%} sourced); pod restart → serving "
             f"{hub.pod_restart.seconds:.0f} s") in text
     assert f"With an S3 mirror: {mirror.new_node.seconds:.0f} s and {mirror.pod_restart.seconds:.0f} s" in text
+    (weights,) = [step for step in hub.pod_restart.steps if step.name.startswith("weights")]
+    cold = re.search(r"after memory pressure or a reboot, (\d+) s from the disk", weights.duration.where)
+    assert cold and (f"{weights.duration.seconds:.0f} s at the default loader's measured warm rate, {cold[1]} s from "
+                     "the disk once memory pressure or a reboot has emptied it") in text
     assert f"compile caches restored from S3: {restored.new_node.seconds:.0f} s" in text
     everything = cold_start(settings_for("dev", compileCacheInS3="true", gpuImageSnapshotId=SNAPSHOT,
                                          **S3_STACK).serving).new_node
