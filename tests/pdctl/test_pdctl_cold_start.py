@@ -108,7 +108,7 @@ def test_the_streamer_is_an_opt_in_on_the_hugging_face_path_that_meets_the_share
     assert start.weight_load.verdict.text == "goal ≥ 70%: met"
 
 
-def test_a_node_without_nvme_reads_the_checkpoint_back_from_its_gp3_root(bare_gpu_type):
+def test_a_node_without_nvme_reads_a_checkpoint_out_of_its_page_cache_back_from_its_gp3_root(bare_gpu_type):
     raw, _ = stack_config("dev")
     raw["gpuNodeType"] = bare_gpu_type.name
     settings = settings_from_config(raw, project=project_name(), stack="dev", ask_cloud=lambda query: (
